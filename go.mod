@@ -1,0 +1,3 @@
+module github.com/bloomkv/bloomkv
+
+go 1.25

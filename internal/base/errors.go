@@ -1,0 +1,19 @@
+// Package base holds the definitions every bloomkv package shares: the
+// sentinel errors, and (as the engine grows) internal keys and comparers.
+package base
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrCorruption is wrapped by every error that reports data which failed a
+// format check or a checksum. Test for it with errors.Is.
+var ErrCorruption = errors.New("bloomkv: corruption")
+
+// CorruptionErrorf returns an error built from format and args, as
+// fmt.Errorf would, that also wraps ErrCorruption. format may itself use %w to
+// wrap an underlying cause. Callers name the file and offset where known.
+func CorruptionErrorf(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, ErrCorruption)...)
+}
