@@ -64,13 +64,20 @@ func clampBitsPerKey(b int) int {
 	return min(max(b, MinBitsPerKey), MaxBitsPerKey)
 }
 
+// minRateBitsPerKey is the smallest bits/key the rate functions evaluate;
+// their cost grows as 512/bitsPerKey.
+const minRateBitsPerKey = 0.25
+
 // TheoreticalFPRate returns the textbook false-positive rate of a 512-bit
 // blocked Bloom filter with the given bits/key and k probe bits per key: the
 // number of keys in a line is Poisson with mean 512/bitsPerKey, and a line
 // holding i keys answers "maybe" for an absent key with probability
 // (1-(1-1/512)^(k·i))^k.
+//
+// Below minRateBitsPerKey bits/key (or for k < 1) it returns 1: such a filter
+// passes nearly everything.
 func TheoreticalFPRate(bitsPerKey float64, k int) float64 {
-	if bitsPerKey <= 0 || k <= 0 {
+	if !(bitsPerKey >= minRateBitsPerKey) || k < 1 || k > lineBits {
 		return 1
 	}
 	lambda := lineBits / bitsPerKey
@@ -95,8 +102,10 @@ func TheoreticalFPRate(bitsPerKey float64, k int) float64 {
 // k distinct bits, and an absent key passes when all k of its distinct bits
 // are set. It is exact where TheoreticalFPRate is the textbook approximation;
 // the k table minimises it.
+//
+// Like TheoreticalFPRate it returns 1 below minRateBitsPerKey.
 func ExpectedFPRate(bitsPerKey float64, k int) float64 {
-	if !(bitsPerKey > 0) || k < 1 || k > lineBits {
+	if !(bitsPerKey >= minRateBitsPerKey) || k < 1 || k > lineBits {
 		return 1
 	}
 	lambda := lineBits / bitsPerKey
@@ -193,15 +202,12 @@ func (b *Builder) Reset() { b.hashes = b.hashes[:0] }
 // "no" to every probe.
 func (b *Builder) Finish() []byte {
 	n := len(b.hashes)
-	var numLines int
-	if n > 0 {
-		numLines = (n*b.bitsPerKey + lineBits - 1) / lineBits
-	}
+	numLines := linesFor(uint64(n), b.bitsPerKey)
 	k := probesForBitsPerKey[b.bitsPerKey]
 	out := make([]byte, numLines*LineBytes+trailerLen)
 	if numLines > 0 {
 		lines := out[:numLines*LineBytes]
-		nl := uint64(numLines)
+		nl := numLines
 		for _, h := range b.hashes {
 			line := (*[LineBytes]byte)(lines[lineIndex(h, nl)*LineBytes:])
 			p := uint32(h)
@@ -226,6 +232,20 @@ func (b *Builder) Finish() []byte {
 	return out
 }
 
+// maxLines bounds the line count: lineIndex needs it below 2^32, and the
+// encoding must fit in an int on 32-bit platforms.
+const maxLines = min(math.MaxUint32, (math.MaxInt-trailerLen)/LineBytes)
+
+// linesFor returns the number of lines for n keys at bitsPerKey:
+// ⌈n·bitsPerKey/512⌉, at most maxLines. A filter capped at maxLines (2^32
+// lines is 256 GiB) is denser than asked for, never wrong.
+func linesFor(n uint64, bitsPerKey int) uint64 {
+	if n > maxLines*lineBits { // n·bitsPerKey could overflow; the cap applies anyway
+		return maxLines
+	}
+	return min((n*uint64(bitsPerKey)+lineBits-1)/lineBits, maxLines)
+}
+
 // Filter is a decoded blocked Bloom filter. It is a small value that refers to
 // the filter's bytes; it is safe for concurrent use by readers.
 type Filter struct {
@@ -248,8 +268,11 @@ type Info struct {
 }
 
 // Decode parses an encoded filter produced by Builder.Finish. It checks every
-// field of the trailer and returns an error wrapping ErrCorruption for any
-// malformed input; it never panics. The Filter refers to data without copying
+// field of the trailer (magic, versions, the reserved byte, k and bits/key in
+// range, and a line count that matches the key count, bits/key and the bytes
+// present) and returns an error wrapping ErrCorruption for any malformed
+// input; it never panics. The lines themselves carry no checksum: the sstable
+// block that holds a filter does. The Filter refers to data without copying
 // when data is 64-byte aligned, so that each probe touches one cache line;
 // otherwise it copies the lines into an aligned buffer.
 func Decode(data []byte) (Filter, error) {
@@ -278,8 +301,15 @@ func Decode(data []byte) (Filter, error) {
 	if numLines*LineBytes != uint64(toff) {
 		return Filter{}, base.CorruptionErrorf("filterblock: trailer at offset %d states %d lines (%d bytes) but %d bytes precede it", toff, numLines, numLines*LineBytes, toff)
 	}
-	if keys := binary.LittleEndian.Uint32(t[4:]); (numLines == 0) != (keys == 0) {
-		return Filter{}, base.CorruptionErrorf("filterblock: trailer at offset %d states %d lines for %d keys", toff, numLines, keys)
+	bpk := int(t[10])
+	if bpk < MinBitsPerKey || bpk > MaxBitsPerKey {
+		return Filter{}, base.CorruptionErrorf("filterblock: bits per key %d out of range [%d, %d] at offset %d", bpk, MinBitsPerKey, MaxBitsPerKey, toff+10)
+	}
+	// The builder sizes the filter from the key count; a saturated count
+	// (2^32-1) only bounds it from below.
+	keys := binary.LittleEndian.Uint32(t[4:])
+	if want := linesFor(uint64(keys), bpk); numLines != want && !(keys == math.MaxUint32 && numLines >= want) {
+		return Filter{}, base.CorruptionErrorf("filterblock: trailer at offset %d states %d lines for %d keys at %d bits/key, want %d", toff, numLines, keys, bpk, want)
 	}
 	lines := data[:toff:toff]
 	if len(lines) > 0 && uintptr(unsafe.Pointer(&lines[0]))%LineBytes != 0 {

@@ -35,6 +35,40 @@ func TestProbeTableMinimisesExpectedFPRate(t *testing.T) {
 	}
 }
 
+func TestRateFunctionsOnEdgeInputs(t *testing.T) {
+	for _, bpk := range []float64{math.NaN(), -1, 0, 1e-9, 0.2} {
+		if got := TheoreticalFPRate(bpk, 6); got != 1 {
+			t.Errorf("TheoreticalFPRate(%v) = %v, want 1", bpk, got)
+		}
+		if got := ExpectedFPRate(bpk, 6); got != 1 {
+			t.Errorf("ExpectedFPRate(%v) = %v, want 1", bpk, got)
+		}
+	}
+	if got := ExpectedFPRate(math.Inf(1), 6); got != 0 {
+		t.Errorf("ExpectedFPRate(+Inf) = %v, want 0", got)
+	}
+	if got := ExpectedFPRate(0.25, 1); !(got > 0.9 && got <= 1) {
+		t.Errorf("ExpectedFPRate(0.25, 1) = %v", got)
+	}
+}
+
+func TestLinesForCaps(t *testing.T) {
+	if got := linesFor(1000, 10); got != 20 {
+		t.Fatalf("linesFor(1000, 10) = %d, want 20", got)
+	}
+	if got := linesFor(0, 10); got != 0 {
+		t.Fatalf("linesFor(0, 10) = %d", got)
+	}
+	if got := linesFor(1<<32, 32); got != 1<<28 {
+		t.Fatalf("linesFor(2^32, 32) = %d, want 2^28", got)
+	}
+	for _, n := range []uint64{1<<36 + 512, 1 << 40, math.MaxUint64} {
+		if got := linesFor(n, 32); got != maxLines {
+			t.Errorf("linesFor(%d, 32) = %d, want the cap %d", n, got, uint64(maxLines))
+		}
+	}
+}
+
 func TestTheoreticalFPRateMatchesPublishedValues(t *testing.T) {
 	// The 512-bit blocked column of the filterblock issue.
 	for _, c := range []struct {
@@ -245,6 +279,10 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 		"lines mismatch":   mutate(func(d []byte) []byte { binary.LittleEndian.PutUint32(d[toff:], 1); return d }),
 		"lines huge":       mutate(func(d []byte) []byte { binary.LittleEndian.PutUint32(d[toff:], math.MaxUint32); return d }),
 		"keys zero":        mutate(func(d []byte) []byte { binary.LittleEndian.PutUint32(d[toff+4:], 0); return d }),
+		"keys mismatch":    mutate(func(d []byte) []byte { binary.LittleEndian.PutUint32(d[toff+4:], 5000); return d }),
+		"bits/key zero":    mutate(func(d []byte) []byte { d[toff+10] = 0; return d }),
+		"bits/key 33":      mutate(func(d []byte) []byte { d[toff+10] = 33; return d }),
+		"bits/key changed": mutate(func(d []byte) []byte { d[toff+10] = 20; return d }),
 		"extra line bytes": append(append([]byte(nil), good[:LineBytes]...), good...),
 	}
 	for i := 0; i < len(good); i++ {
@@ -309,6 +347,38 @@ func TestFastPathMatchesExactProbes(t *testing.T) {
 			line := (*[LineBytes]byte)(f.lines[lineIndex(h, f.numLines)*LineBytes:])
 			if got, want := f.MayContainHash(h), mayContainExact(line, uint32(h), k); got != want {
 				t.Fatalf("bits/key %d, hash %#x: fast path %v, exact %v", bpk, h, got, want)
+			}
+		}
+	}
+	// Dense random lines, so that probes get past the first bit and the
+	// fallback often answers "maybe".
+	for _, fill := range []float64{0.5, 0.8, 0.95} {
+		for k := 1; k <= maxProbes; k++ {
+			lines := make([]byte, 64*LineBytes)
+			r := uint64(k) * 977
+			for i := range lines {
+				for bit := 0; bit < 8; bit++ {
+					r = splitmix(r)
+					if float64(r>>11)/(1<<53) < fill {
+						lines[i] |= 1 << bit
+					}
+				}
+			}
+			f := Filter{lines: lines, numLines: 64, k: uint8(k)}
+			maybes := 0
+			for i := 0; i < 20_000; i++ {
+				r = splitmix(r)
+				line := (*[LineBytes]byte)(f.lines[lineIndex(r, f.numLines)*LineBytes:])
+				got, want := f.MayContainHash(r), mayContainExact(line, uint32(r), uint8(k))
+				if got != want {
+					t.Fatalf("fill %v k %d, hash %#x: fast path %v, exact %v", fill, k, r, got, want)
+				}
+				if got {
+					maybes++
+				}
+			}
+			if k <= 4 && maybes == 0 {
+				t.Fatalf("fill %v k %d: no probe answered maybe; the test exercises nothing", fill, k)
 			}
 		}
 	}

@@ -179,8 +179,11 @@ func estimateCount(set, m uint64, k int) float64 {
 
 // EstimateIntersection estimates the number of keys two filters' sets have in
 // common, as n(a) + n(b) - n(a OR b) with each n estimated from its bits set
-// (Broder and Mitzenmacher §2.4). The result is clamped at zero. It returns an
-// error wrapping ErrIncompatible when the sizes or k differ.
+// (Broder and Mitzenmacher §2.4). The result is clamped to [0, min(n(a),
+// n(b))]; when a OR b has every bit set the union cannot be estimated and the
+// result is min(n(a), n(b)), an upper bound (+Inf when a filter is itself
+// full). It returns an error wrapping ErrIncompatible when the sizes or k
+// differ.
 func EstimateIntersection(a, b *Bloom) (float64, error) {
 	if err := a.compatible(b); err != nil {
 		return 0, err
@@ -195,10 +198,11 @@ func EstimateIntersection(a, b *Bloom) (float64, error) {
 	na := estimateCount(uint64(setA), a.m, a.k)
 	nb := estimateCount(uint64(setB), a.m, a.k)
 	nu := estimateCount(uint64(setU), a.m, a.k)
+	upper := min(na, nb)
 	if math.IsInf(nu, 1) {
-		return math.Inf(1), nil
+		return upper, nil
 	}
-	return max(na+nb-nu, 0), nil
+	return min(max(na+nb-nu, 0), upper), nil
 }
 
 // Halve folds the filter to half its size by OR-ing its two halves, keeping

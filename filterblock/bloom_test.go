@@ -70,18 +70,29 @@ func TestBloomIntersect(t *testing.T) {
 			t.Fatal("intersection lost a common key")
 		}
 	}
-	// Its FP rate is at most that of either input.
-	absent := randomKeys(77, 200_000, 1)
-	count := func(f *Bloom) (n int) {
-		for _, k := range absent {
-			if f.MayContain(k) {
-				n++
-			}
+	// The AND holds every bit of the filter built from the intersection, and
+	// (keys outside it set bits in only one input) far fewer than either input.
+	exact := bloomOf(t, 1<<18, 6, common)
+	for i, w := range exact.words {
+		if fa.words[i]&w != w {
+			t.Fatalf("word %d: the intersection lacks bits of the filter of the common keys", i)
 		}
-		return n
 	}
-	if got, in := count(fa), count(fb); got > in {
-		t.Fatalf("intersection passes %d absent keys, an input only %d", got, in)
+	if got, in := fa.BitsSet(), fb.BitsSet(); got > in*6/10 {
+		t.Fatalf("intersection has %d bits set, an input %d: the AND removed too little", got, in)
+	}
+}
+
+func TestEstimateIntersectionOfFullUnion(t *testing.T) {
+	a, _ := NewBloom(128, 1)
+	b, _ := NewBloom(128, 1)
+	a.words[0], b.words[1] = math.MaxUint64, math.MaxUint64 // disjoint halves
+	got, err := EstimateIntersection(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := a.EstimateCount(); got != want || math.IsInf(got, 0) {
+		t.Fatalf("full union: estimate %v, want the bound min(n(a), n(b)) = %v", got, want)
 	}
 }
 

@@ -2,7 +2,9 @@ package filterblock
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"math/bits"
 
@@ -26,6 +28,10 @@ import (
 //	                       the quotient in unary (ones, then a zero), the
 //	                       remainder in truncated binary, bits written most
 //	                       significant first, zero padding to a byte.
+//	CRC32C (Castagnoli) of everything before it, uint32 LE.
+//
+// The checksum matters: a flipped remainder bit would otherwise decode to a
+// different filter of the same size, and a receiver would drop matches.
 //
 // Every field is checked on decode, the payload must be consumed exactly, and
 // the bits it sets must number X.
@@ -42,6 +48,16 @@ var wireMagic = [3]byte{'b', 'k', 'w'}
 
 // AppendWire appends the wire encoding of b to dst and returns the result.
 func (b *Bloom) AppendWire(dst []byte) []byte {
+	start := len(dst)
+	dst = b.appendWireBody(dst)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+const wireCRCLen = 4
+
+func (b *Bloom) appendWireBody(dst []byte) []byte {
 	set := b.BitsSet()
 	dst = append(dst, wireMagic[:]...)
 	dst = append(dst, wireVersion, hashVersion1, byte(b.k))
@@ -135,11 +151,25 @@ func uvarintLen(x uint64) int {
 	return binary.PutUvarint(buf[:], x)
 }
 
-// DecodeWire decodes a filter written by AppendWire. It refuses, with an error
-// wrapping ErrCorruption, any malformed input, and any filter of more than
-// maxBits bits, so that a few hostile bytes cannot make it allocate without
-// bound. It never panics.
+// ErrTooLarge is wrapped by the error DecodeWire returns for a filter larger
+// than the caller's limit.
+var ErrTooLarge = errors.New("filterblock: wire filter exceeds the size limit")
+
+// DecodeWire decodes a filter written by AppendWire. It returns an error
+// wrapping ErrCorruption for malformed input, and one wrapping ErrTooLarge for
+// a filter of more than maxBits bits. A well-formed encoding of a few bytes
+// may describe an empty filter of up to maxBits bits, which DecodeWire
+// allocates, so maxBits is the caller's memory budget (maxBits/8 bytes). It
+// never panics.
 func DecodeWire(data []byte, maxBits uint64) (*Bloom, error) {
+	if len(data) < wireCRCLen {
+		return nil, base.CorruptionErrorf("filterblock: wire filter of %d bytes is shorter than its checksum", len(data))
+	}
+	body := data[:len(data)-wireCRCLen]
+	if want, got := binary.LittleEndian.Uint32(data[len(body):]), crc32.Checksum(body, castagnoli); got != want {
+		return nil, base.CorruptionErrorf("filterblock: wire filter checksum mismatch at offset %d: stored %#x, computed %#x", len(body), want, got)
+	}
+	data = body
 	d := wireDecoder{data: data}
 	if len(data) < 6 || [3]byte(data[:3]) != wireMagic {
 		return nil, base.CorruptionErrorf("filterblock: wire filter: bad magic at offset 0")
@@ -160,7 +190,7 @@ func DecodeWire(data []byte, maxBits uint64) (*Bloom, error) {
 		return nil, base.CorruptionErrorf("filterblock: wire filter at offset %d: %w", d.off, err)
 	}
 	if m > maxBits {
-		return nil, fmt.Errorf("filterblock: wire filter of %d bits exceeds the limit of %d bits", m, maxBits)
+		return nil, fmt.Errorf("%w: %d bits, limit %d", ErrTooLarge, m, maxBits)
 	}
 	set, err := d.uvarint("bits set")
 	if err != nil {
@@ -174,13 +204,13 @@ func DecodeWire(data []byte, maxBits uint64) (*Bloom, error) {
 	}
 	coding := data[d.off]
 	d.off++
+	payloadOff := d.off
+	if coding == codingRaw && uint64(len(data)-d.off) != (m+7)/8 {
+		return nil, base.CorruptionErrorf("filterblock: raw wire filter at offset %d has %d payload bytes, want %d", d.off, len(data)-d.off, (m+7)/8)
+	}
 	b := &Bloom{words: make([]uint64, (m+63)/64), m: m, k: k}
 	switch coding {
 	case codingRaw:
-		n := (m + 7) / 8
-		if uint64(len(data)-d.off) != n {
-			return nil, base.CorruptionErrorf("filterblock: raw wire filter at offset %d has %d payload bytes, want %d", d.off, len(data)-d.off, n)
-		}
 		for i, c := range data[d.off:] {
 			b.words[i/8] |= uint64(c) << (8 * (i % 8))
 		}
@@ -195,7 +225,7 @@ func DecodeWire(data []byte, maxBits uint64) (*Bloom, error) {
 		return nil, base.CorruptionErrorf("filterblock: wire filter: unknown coding %d at offset %d", coding, d.off-1)
 	}
 	if got := b.BitsSet(); got != set {
-		return nil, base.CorruptionErrorf("filterblock: wire filter states %d bits set but its payload sets %d", set, got)
+		return nil, base.CorruptionErrorf("filterblock: wire filter states %d bits set but its payload (offset %d) sets %d", set, payloadOff, got)
 	}
 	return b, nil
 }
@@ -275,7 +305,7 @@ func (d *wireDecoder) golombPayload(b *Bloom, set uint64, ones bool) error {
 		pos++
 	}
 	if err := r.checkEnd(); err != nil {
-		return base.CorruptionErrorf("filterblock: wire filter payload at offset %d: %v", payloadStart, err)
+		return base.CorruptionErrorf("filterblock: wire filter payload at offset %d: %w", payloadStart, err)
 	}
 	return nil
 }
@@ -419,7 +449,7 @@ func PickWireParams(n int, wireBytes int, maxBits uint64) (WireParams, error) {
 func expectedWireBytes(m uint64, k int, n int) int {
 	fill := -math.Expm1(float64(k) * float64(n) * math.Log1p(-1/float64(m)))
 	set := uint64(math.Round(fill * float64(m)))
-	header := 6 + uvarintLen(m) + uvarintLen(set) + 1
+	header := 6 + uvarintLen(m) + uvarintLen(set) + 1 + wireCRCLen
 	raw := header + int((m+7)/8)
 	q := min(fill, 1-fill)
 	if q <= 0 {

@@ -1,9 +1,12 @@
 package filterblock
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -71,7 +74,7 @@ func TestWireSizeNearEntropy(t *testing.T) {
 	}
 	// Empty and full filters cost only their header.
 	for _, fill := range []float64{0, 1} {
-		if n := len(bloomWithFill(t, m, fill, 1).AppendWire(nil)); n > 16 {
+		if n := len(bloomWithFill(t, m, fill, 1).AppendWire(nil)); n > 20 {
 			t.Errorf("fill %v: %d bytes", fill, n)
 		}
 	}
@@ -137,18 +140,30 @@ func TestDecodeWireRejectsMalformed(t *testing.T) {
 		if _, err := DecodeWire(append(enc[:len(enc):len(enc)], 0), 1<<20); !errors.Is(err, ErrCorruption) {
 			t.Fatalf("fill %v: trailing byte accepted: %v", fill, err)
 		}
-		// Flipping any single bit must never panic, and must never yield a
-		// filter whose stated count disagrees with its bits.
+		// Every single flipped bit is reported as corruption (the checksum
+		// sees it), never decoded to a different filter, never a panic.
+		rejected := 0
 		for i := 0; i < len(enc)*8; i++ {
 			bad := append([]byte(nil), enc...)
 			bad[i/8] ^= 1 << (i % 8)
-			if b, err := DecodeWire(bad, 1<<20); err == nil && b.BitsSet() > b.M() {
-				t.Fatalf("bit %d: impossible filter", i)
+			b, err := DecodeWire(bad, 1<<20)
+			if err != nil {
+				if !errors.Is(err, ErrCorruption) && !errors.Is(err, ErrTooLarge) {
+					t.Fatalf("bit %d: error %v wraps neither ErrCorruption nor ErrTooLarge", i, err)
+				}
+				rejected++
+				continue
+			}
+			if again, err := DecodeWire(b.AppendWire(nil), 1<<20); err != nil || !again.Equal(b) {
+				t.Fatalf("bit %d: accepted filter does not round-trip: %v", i, err)
 			}
 		}
+		if rejected != len(enc)*8 {
+			t.Fatalf("fill %v: only %d of %d bit flips detected", fill, rejected, len(enc)*8)
+		}
 	}
-	if _, err := DecodeWire(bloomWithFill(t, 5000, 0.1, 7).AppendWire(nil), 4999); err == nil || errors.Is(err, ErrCorruption) {
-		t.Fatalf("over-limit filter: %v, want a limit error", err)
+	if _, err := DecodeWire(bloomWithFill(t, 5000, 0.1, 7).AppendWire(nil), 4999); !errors.Is(err, ErrTooLarge) || errors.Is(err, ErrCorruption) {
+		t.Fatalf("over-limit filter: %v, want ErrTooLarge", err)
 	}
 	cases := map[string][]byte{
 		"magic":         []byte("xkw\x01\x01\x03\x08\x00\x00"),
@@ -166,10 +181,16 @@ func TestDecodeWireRejectsMalformed(t *testing.T) {
 		"bad varint":    []byte("bkw\x01\x01\x03\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"),
 	}
 	for name, data := range cases {
-		if _, err := DecodeWire(data, 1<<20); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
+		// With a valid checksum, so that the field checks are what reject it.
+		if _, err := DecodeWire(withWireCRC(data), 1<<20); !errors.Is(err, ErrCorruption) || strings.Contains(err.Error(), "checksum") {
+			t.Errorf("%s: %v, want ErrCorruption from a field check", name, err)
 		}
 	}
+}
+
+// withWireCRC returns body followed by its wire checksum.
+func withWireCRC(body []byte) []byte {
+	return binary.LittleEndian.AppendUint32(append([]byte(nil), body...), crc32.Checksum(body, castagnoli))
 }
 
 func ExamplePickWireParams() {
