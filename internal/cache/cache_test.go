@@ -1,0 +1,187 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+func block(n int) []byte { return make([]byte, n) }
+
+func TestCapacityAndCounters(t *testing.T) {
+	for _, p := range []Policy{CLOCK, LRU} {
+		c := New(64<<10, Options{Policy: p, Shards: 4})
+		for i := range 1000 {
+			c.Set(1, uint64(i), block(1000))
+		}
+		m := c.Metrics()
+		if m.Bytes > m.Capacity || m.Capacity != 64<<10 {
+			t.Fatalf("%v: %d bytes cached of capacity %d", p, m.Bytes, m.Capacity)
+		}
+		if m.Entries == 0 || m.Evictions != uint64(1000-m.Entries) {
+			t.Fatalf("%v: %d entries, %d evictions after 1000 inserts", p, m.Entries, m.Evictions)
+		}
+		hits := 0
+		for i := range 1000 {
+			if _, ok := c.Get(1, uint64(i)); ok {
+				hits++
+			}
+		}
+		m = c.Metrics()
+		if int(m.Hits) != hits || int(m.Misses) != 1000-hits || hits != m.Entries {
+			t.Fatalf("%v: counters %+v after %d hits", p, m, hits)
+		}
+		// A block larger than a shard is not cached, and evicts nothing.
+		c.Set(2, 0, block(1<<20))
+		if _, ok := c.Get(2, 0); ok {
+			t.Fatalf("%v: cached a block larger than its shard", p)
+		}
+	}
+}
+
+func TestEvictionOrder(t *testing.T) {
+	const size = 1000
+	for _, c := range []struct {
+		policy  Policy
+		evicted uint64
+	}{
+		// a, b, c inserted, then a hit: the next insert evicts b under
+		// both policies (LRU: b is least recent; CLOCK: a is referenced).
+		{LRU, 1}, {CLOCK, 1},
+	} {
+		ca := New(3*(size+entryOverhead), Options{Policy: c.policy, Shards: 1})
+		for i := range 3 {
+			ca.Set(7, uint64(i), block(size))
+		}
+		if _, ok := ca.Get(7, 0); !ok {
+			t.Fatal("miss on a cached block")
+		}
+		ca.Set(7, 3, block(size))
+		for i := uint64(0); i < 4; i++ {
+			_, ok := ca.Get(7, i)
+			if ok == (i == c.evicted) {
+				t.Errorf("%v: block %d cached=%v; want block %d evicted", c.policy, i, ok, c.evicted)
+			}
+		}
+	}
+	// LRU keeps the recent: after a hit on 0, the next two inserts evict 1,
+	// then 2.
+	ca := New(3*(size+entryOverhead), Options{Policy: LRU, Shards: 1})
+	for i := range 3 {
+		ca.Set(7, uint64(i), block(size))
+	}
+	ca.Get(7, 0)
+	ca.Set(7, 3, block(size)) // evicts 1
+	ca.Set(7, 4, block(size)) // evicts 2
+	for i, want := range []bool{true, false, false, true, true} {
+		if _, ok := ca.Get(7, uint64(i)); ok != want {
+			t.Errorf("LRU: block %d cached=%v, want %v", i, ok, want)
+		}
+	}
+}
+
+func TestConcurrentMissesLoadOnce(t *testing.T) {
+	c := New(1<<20, Options{})
+	var loads atomic.Int32
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	results := make([][]byte, 16)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := c.GetOrLoad(3, 4096, func() ([]byte, error) {
+				loads.Add(1)
+				<-gate
+				return []byte("block"), nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = v
+		}()
+	}
+	// Let the goroutines reach the cache, then release the one load.
+	for c.Metrics().Misses == 0 {
+		runtimeGosched()
+	}
+	close(gate)
+	wg.Wait()
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads for one block", n)
+	}
+	for _, r := range results {
+		if string(r) != "block" {
+			t.Fatalf("a caller got %q", r)
+		}
+	}
+	if m := c.Metrics(); m.Misses != 1 || m.Hits != 15 {
+		t.Fatalf("counters %+v, want 1 miss and 15 hits", m)
+	}
+}
+
+func TestLoadErrorsAreNotCached(t *testing.T) {
+	c := New(1<<20, Options{})
+	boom := errors.New("disk on fire")
+	if _, err := c.GetOrLoad(1, 0, func() ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
+		t.Fatalf("error %v, want %v", err, boom)
+	}
+	v, err := c.GetOrLoad(1, 0, func() ([]byte, error) { return []byte("ok"), nil })
+	if err != nil || string(v) != "ok" {
+		t.Fatalf("after a failed load: %q, %v", v, err)
+	}
+}
+
+func TestEvictFile(t *testing.T) {
+	c := New(1<<20, Options{})
+	for f := uint64(1); f <= 3; f++ {
+		for off := range uint64(20) {
+			c.Set(f, off, block(100))
+		}
+	}
+	c.EvictFile(2)
+	for f := uint64(1); f <= 3; f++ {
+		for off := range uint64(20) {
+			if _, ok := c.Get(f, off); ok == (f == 2) {
+				t.Fatalf("file %d block %d cached=%v after EvictFile(2)", f, off, ok)
+			}
+		}
+	}
+	if m := c.Metrics(); m.Entries != 40 || m.Bytes != 40*(100+entryOverhead) {
+		t.Fatalf("after EvictFile: %+v", m)
+	}
+}
+
+// TestConcurrentUse runs readers, loaders and evictions together (under -race
+// in CI) and checks every returned block is the one asked for.
+func TestConcurrentUse(t *testing.T) {
+	for _, p := range []Policy{CLOCK, LRU} {
+		c := New(200<<10, Options{Policy: p})
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(g), 1))
+				for range 5000 {
+					off := uint64(r.IntN(2000))
+					v, err := c.GetOrLoad(9, off, func() ([]byte, error) { return []byte(fmt.Sprint(off)), nil })
+					if err != nil || string(v) != fmt.Sprint(off) {
+						t.Errorf("%v: block %d is %q, %v", p, off, v, err)
+						return
+					}
+					if r.IntN(500) == 0 {
+						c.EvictFile(9)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if m := c.Metrics(); m.Bytes > m.Capacity {
+			t.Fatalf("%v: %d bytes over capacity %d", p, m.Bytes, m.Capacity)
+		}
+	}
+}
