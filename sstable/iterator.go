@@ -1,0 +1,316 @@
+package sstable
+
+import (
+	"fmt"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// Iter iterates over a table's point entries in internal-key order: the index
+// block picks the data block, and a block iterator walks it. Range deletions
+// are not among its entries (Reader.RangeDeletions). Keys and values are
+// valid until the next move. An Iter is not safe for concurrent use; a
+// Reader can serve many.
+type Iter struct {
+	t     *Reader
+	index indexIter
+	data  blockIter
+	valid bool
+	err   error
+	seek  []byte // scratch for encoded seek keys
+}
+
+// NewIter returns an iterator over the table, positioned nowhere.
+func (t *Reader) NewIter() *Iter { return t.newIter() }
+
+func (t *Reader) newIter() *Iter {
+	it := &Iter{t: t}
+	if err := it.index.init(t); err != nil {
+		it.err = err // NewReader checked the index; unreachable unless it changed
+	}
+	return it
+}
+
+// loadBlock loads the data block the index iterator points at.
+func (it *Iter) loadBlock() bool {
+	cur := it.index.cur()
+	bh, n := decodeHandle(cur.value)
+	if n == 0 {
+		it.err = cur.corrupt(cur.offset, fmt.Sprintf("bad block handle %x", cur.value))
+		return false
+	}
+	b, err := it.t.cachedBlock(bh, "data")
+	if err != nil {
+		it.err = err
+		return false
+	}
+	if err := it.data.init(b, base.CompareEncoded, it.t.where("data", bh)); err != nil {
+		it.err = err
+		return false
+	}
+	return true
+}
+
+// settle records the state after a move and checks the block iterators'
+// errors.
+func (it *Iter) settle(ok bool) bool {
+	if it.err == nil {
+		if it.data.err != nil {
+			it.err = it.data.err
+		} else if err := it.index.error(); err != nil {
+			it.err = err
+		}
+	}
+	if it.err != nil {
+		ok = false
+	}
+	if ok {
+		if _, decoded := base.DecodeInternalKey(it.data.key); !decoded {
+			it.err = it.data.corrupt(it.data.offset, fmt.Sprintf("key %x is shorter than a trailer", it.data.key))
+			ok = false
+		}
+	}
+	it.valid = ok
+	return ok
+}
+
+// skipForward moves to the first entry of the following non-empty blocks when
+// the data iterator is exhausted.
+func (it *Iter) skipForward(ok bool) bool {
+	for !ok && it.err == nil && it.data.err == nil {
+		if !it.index.next() || !it.loadBlock() {
+			return false
+		}
+		ok = it.data.first()
+	}
+	return ok
+}
+
+// skipBackward moves to the last entry of the preceding non-empty blocks.
+func (it *Iter) skipBackward(ok bool) bool {
+	for !ok && it.err == nil && it.data.err == nil {
+		if !it.index.prev() || !it.loadBlock() {
+			return false
+		}
+		ok = it.data.last()
+	}
+	return ok
+}
+
+// First moves to the first entry.
+func (it *Iter) First() bool {
+	if it.err != nil {
+		return false
+	}
+	ok := it.index.first() && it.loadBlock() && it.data.first()
+	return it.settle(it.skipForward(ok))
+}
+
+// Last moves to the last entry.
+func (it *Iter) Last() bool {
+	if it.err != nil {
+		return false
+	}
+	ok := it.index.last() && it.loadBlock() && it.data.last()
+	return it.settle(it.skipBackward(ok))
+}
+
+// Next moves to the next entry.
+func (it *Iter) Next() bool {
+	if it.err != nil || !it.valid {
+		return false
+	}
+	return it.settle(it.skipForward(it.data.next()))
+}
+
+// Prev moves to the previous entry.
+func (it *Iter) Prev() bool {
+	if it.err != nil || !it.valid {
+		return false
+	}
+	return it.settle(it.skipBackward(it.data.prev()))
+}
+
+// SeekGE moves to the first entry whose user key is ≥ userKey.
+func (it *Iter) SeekGE(userKey []byte) bool {
+	it.seek = base.MakeInternalKey(userKey, base.SeqNumMax, base.KindMax).Append(it.seek[:0])
+	return it.seekGEEncoded(it.seek)
+}
+
+// SeekGEInternal moves to the first entry whose internal key is ≥ key.
+func (it *Iter) SeekGEInternal(key base.InternalKey) bool {
+	it.seek = key.Append(it.seek[:0])
+	return it.seekGEEncoded(it.seek)
+}
+
+func (it *Iter) seekGEEncoded(enc []byte) bool {
+	if it.err != nil {
+		return false
+	}
+	ok := it.index.seekGE(enc) && it.loadBlock() && it.data.seekGE(enc)
+	if !ok && it.index.valid() && it.err == nil && it.data.err == nil {
+		// Every key of this block is below enc; the answer starts the next.
+		ok = it.skipForward(false)
+	}
+	return it.settle(ok)
+}
+
+// SeekLT moves to the last entry whose user key is < userKey.
+func (it *Iter) SeekLT(userKey []byte) bool {
+	if it.err != nil {
+		return false
+	}
+	enc := base.MakeInternalKey(userKey, base.SeqNumMax, base.KindMax).Append(it.seek[:0])
+	it.seek = enc
+	if !it.index.seekGE(enc) {
+		if it.index.error() != nil {
+			return it.settle(false)
+		}
+		return it.Last() // every block ends below enc
+	}
+	ok := it.loadBlock() && it.data.seekLT(enc)
+	return it.settle(it.skipBackward(ok))
+}
+
+// Valid reports whether the iterator is at an entry.
+func (it *Iter) Valid() bool { return it.valid }
+
+// Key returns the current entry's internal key.
+func (it *Iter) Key() base.InternalKey {
+	k, _ := base.DecodeInternalKey(it.data.key)
+	return k
+}
+
+// Value returns the current entry's value; it aliases a block and must not be
+// modified.
+func (it *Iter) Value() []byte { return it.data.value }
+
+// Error returns the error that stopped the iterator, if any.
+func (it *Iter) Error() error { return it.err }
+
+// Close releases the iterator and returns its error.
+func (it *Iter) Close() error {
+	err := it.err
+	it.valid = false
+	it.err = ErrIterClosed
+	return err
+}
+
+// indexIter walks a table's index: one block of data-block handles, or, for a
+// two-level index, a top-level block of partition handles whose partitions
+// hold the data-block handles.
+type indexIter struct {
+	t        *Reader
+	top      blockIter
+	twoLevel bool
+	part     blockIter
+	err      error
+}
+
+func (x *indexIter) init(t *Reader) error {
+	x.t = t
+	x.twoLevel = t.props.IndexType == indexTypeTwoLevel
+	return x.top.init(t.index, base.CompareEncoded, t.where("index", t.footer.index))
+}
+
+// cur returns the block iterator whose value is the current data-block
+// handle.
+func (x *indexIter) cur() *blockIter {
+	if x.twoLevel {
+		return &x.part
+	}
+	return &x.top
+}
+
+func (x *indexIter) valid() bool { return x.top.valid && x.cur().valid }
+
+func (x *indexIter) error() error {
+	if x.err != nil {
+		return x.err
+	}
+	if x.top.err != nil {
+		return x.top.err
+	}
+	return x.part.err
+}
+
+// loadPart loads the partition the top-level iterator points at.
+func (x *indexIter) loadPart() bool {
+	bh, n := decodeHandle(x.top.value)
+	if n == 0 {
+		x.err = x.top.corrupt(x.top.offset, fmt.Sprintf("bad index partition handle %x", x.top.value))
+		return false
+	}
+	b, err := x.t.cachedBlock(bh, "index partition")
+	if err == nil {
+		err = x.part.init(b, base.CompareEncoded, x.t.where("index partition", bh))
+	}
+	if err != nil {
+		x.err = err
+		return false
+	}
+	return true
+}
+
+// forward moves to the first entry of the following partitions while the
+// current one is exhausted.
+func (x *indexIter) forward(ok bool) bool {
+	for !ok && x.error() == nil {
+		if !x.top.next() || !x.loadPart() {
+			return false
+		}
+		ok = x.part.first()
+	}
+	return ok
+}
+
+// backward moves to the last entry of the preceding partitions while the
+// current one is exhausted.
+func (x *indexIter) backward(ok bool) bool {
+	for !ok && x.error() == nil {
+		if !x.top.prev() || !x.loadPart() {
+			return false
+		}
+		ok = x.part.last()
+	}
+	return ok
+}
+
+func (x *indexIter) first() bool {
+	if !x.twoLevel {
+		return x.top.first()
+	}
+	return x.forward(x.top.first() && x.loadPart() && x.part.first())
+}
+
+func (x *indexIter) last() bool {
+	if !x.twoLevel {
+		return x.top.last()
+	}
+	return x.backward(x.top.last() && x.loadPart() && x.part.last())
+}
+
+func (x *indexIter) next() bool {
+	if !x.twoLevel {
+		return x.top.next()
+	}
+	return x.forward(x.part.next())
+}
+
+func (x *indexIter) prev() bool {
+	if !x.twoLevel {
+		return x.top.prev()
+	}
+	return x.backward(x.part.prev())
+}
+
+// seekGE moves to the first data-block handle whose separator is ≥ key.
+func (x *indexIter) seekGE(key []byte) bool {
+	if !x.twoLevel {
+		return x.top.seekGE(key)
+	}
+	if !x.top.seekGE(key) || !x.loadPart() {
+		return false
+	}
+	return x.forward(x.part.seekGE(key))
+}

@@ -1,0 +1,132 @@
+package sstable
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// Properties are a table's statistics, stored in its properties block under
+// RocksDB's names so that Pebble and RocksDB tools read them too.
+type Properties struct {
+	NumEntries        uint64 // point entries and range-deletion fragments
+	NumDeletions      uint64 // point deletions and range-deletion fragments
+	NumRangeDeletions uint64 // range-deletion fragments
+	RawKeySize        uint64 // encoded point keys, before prefix compression
+	RawValueSize      uint64
+	NumDataBlocks     uint64
+	DataSize          uint64 // data blocks as stored, with trailers
+	IndexSize         uint64
+	FilterSize        uint64
+	ComparerName      string
+	FilterPolicy      string // empty when the table has no filter
+	CompressionName   string
+	// IndexType is RocksDB's index type: 0 for one index block, 2 for a
+	// two-level index (Pebble writes one when the index outgrows a block).
+	IndexType uint32
+	// SmallestSeqNum and LargestSeqNum bound the sequence numbers of the
+	// table's keys and range deletions (bloomkv's own properties).
+	SmallestSeqNum base.SeqNum
+	LargestSeqNum  base.SeqNum
+	// Format is the table format, from the footer.
+	Format TableFormat
+	// User holds the properties bloomkv does not interpret, as stored.
+	User map[string][]byte
+}
+
+const (
+	propIndexType     = "rocksdb.block.based.table.index.type"
+	propComparer      = "rocksdb.comparator"
+	propCompression   = "rocksdb.compression"
+	propDataSize      = "rocksdb.data.size"
+	propDeletions     = "rocksdb.deleted.keys"
+	propFilterPolicy  = "rocksdb.filter.policy"
+	propFilterSize    = "rocksdb.filter.size"
+	propIndexSize     = "rocksdb.index.size"
+	propNumDataBlocks = "rocksdb.num.data.blocks"
+	propNumEntries    = "rocksdb.num.entries"
+	propRangeDels     = "rocksdb.num.range-deletions"
+	propRawKeySize    = "rocksdb.raw.key.size"
+	propRawValueSize  = "rocksdb.raw.value.size"
+	propSmallestSeq   = "bloomkv.seqnum.smallest"
+	propLargestSeq    = "bloomkv.seqnum.largest"
+)
+
+func (p *Properties) uints() map[string]*uint64 {
+	return map[string]*uint64{
+		propDataSize:      &p.DataSize,
+		propDeletions:     &p.NumDeletions,
+		propFilterSize:    &p.FilterSize,
+		propIndexSize:     &p.IndexSize,
+		propNumDataBlocks: &p.NumDataBlocks,
+		propNumEntries:    &p.NumEntries,
+		propRangeDels:     &p.NumRangeDeletions,
+		propRawKeySize:    &p.RawKeySize,
+		propRawValueSize:  &p.RawValueSize,
+		propSmallestSeq:   (*uint64)(&p.SmallestSeqNum),
+		propLargestSeq:    (*uint64)(&p.LargestSeqNum),
+	}
+}
+
+func (p *Properties) strings() map[string]*string {
+	return map[string]*string{
+		propComparer:     &p.ComparerName,
+		propCompression:  &p.CompressionName,
+		propFilterPolicy: &p.FilterPolicy,
+	}
+}
+
+// encode returns the properties block: names in order, numbers as uvarints,
+// strings as they are.
+func (p *Properties) encode() []byte {
+	kv := map[string][]byte{propIndexType: binary.LittleEndian.AppendUint32(nil, p.IndexType)}
+	for name, v := range p.uints() {
+		kv[name] = binary.AppendUvarint(nil, *v)
+	}
+	for name, v := range p.strings() {
+		if *v != "" {
+			kv[name] = []byte(*v)
+		}
+	}
+	names := make([]string, 0, len(kv))
+	for name := range kv {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var b blockWriter
+	b.restartInterval = 1
+	for _, name := range names {
+		b.add([]byte(name), kv[name])
+	}
+	return b.finish()
+}
+
+// decode fills p from the entries of a properties block.
+func (p *Properties) decode(it *blockIter) error {
+	uints, strs := p.uints(), p.strings()
+	for ok := it.first(); ok; ok = it.next() {
+		name := string(it.key)
+		if name == propIndexType {
+			if len(it.value) != 4 {
+				return it.corrupt(it.offset, fmt.Sprintf("property %s: %d bytes, want 4", name, len(it.value)))
+			}
+			p.IndexType = binary.LittleEndian.Uint32(it.value)
+		} else if v, ok := uints[name]; ok {
+			n, l := binary.Uvarint(it.value)
+			if l <= 0 || l != len(it.value) {
+				return it.corrupt(it.offset, fmt.Sprintf("property %s: bad varint", name))
+			}
+			*v = n
+		} else if v, ok := strs[name]; ok {
+			*v = string(it.value)
+		} else {
+			if p.User == nil {
+				p.User = make(map[string][]byte)
+			}
+			p.User[name] = append([]byte(nil), it.value...)
+		}
+	}
+	return it.err
+}

@@ -1,0 +1,288 @@
+package sstable
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/golang/snappy"
+
+	"github.com/bloomkv/bloomkv/filterblock"
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// maxBlockLen bounds a block's stored and decompressed length, so that a
+// corrupt handle or Snappy header cannot make a reader allocate without bound.
+const maxBlockLen = 1 << 28
+
+// BlockCache holds decoded blocks shared by readers; *cache.Cache from
+// internal/cache implements it. Get returns the block cached under (file,
+// offset) or calls load once, however many callers ask concurrently.
+type BlockCache interface {
+	GetOrLoad(file, offset uint64, load func() ([]byte, error)) ([]byte, error)
+}
+
+// ReaderOptions configure a Reader.
+type ReaderOptions struct {
+	// Cache, when set, holds the table's data blocks; FileNum names the
+	// table in it and must be unique among the tables sharing the cache.
+	Cache   BlockCache
+	FileNum uint64
+	// FileName names the table in errors.
+	FileName string
+}
+
+// RangeDeletion is one fragment of a range deletion: the user keys in
+// [Start, End) written before SeqNum are deleted.
+type RangeDeletion struct {
+	Start, End []byte
+	SeqNum     base.SeqNum
+}
+
+// Reader reads a table. It keeps the index, the filter and the range
+// deletions in memory and reads data blocks through the cache. It is safe for
+// concurrent use.
+type Reader struct {
+	r      io.ReaderAt
+	size   uint64
+	opts   ReaderOptions
+	footer footer
+
+	index     []byte
+	filter    filterblock.Filter
+	hasFilter bool
+	rangeDels []RangeDeletion
+	props     Properties
+}
+
+// NewReader opens the table of size bytes that r holds. It checks the footer
+// and the checksum of every block it reads; any failure is an error wrapping
+// ErrCorruption that names the file, the block and the offset.
+func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
+	if opts.FileName == "" {
+		opts.FileName = fmt.Sprintf("table %d", opts.FileNum)
+	}
+	if size < 0 {
+		return nil, fmt.Errorf("sstable: %s: negative size %d", opts.FileName, size)
+	}
+	t := &Reader{r: r, size: uint64(size), opts: opts}
+	tail := make([]byte, min(uint64(maxFooterLen), t.size))
+	if err := t.readAt(tail, t.size-uint64(len(tail))); err != nil {
+		return nil, err
+	}
+	var err error
+	if t.footer, err = decodeFooter(tail, t.size, opts.FileName); err != nil {
+		return nil, err
+	}
+	t.props.Format = t.footer.format
+	meta, err := t.readBlock(t.footer.metaindex, "metaindex")
+	if err != nil {
+		return nil, err
+	}
+	handles := map[string]BlockHandle{}
+	var mi blockIter
+	if err := mi.init(meta, bytes.Compare, t.where("metaindex", t.footer.metaindex)); err != nil {
+		return nil, err
+	}
+	for ok := mi.first(); ok; ok = mi.next() {
+		bh, n := decodeHandle(mi.value)
+		if n == 0 || n != len(mi.value) {
+			return nil, mi.corrupt(mi.offset, fmt.Sprintf("bad handle for %q", mi.key))
+		}
+		handles[string(mi.key)] = bh
+	}
+	if mi.err != nil {
+		return nil, mi.err
+	}
+	if bh, ok := handles[metaPropertiesName]; ok {
+		b, err := t.readBlock(bh, "properties")
+		if err != nil {
+			return nil, err
+		}
+		var it blockIter
+		if err := it.init(b, bytes.Compare, t.where("properties", bh)); err != nil {
+			return nil, err
+		}
+		if err := t.props.decode(&it); err != nil {
+			return nil, err
+		}
+		if t.props.ComparerName != "" && t.props.ComparerName != base.ComparerName {
+			return nil, fmt.Errorf("sstable: %s: comparer %q is not bloomkv's %q", opts.FileName, t.props.ComparerName, base.ComparerName)
+		}
+	}
+	if bh, ok := handles[metaFilterName]; ok {
+		b, err := t.readBlock(bh, "filter")
+		if err != nil {
+			return nil, err
+		}
+		if t.filter, err = filterblock.Decode(b); err != nil {
+			return nil, fmt.Errorf("sstable: %s: filter block %s: %w", opts.FileName, bh, err)
+		}
+		t.hasFilter = true
+	}
+	rdName := metaRangeDelName
+	if _, ok := handles[rdName]; !ok {
+		rdName = metaRangeDelV1Name
+	}
+	if bh, ok := handles[rdName]; ok {
+		if err := t.loadRangeDels(bh); err != nil {
+			return nil, err
+		}
+	}
+	if t.index, err = t.readBlock(t.footer.index, "index"); err != nil {
+		return nil, err
+	}
+	switch t.props.IndexType {
+	case indexTypeBinarySearch, indexTypeTwoLevel:
+	default:
+		return nil, fmt.Errorf("sstable: %s: unsupported index type %d", opts.FileName, t.props.IndexType)
+	}
+	var ii blockIter
+	if err := ii.init(t.index, base.CompareEncoded, t.where("index", t.footer.index)); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Reader) loadRangeDels(bh BlockHandle) error {
+	b, err := t.readBlock(bh, "range deletion")
+	if err != nil {
+		return err
+	}
+	var it blockIter
+	if err := it.init(b, base.CompareEncoded, t.where("range deletion", bh)); err != nil {
+		return err
+	}
+	for ok := it.first(); ok; ok = it.next() {
+		k, ok := base.DecodeInternalKey(it.key)
+		if !ok || k.Kind() != base.KindRangeDelete || bytes.Compare(k.UserKey, it.value) >= 0 {
+			return it.corrupt(it.offset, fmt.Sprintf("bad range deletion %x -> %q", it.key, it.value))
+		}
+		t.rangeDels = append(t.rangeDels, RangeDeletion{
+			Start:  append([]byte(nil), k.UserKey...),
+			End:    append([]byte(nil), it.value...),
+			SeqNum: k.SeqNum(),
+		})
+	}
+	return it.err
+}
+
+func (t *Reader) where(kind string, bh BlockHandle) blockWhere {
+	return blockWhere{file: t.opts.FileName, kind: kind, bh: bh}
+}
+
+func (t *Reader) readAt(buf []byte, off uint64) error {
+	n, err := t.r.ReadAt(buf, int64(off))
+	if n == len(buf) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return corruptionf("%s: short read of %d bytes at offset %d: got %d", t.opts.FileName, len(buf), off, n)
+	}
+	return fmt.Errorf("sstable: %s: read of %d bytes at offset %d: %w", t.opts.FileName, len(buf), off, err)
+}
+
+// readBlock reads, verifies and decompresses the block at bh.
+func (t *Reader) readBlock(bh BlockHandle, kind string) ([]byte, error) {
+	if bh.Length > maxBlockLen || bh.Offset > t.size || bh.Length+blockTrailerLen > t.size-bh.Offset {
+		return nil, corruptionf("%s: %s block %s lies outside the file of %d bytes", t.opts.FileName, kind, bh, t.size)
+	}
+	buf := make([]byte, bh.Length+blockTrailerLen)
+	if err := t.readAt(buf, bh.Offset); err != nil {
+		return nil, err
+	}
+	body, typ := buf[:bh.Length], buf[bh.Length]
+	stored := uint32(buf[bh.Length+1]) | uint32(buf[bh.Length+2])<<8 | uint32(buf[bh.Length+3])<<16 | uint32(buf[bh.Length+4])<<24
+	if got := maskedCRC(body, typ); got != stored {
+		return nil, corruptionf("%s: %s block %s: checksum mismatch at offset %d: stored %#x, computed %#x", t.opts.FileName, kind, bh, bh.Offset+bh.Length+1, stored, got)
+	}
+	switch Compression(typ) {
+	case NoCompression:
+		return body, nil
+	case SnappyCompression:
+		n, err := snappy.DecodedLen(body)
+		if err != nil || n > maxBlockLen {
+			return nil, corruptionf("%s: %s block %s: bad Snappy header at offset %d (length %d): %v", t.opts.FileName, kind, bh, bh.Offset, n, err)
+		}
+		out, err := snappy.Decode(make([]byte, n), body)
+		if err != nil {
+			return nil, corruptionf("%s: %s block %s: Snappy data at offset %d: %v", t.opts.FileName, kind, bh, bh.Offset, err)
+		}
+		return out, nil
+	}
+	return nil, corruptionf("%s: %s block %s: unknown compression type %d at offset %d", t.opts.FileName, kind, bh, typ, bh.Offset+bh.Length)
+}
+
+// The index types of RocksDB's properties that the reader supports.
+const (
+	indexTypeBinarySearch = 0
+	indexTypeTwoLevel     = 2
+)
+
+// cachedBlock returns the block at bh (a data block or an index partition),
+// through the cache when there is one.
+func (t *Reader) cachedBlock(bh BlockHandle, kind string) ([]byte, error) {
+	if t.opts.Cache == nil {
+		return t.readBlock(bh, kind)
+	}
+	return t.opts.Cache.GetOrLoad(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
+		return t.readBlock(bh, kind)
+	})
+}
+
+// Properties returns the table's properties.
+func (t *Reader) Properties() *Properties { return &t.props }
+
+// RangeDeletions returns the table's range deletions, fragmented (no two
+// overlap unless equal) and sorted by start key, then sequence number
+// descending. The caller must not modify them.
+func (t *Reader) RangeDeletions() []RangeDeletion { return t.rangeDels }
+
+// Filter returns the table's blocked filter and whether it has one.
+func (t *Reader) Filter() (filterblock.Filter, bool) { return t.filter, t.hasFilter }
+
+// Size returns the table's size in bytes.
+func (t *Reader) Size() uint64 { return t.size }
+
+// Get returns the newest point entry for userKey written before seq (a read
+// at seq sees sequence numbers below it): its kind (KindSet or KindDelete)
+// and, for a set, its value, which aliases a cached block and must not be
+// modified. found is false when the table holds no such entry. Range
+// deletions are the caller's to apply (RangeDeletions). The filter is
+// consulted first; when it answers "no", neither the index nor a data block is
+// read.
+func (t *Reader) Get(userKey []byte, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
+	if t.hasFilter && !t.filter.MayContain(userKey) {
+		return nil, 0, false, nil
+	}
+	return t.get(userKey, seq)
+}
+
+// GetHash is Get for a caller that has already hashed userKey with
+// filterblock.Hash, to probe several tables' filters with one hash.
+func (t *Reader) GetHash(userKey []byte, hash uint64, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
+	if t.hasFilter && !t.filter.MayContainHash(hash) {
+		return nil, 0, false, nil
+	}
+	return t.get(userKey, seq)
+}
+
+func (t *Reader) get(userKey []byte, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
+	if seq == 0 {
+		return nil, 0, false, nil
+	}
+	it := t.newIter()
+	search := base.MakeInternalKey(userKey, seq-1, base.KindMax).Append(nil)
+	if !it.seekGEEncoded(search) {
+		return nil, 0, false, it.err
+	}
+	k := it.Key()
+	if !bytes.Equal(k.UserKey, userKey) {
+		return nil, 0, false, nil
+	}
+	return it.Value(), k.Kind(), true, nil
+}
+
+// ErrIterClosed is returned by an iterator used after Close.
+var ErrIterClosed = errors.New("sstable: iterator is closed")

@@ -1,0 +1,104 @@
+package sstable
+
+import (
+	"bytes"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
+)
+
+// countingReader counts the reads a table makes of its file.
+type countingReader struct {
+	r     *bytes.Reader
+	reads atomic.Int64
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	c.reads.Add(1)
+	return c.r.ReadAt(p, off)
+}
+
+func tableOfKeys(t *testing.T, n int) []byte {
+	t.Helper()
+	var spec tableSpec
+	for i := range n {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte(fmt.Sprintf("key%06d", i)), 1, base.KindSet), []byte("value")})
+	}
+	return writeSpec(t, spec, WriterOptions{})
+}
+
+// TestFilterNoReadsNothing checks that a Get the filter answers "no" for reads
+// neither the index nor a data block: the file is not read at all.
+func TestFilterNoReadsNothing(t *testing.T) {
+	data := tableOfKeys(t, 5000)
+	cr := &countingReader{r: bytes.NewReader(data)}
+	rd, err := NewReader(cr, int64(len(data)), ReaderOptions{FileName: "reads.sst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := rd.Filter()
+	if !ok {
+		t.Fatal("table has no filter")
+	}
+	rejected := 0
+	for i := range 2000 {
+		k := []byte(fmt.Sprintf("nokey%06d", i))
+		if f.MayContain(k) {
+			continue // a false positive: the filter says maybe
+		}
+		before := cr.reads.Load()
+		if _, _, found, err := rd.Get(k, base.SeqNumMax); err != nil || found {
+			t.Fatalf("Get(%q): found=%v, %v", k, found, err)
+		}
+		if n := cr.reads.Load() - before; n != 0 {
+			t.Fatalf("Get of a key the filter rejects read the file %d times", n)
+		}
+		rejected++
+	}
+	if rejected < 1900 {
+		t.Fatalf("the filter rejected only %d of 2000 absent keys", rejected)
+	}
+	// A present key costs one read, the data block: the index is in memory.
+	before := cr.reads.Load()
+	if v, _, found, err := rd.Get([]byte("key001234"), base.SeqNumMax); err != nil || !found || string(v) != "value" {
+		t.Fatalf("Get(key001234) = %q, %v, %v", v, found, err)
+	}
+	if n := cr.reads.Load() - before; n != 1 {
+		t.Fatalf("Get of a present key read the file %d times, want 1", n)
+	}
+}
+
+// TestBlockCacheServesRepeatedReads checks that a block read once is served
+// from the cache, across readers of different tables sharing it.
+func TestBlockCacheServesRepeatedReads(t *testing.T) {
+	c := cache.New(1<<20, cache.Options{})
+	var readers []*Reader
+	var counters []*countingReader
+	for i := range 2 {
+		data := tableOfKeys(t, 3000)
+		cr := &countingReader{r: bytes.NewReader(data)}
+		rd, err := NewReader(cr, int64(len(data)), ReaderOptions{Cache: c, FileNum: uint64(i + 1), FileName: fmt.Sprintf("%d.sst", i+1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers, counters = append(readers, rd), append(counters, cr)
+	}
+	for round := range 2 {
+		for i, rd := range readers {
+			before := counters[i].reads.Load()
+			if _, _, found, err := rd.Get([]byte("key000042"), base.SeqNumMax); err != nil || !found {
+				t.Fatalf("Get: %v, %v", found, err)
+			}
+			want := int64(1 - round) // the first round reads, the second hits
+			if n := counters[i].reads.Load() - before; n != want {
+				t.Fatalf("round %d table %d: %d reads, want %d", round, i, n, want)
+			}
+		}
+	}
+	if m := c.Metrics(); m.Hits != 2 || m.Misses != 2 {
+		t.Fatalf("cache counters %+v, want 2 hits and 2 misses", m)
+	}
+}

@@ -1,0 +1,438 @@
+package sstable
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/golang/snappy"
+
+	"github.com/bloomkv/bloomkv/filterblock"
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// FilterPolicyName is the name bloomkv's filter is stored under: the metaindex
+// holds it as "fullfilter.<FilterPolicyName>" and the properties block as
+// rocksdb.filter.policy. Readers that do not know it (Pebble, RocksDB) ignore
+// the filter.
+const FilterPolicyName = "bloomkv.BlockedBloom.v1"
+
+// The metaindex names of the blocks a table may hold.
+const (
+	metaFilterName     = "fullfilter." + FilterPolicyName
+	metaPropertiesName = "rocksdb.properties"
+	// metaRangeDelName holds fragmented range deletions, under the name
+	// Pebble reads them from (it rejects tables with a rocksdb.range_del
+	// block, RocksDB's older unfragmented form).
+	metaRangeDelName   = "rocksdb.range_del2"
+	metaRangeDelV1Name = "rocksdb.range_del"
+)
+
+// WriterOptions configure a Writer. The zero value means the defaults.
+type WriterOptions struct {
+	// BlockSize is the target uncompressed size of a data block (4096).
+	BlockSize int
+	// BlockRestartInterval is the number of keys between restart points in
+	// a data block (16).
+	BlockRestartInterval int
+	// BloomBitsPerKey sizes the table's blocked Bloom filter (10; 1 to 32).
+	// A negative value writes no filter.
+	BloomBitsPerKey int
+	// Compression of data and index blocks (Snappy unless NoCompression is
+	// asked for with DisableCompression).
+	Compression Compression
+	// DisableCompression stores blocks uncompressed.
+	DisableCompression bool
+	// TableFormat is the footer to write (TableFormatRocksDBv2). The LevelDB
+	// format cannot hold range deletions.
+	TableFormat TableFormat
+}
+
+func (o WriterOptions) withDefaults() (WriterOptions, error) {
+	if o.BlockSize == 0 {
+		o.BlockSize = 4096
+	}
+	if o.BlockRestartInterval == 0 {
+		o.BlockRestartInterval = 16
+	}
+	if o.BloomBitsPerKey == 0 {
+		o.BloomBitsPerKey = 10
+	}
+	if o.Compression == NoCompression && !o.DisableCompression {
+		o.Compression = SnappyCompression
+	}
+	if o.DisableCompression {
+		o.Compression = NoCompression
+	}
+	if o.TableFormat == 0 {
+		o.TableFormat = TableFormatRocksDBv2
+	}
+	switch {
+	case o.BlockSize < 1 || o.BlockSize > 1<<28:
+		return o, fmt.Errorf("sstable: block size %d out of range [1, 2^28]", o.BlockSize)
+	case o.BlockRestartInterval < 1:
+		return o, fmt.Errorf("sstable: block restart interval %d must be positive", o.BlockRestartInterval)
+	case o.Compression != NoCompression && o.Compression != SnappyCompression:
+		return o, fmt.Errorf("sstable: unsupported compression %v", o.Compression)
+	case o.TableFormat != TableFormatLevelDB && o.TableFormat != TableFormatRocksDBv2:
+		return o, fmt.Errorf("sstable: unknown table format %v", o.TableFormat)
+	}
+	if o.BloomBitsPerKey > 0 {
+		if err := filterblock.ValidateBitsPerKey(o.BloomBitsPerKey); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// ErrWriterClosed is returned by a Writer used after Close or after an error.
+var ErrWriterClosed = errors.New("sstable: writer is closed")
+
+// Writer writes one table. Point keys go in with Add in strictly increasing
+// internal-key order; range deletions, in any order, with DeleteRange. Close
+// writes the rest of the table. A Writer is not safe for concurrent use.
+type Writer struct {
+	w      io.Writer
+	opts   WriterOptions
+	offset uint64
+	err    error
+	closed bool
+
+	data       blockWriter
+	index      blockWriter
+	filter     *filterblock.Builder
+	lastKey    []byte // encoded internal key of the last Add
+	hasLast    bool
+	pending    bool        // a data block was written and awaits its index entry
+	pendingBH  BlockHandle // that block
+	compressed []byte
+	scratch    []byte
+
+	tombstones []tombstone
+	props      Properties
+}
+
+type tombstone struct {
+	start, end []byte
+	seq        base.SeqNum
+}
+
+// NewWriter returns a Writer that writes a table to w with opts.
+func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	tw := &Writer{w: w, opts: o}
+	tw.data.restartInterval = o.BlockRestartInterval
+	tw.index.restartInterval = 1
+	if o.BloomBitsPerKey > 0 {
+		tw.filter = filterblock.NewBuilder(o.BloomBitsPerKey)
+	}
+	tw.props.SmallestSeqNum = base.SeqNumMax
+	return tw, nil
+}
+
+// Add appends a point key: a Set with its value, or a Delete (value empty).
+// Keys must arrive in strictly increasing internal-key order.
+func (w *Writer) Add(key base.InternalKey, value []byte) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	switch key.Kind() {
+	case base.KindSet:
+	case base.KindDelete:
+		if len(value) != 0 {
+			return fmt.Errorf("sstable: delete of %s carries a %d-byte value", key, len(value))
+		}
+		w.props.NumDeletions++
+	default:
+		return fmt.Errorf("sstable: Add of %s: kind %v is not a point key (range deletions go through DeleteRange)", key, key.Kind())
+	}
+	if key.SeqNum() > base.SeqNumMax {
+		return fmt.Errorf("sstable: sequence number of %s exceeds 2^56-1", key)
+	}
+	w.scratch = key.Append(w.scratch[:0])
+	if w.hasLast && base.CompareEncoded(w.lastKey, w.scratch) >= 0 {
+		prev, _ := base.DecodeInternalKey(w.lastKey)
+		return fmt.Errorf("sstable: keys out of order: %s after %s", key, prev)
+	}
+	if w.pending {
+		// The index entry of the previous block separates its last key
+		// from this one.
+		w.addIndexEntry(separator(w.lastKey, w.scratch))
+	}
+	if w.filter != nil && (!w.hasLast || !bytes.Equal(key.UserKey, w.lastKey[:len(w.lastKey)-base.TrailerLen])) {
+		w.filter.Add(key.UserKey)
+	}
+	w.lastKey = append(w.lastKey[:0], w.scratch...)
+	w.hasLast = true
+	w.data.add(w.scratch, value)
+	w.props.NumEntries++
+	w.props.RawKeySize += uint64(key.Size())
+	w.props.RawValueSize += uint64(len(value))
+	w.noteSeq(key.SeqNum())
+	if w.data.estimatedSize() >= w.opts.BlockSize {
+		if err := w.flushDataBlock(); err != nil {
+			return w.fail(err)
+		}
+	}
+	return nil
+}
+
+// DeleteRange records a range deletion of the user keys in [start, end) at
+// seq. Overlapping deletions are fragmented when the table is written.
+func (w *Writer) DeleteRange(start, end []byte, seq base.SeqNum) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if w.opts.TableFormat == TableFormatLevelDB {
+		return fmt.Errorf("sstable: the LevelDB table format cannot hold range deletions")
+	}
+	if bytes.Compare(start, end) >= 0 {
+		return fmt.Errorf("sstable: empty or inverted range deletion [%q, %q)", start, end)
+	}
+	if seq > base.SeqNumMax {
+		return fmt.Errorf("sstable: sequence number %d exceeds 2^56-1", seq)
+	}
+	w.tombstones = append(w.tombstones, tombstone{
+		start: append([]byte(nil), start...),
+		end:   append([]byte(nil), end...),
+		seq:   seq,
+	})
+	w.noteSeq(seq)
+	return nil
+}
+
+func (w *Writer) noteSeq(seq base.SeqNum) {
+	w.props.SmallestSeqNum = min(w.props.SmallestSeqNum, seq)
+	w.props.LargestSeqNum = max(w.props.LargestSeqNum, seq)
+}
+
+func (w *Writer) usable() error {
+	if w.closed {
+		return ErrWriterClosed
+	}
+	return w.err
+}
+
+// fail records err so that every later call returns it.
+func (w *Writer) fail(err error) error {
+	if w.err == nil {
+		w.err = err
+	}
+	return err
+}
+
+func (w *Writer) addIndexEntry(sep []byte) {
+	w.index.add(sep, w.pendingBH.append(nil))
+	w.pending = false
+}
+
+func (w *Writer) flushDataBlock() error {
+	if w.data.entries == 0 {
+		return nil
+	}
+	bh, err := w.writeBlock(w.data.finish(), w.opts.Compression)
+	if err != nil {
+		return err
+	}
+	w.props.DataSize += bh.Length + blockTrailerLen
+	w.props.NumDataBlocks++
+	w.data.reset()
+	w.pending, w.pendingBH = true, bh
+	return nil
+}
+
+// writeBlock writes a block and its trailer, compressed with c when that
+// saves at least 12.5%.
+func (w *Writer) writeBlock(raw []byte, c Compression) (BlockHandle, error) {
+	typ, body := byte(NoCompression), raw
+	if c == SnappyCompression {
+		w.compressed = snappy.Encode(w.compressed[:cap(w.compressed)], raw)
+		if len(w.compressed) < len(raw)-len(raw)/8 {
+			typ, body = byte(SnappyCompression), w.compressed
+		}
+	}
+	var trailer [blockTrailerLen]byte
+	trailer[0] = typ
+	crc := maskedCRC(body, typ)
+	trailer[1], trailer[2], trailer[3], trailer[4] = byte(crc), byte(crc>>8), byte(crc>>16), byte(crc>>24)
+	bh := BlockHandle{Offset: w.offset, Length: uint64(len(body))}
+	if err := w.write(body); err != nil {
+		return BlockHandle{}, err
+	}
+	if err := w.write(trailer[:]); err != nil {
+		return BlockHandle{}, err
+	}
+	return bh, nil
+}
+
+func (w *Writer) write(b []byte) error {
+	n, err := w.w.Write(b)
+	w.offset += uint64(n)
+	if err == nil && n != len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return fmt.Errorf("sstable: write at offset %d: %w", w.offset, err)
+	}
+	return nil
+}
+
+// Close finishes the table: the last data block, the filter, the range
+// deletions, the properties, the metaindex, the index and the footer. It does
+// not close the underlying writer.
+func (w *Writer) Close() error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	w.closed = true
+	if err := w.finish(); err != nil {
+		w.err = err
+		return err
+	}
+	return nil
+}
+
+func (w *Writer) finish() error {
+	if err := w.flushDataBlock(); err != nil {
+		return err
+	}
+	if w.pending {
+		w.addIndexEntry(successor(w.lastKey))
+	}
+	var meta []metaEntry
+	if w.filter != nil {
+		bh, err := w.writeBlock(w.filter.Finish(), NoCompression)
+		if err != nil {
+			return err
+		}
+		w.props.FilterSize = bh.Length
+		w.props.FilterPolicy = FilterPolicyName
+		meta = append(meta, metaEntry{metaFilterName, bh})
+	}
+	if len(w.tombstones) > 0 {
+		frags := fragment(w.tombstones)
+		var b blockWriter
+		b.restartInterval = 1
+		for _, f := range frags {
+			b.add(base.MakeInternalKey(f.start, f.seq, base.KindRangeDelete).Append(nil), f.end)
+		}
+		w.props.NumRangeDeletions = uint64(len(frags))
+		w.props.NumEntries += uint64(len(frags))
+		w.props.NumDeletions += uint64(len(frags))
+		bh, err := w.writeBlock(b.finish(), NoCompression)
+		if err != nil {
+			return err
+		}
+		meta = append(meta, metaEntry{metaRangeDelName, bh})
+	}
+	if w.props.NumEntries == 0 && len(w.tombstones) == 0 {
+		w.props.SmallestSeqNum = 0
+	}
+	indexBlock := w.index.finish()
+	w.props.IndexSize = uint64(len(indexBlock)) + blockTrailerLen
+	w.props.ComparerName = base.ComparerName
+	w.props.CompressionName = w.opts.Compression.String()
+	w.props.Format = w.opts.TableFormat
+	bh, err := w.writeBlock(w.props.encode(), NoCompression)
+	if err != nil {
+		return err
+	}
+	meta = append(meta, metaEntry{metaPropertiesName, bh})
+	slices.SortFunc(meta, func(a, b metaEntry) int { return cmp.Compare(a.name, b.name) })
+	var mb blockWriter
+	mb.restartInterval = 1
+	for _, m := range meta {
+		mb.add([]byte(m.name), m.bh.append(nil))
+	}
+	metaBH, err := w.writeBlock(mb.finish(), NoCompression)
+	if err != nil {
+		return err
+	}
+	indexBH, err := w.writeBlock(indexBlock, w.opts.Compression)
+	if err != nil {
+		return err
+	}
+	return w.write(footer{format: w.opts.TableFormat, metaindex: metaBH, index: indexBH}.encode())
+}
+
+type metaEntry struct {
+	name string
+	bh   BlockHandle
+}
+
+// Size returns the number of bytes written so far; after Close, the table's
+// size.
+func (w *Writer) Size() uint64 { return w.offset }
+
+// Properties returns the table's properties; complete after Close.
+func (w *Writer) Properties() *Properties { return &w.props }
+
+// separatorTrailer is the trailer of shortened index keys: the largest
+// sequence number, so that a separator sorts before every real version of its
+// user key.
+var separatorTrailer = base.MakeTrailer(base.SeqNumMax, base.KindSeparator)
+
+// separator returns an encoded internal key k with a ≤ k < b, shorter than a
+// where the user keys allow.
+func separator(a, b []byte) []byte {
+	ua, ub := a[:len(a)-base.TrailerLen], b[:len(b)-base.TrailerLen]
+	n := min(len(ua), len(ub))
+	i := 0
+	for i < n && ua[i] == ub[i] {
+		i++
+	}
+	if i < n && ua[i] < 0xff && ua[i]+1 < ub[i] {
+		sep := append([]byte(nil), ua[:i+1]...)
+		sep[i]++
+		return base.InternalKey{UserKey: sep, Trailer: separatorTrailer}.Append(nil)
+	}
+	return append([]byte(nil), a...)
+}
+
+// successor returns an encoded internal key k ≥ a, shorter where possible.
+func successor(a []byte) []byte {
+	ua := a[:len(a)-base.TrailerLen]
+	for i, c := range ua {
+		if c != 0xff {
+			sep := append([]byte(nil), ua[:i+1]...)
+			sep[i]++
+			return base.InternalKey{UserKey: sep, Trailer: separatorTrailer}.Append(nil)
+		}
+	}
+	return append([]byte(nil), a...)
+}
+
+// fragment splits possibly overlapping tombstones into non-overlapping
+// fragments: every distinct [start, end) span between boundaries, once for
+// each sequence number covering it, sorted by start then sequence number
+// descending.
+func fragment(ts []tombstone) []tombstone {
+	var bounds [][]byte
+	for _, t := range ts {
+		bounds = append(bounds, t.start, t.end)
+	}
+	slices.SortFunc(bounds, bytes.Compare)
+	bounds = slices.CompactFunc(bounds, bytes.Equal)
+	var out []tombstone
+	for _, t := range ts {
+		i, _ := slices.BinarySearchFunc(bounds, t.start, bytes.Compare)
+		for ; bytes.Compare(bounds[i], t.end) < 0; i++ {
+			out = append(out, tombstone{start: bounds[i], end: bounds[i+1], seq: t.seq})
+		}
+	}
+	slices.SortFunc(out, func(a, b tombstone) int {
+		if c := bytes.Compare(a.start, b.start); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.seq, a.seq)
+	})
+	return slices.CompactFunc(out, func(a, b tombstone) bool {
+		return a.seq == b.seq && bytes.Equal(a.start, b.start)
+	})
+}
