@@ -1,9 +1,12 @@
 package sstable
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sort"
+
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // A block is the LevelDB/RocksDB block format: a run of entries, then the
@@ -81,7 +84,7 @@ type blockWhere struct {
 // blockIter iterates over a decoded (uncompressed) block. Keys are
 // materialised into an owned buffer; values alias the block.
 type blockIter struct {
-	cmp         func(a, b []byte) int
+	bytewise    bool   // keys are plain bytes (metaindex, properties), not internal keys
 	data        []byte // the entries, without the restart array
 	restarts    []byte // numRestarts uint32s
 	numRestarts int
@@ -95,20 +98,15 @@ type blockIter struct {
 	err        error
 }
 
-// init prepares it to iterate over block, checking the restart array.
-func (it *blockIter) init(block []byte, cmp func(a, b []byte) int, where blockWhere) error {
-	*it = blockIter{cmp: cmp, where: where, key: it.key[:0]}
-	if len(block) < 4 {
-		return it.corrupt(0, fmt.Sprintf("block of %d bytes is too short for its restart count", len(block)))
+// checkBlock verifies a block's restart array: a count that fits, offsets in
+// increasing order within the entries, the first at 0. Readers call it once
+// when a block comes off the disk, so that iterators need not.
+func checkBlock(block []byte, where blockWhere) error {
+	var it blockIter
+	if err := it.init(block, false, where); err != nil {
+		return err
 	}
-	n := binary.LittleEndian.Uint32(block[len(block)-4:])
-	if n == 0 || uint64(n)*4+4 > uint64(len(block)) {
-		return it.corrupt(len(block)-4, fmt.Sprintf("restart count %d does not fit a block of %d bytes", n, len(block)))
-	}
-	end := len(block) - 4 - int(n)*4
-	it.data = block[:end]
-	it.restarts = block[end : len(block)-4]
-	it.numRestarts = int(n)
+	end := len(it.data)
 	prev := -1
 	for i := 0; i < it.numRestarts; i++ {
 		r := it.restart(i)
@@ -120,8 +118,42 @@ func (it *blockIter) init(block []byte, cmp func(a, b []byte) int, where blockWh
 	if it.restart(0) != 0 {
 		return it.corrupt(end, "first restart is not at offset 0")
 	}
+	return nil
+}
+
+// init prepares it to iterate over block, whose restart array checkBlock has
+// verified; init itself checks only that the array fits.
+func (it *blockIter) init(block []byte, bytewise bool, where blockWhere) error {
+	*it = blockIter{bytewise: bytewise, where: where, key: it.key[:0]}
+	if len(block) < 4 {
+		return it.corrupt(0, fmt.Sprintf("block of %d bytes is too short for its restart count", len(block)))
+	}
+	n := binary.LittleEndian.Uint32(block[len(block)-4:])
+	if n == 0 || uint64(n)*4+4 > uint64(len(block)) {
+		return it.corrupt(len(block)-4, fmt.Sprintf("restart count %d does not fit a block of %d bytes", n, len(block)))
+	}
+	end := len(block) - 4 - int(n)*4
+	it.data = block[:end]
+	it.restarts = block[end : len(block)-4]
+	it.numRestarts = int(n)
 	it.offset, it.nextOffset = end, end
 	return nil
+}
+
+// compare orders two keys of the block's kind.
+func (it *blockIter) compare(a, b []byte) int {
+	if it.bytewise {
+		return bytes.Compare(a, b)
+	}
+	return base.CompareEncoded(a, b)
+}
+
+// uvarint is binary.Uvarint with the one-byte case, the common one, inline.
+func uvarint(p []byte) (uint64, int) {
+	if len(p) > 0 && p[0] < 0x80 {
+		return uint64(p[0]), 1
+	}
+	return binary.Uvarint(p)
 }
 
 func (it *blockIter) restart(i int) int {
@@ -139,15 +171,15 @@ func (it *blockIter) corrupt(off int, msg string) error {
 // nextOffset, or the error.
 func (it *blockIter) decodeAt(off int) bool {
 	p := it.data[off:]
-	shared, n1 := binary.Uvarint(p)
+	shared, n1 := uvarint(p)
 	if n1 <= 0 {
 		return it.corrupt(off, "bad shared-length varint") == nil
 	}
-	unshared, n2 := binary.Uvarint(p[n1:])
+	unshared, n2 := uvarint(p[n1:])
 	if n2 <= 0 {
 		return it.corrupt(off, "bad key-length varint") == nil
 	}
-	vlen, n3 := binary.Uvarint(p[n1+n2:])
+	vlen, n3 := uvarint(p[n1+n2:])
 	if n3 <= 0 {
 		return it.corrupt(off, "bad value-length varint") == nil
 	}
@@ -239,30 +271,54 @@ func (it *blockIter) prev() bool {
 	return true
 }
 
+// restartKey returns the key of the entry at restart i, in place: a restart
+// entry shares no prefix, so its key lies whole in the block.
+func (it *blockIter) restartKey(i int) ([]byte, bool) {
+	off := it.restart(i)
+	if off >= len(it.data) {
+		return nil, false
+	}
+	p := it.data[off:]
+	shared, n1 := uvarint(p)
+	unshared, n2 := uvarint(p[max(n1, 0):])
+	_, n3 := uvarint(p[max(n1, 0)+max(n2, 0):])
+	if n1 <= 0 || n2 <= 0 || n3 <= 0 || shared != 0 {
+		return nil, false
+	}
+	h := n1 + n2 + n3
+	if unshared > uint64(len(p)-h) {
+		return nil, false
+	}
+	return p[h : h+int(unshared)], true
+}
+
 // seekGE positions at the first entry whose key is ≥ key.
 func (it *blockIter) seekGE(key []byte) bool {
 	if it.err != nil {
 		return false
 	}
-	// The last restart whose key is < key; the answer is at or after it.
-	var bad bool
-	i := sort.Search(it.numRestarts, func(i int) bool {
-		if bad || !it.seekRestart(i) {
-			bad = true
-			return true
+	// Binary search for the first restart whose key is ≥ key; the answer is
+	// at or after the restart before it.
+	lo, hi := 0, it.numRestarts
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		rk, ok := it.restartKey(mid)
+		if !ok {
+			return it.corrupt(it.restart(mid), "bad restart entry") == nil
 		}
-		return it.cmp(it.key, key) >= 0
-	})
-	if bad {
+		if it.compare(rk, key) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo > 0 {
+		lo--
+	}
+	if !it.seekRestart(lo) {
 		return false
 	}
-	if i > 0 {
-		i--
-	}
-	if !it.seekRestart(i) {
-		return false
-	}
-	for it.cmp(it.key, key) < 0 {
+	for it.compare(it.key, key) < 0 {
 		if !it.next() {
 			return false
 		}

@@ -109,7 +109,11 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // the compression-type byte.
 func maskedCRC(data []byte, typ byte) uint32 {
 	c := crc32.Update(0, crcTable, data)
-	c = crc32.Update(c, crcTable, []byte{typ})
+	// Fold in the type byte by hand: a one-byte slice passed to crc32
+	// escapes to the heap on every block.
+	c = ^c
+	c = crcTable[byte(c)^typ] ^ c>>8
+	c = ^c
 	return (c>>15 | c<<17) + 0xa282ead8
 }
 

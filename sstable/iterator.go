@@ -18,17 +18,34 @@ type Iter struct {
 	valid bool
 	err   error
 	seek  []byte // scratch for encoded seek keys
+	// reuse: without a cache, read data blocks into bufs, which lasts only
+	// until the next block (fine for an iterator, not for Get's result).
+	reuse bool
+	bufs  blockBufs
 }
 
 // NewIter returns an iterator over the table, positioned nowhere.
-func (t *Reader) NewIter() *Iter { return t.newIter() }
+func (t *Reader) NewIter() *Iter {
+	it := &Iter{}
+	it.reset(t, true)
+	return it
+}
 
-func (t *Reader) newIter() *Iter {
-	it := &Iter{t: t}
-	if err := it.index.init(t); err != nil {
+// reset readies it for t, keeping its buffers.
+func (it *Iter) reset(t *Reader, reuse bool) {
+	it.t, it.valid, it.err, it.reuse = t, false, nil, reuse
+	if err := it.index.init(t, reuse); err != nil {
 		it.err = err // NewReader checked the index; unreachable unless it changed
 	}
-	return it
+}
+
+// iterBlock returns the block at bh: through the cache, or read into an
+// iterator's buffers when it may reuse them.
+func (t *Reader) iterBlock(bh BlockHandle, kind string, reuse bool, bufs *blockBufs) ([]byte, error) {
+	if t.opts.Cache == nil && reuse {
+		return t.readBlockInto(bh, kind, bufs)
+	}
+	return t.cachedBlock(bh, kind)
 }
 
 // loadBlock loads the data block the index iterator points at.
@@ -39,12 +56,12 @@ func (it *Iter) loadBlock() bool {
 		it.err = cur.corrupt(cur.offset, fmt.Sprintf("bad block handle %x", cur.value))
 		return false
 	}
-	b, err := it.t.cachedBlock(bh, "data")
+	b, err := it.t.iterBlock(bh, "data", it.reuse, &it.bufs)
 	if err != nil {
 		it.err = err
 		return false
 	}
-	if err := it.data.init(b, base.CompareEncoded, it.t.where("data", bh)); err != nil {
+	if err := it.data.init(b, false, it.t.where("data", bh)); err != nil {
 		it.err = err
 		return false
 	}
@@ -205,12 +222,15 @@ type indexIter struct {
 	twoLevel bool
 	part     blockIter
 	err      error
+	reuse    bool
+	bufs     blockBufs // for partitions read without a cache
 }
 
-func (x *indexIter) init(t *Reader) error {
-	x.t = t
+func (x *indexIter) init(t *Reader, reuse bool) error {
+	x.t, x.err, x.reuse = t, nil, reuse
 	x.twoLevel = t.props.IndexType == indexTypeTwoLevel
-	return x.top.init(t.index, base.CompareEncoded, t.where("index", t.footer.index))
+	x.part.valid = false
+	return x.top.init(t.index, false, t.where("index", t.footer.index))
 }
 
 // cur returns the block iterator whose value is the current data-block
@@ -241,9 +261,9 @@ func (x *indexIter) loadPart() bool {
 		x.err = x.top.corrupt(x.top.offset, fmt.Sprintf("bad index partition handle %x", x.top.value))
 		return false
 	}
-	b, err := x.t.cachedBlock(bh, "index partition")
+	b, err := x.t.iterBlock(bh, "index partition", x.reuse, &x.bufs)
 	if err == nil {
-		err = x.part.init(b, base.CompareEncoded, x.t.where("index partition", bh))
+		err = x.part.init(b, false, x.t.where("index partition", bh))
 	}
 	if err != nil {
 		x.err = err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/golang/snappy"
 
@@ -18,9 +19,11 @@ const maxBlockLen = 1 << 28
 
 // BlockCache holds decoded blocks shared by readers; *cache.Cache from
 // internal/cache implements it. Get returns the block cached under (file,
-// offset) or calls load once, however many callers ask concurrently.
+// offset); after a miss, Load returns it, calling load once however many
+// callers ask concurrently.
 type BlockCache interface {
-	GetOrLoad(file, offset uint64, load func() ([]byte, error)) ([]byte, error)
+	Get(file, offset uint64) ([]byte, bool)
+	Load(file, offset uint64, load func() ([]byte, error)) ([]byte, error)
 }
 
 // ReaderOptions configure a Reader.
@@ -54,6 +57,7 @@ type Reader struct {
 	hasFilter bool
 	rangeDels []RangeDeletion
 	props     Properties
+	iters     sync.Pool // *Iter for Get
 }
 
 // NewReader opens the table of size bytes that r holds. It checks the footer
@@ -82,7 +86,7 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	}
 	handles := map[string]BlockHandle{}
 	var mi blockIter
-	if err := mi.init(meta, bytes.Compare, t.where("metaindex", t.footer.metaindex)); err != nil {
+	if err := mi.init(meta, true, t.where("metaindex", t.footer.metaindex)); err != nil {
 		return nil, err
 	}
 	for ok := mi.first(); ok; ok = mi.next() {
@@ -101,7 +105,7 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 			return nil, err
 		}
 		var it blockIter
-		if err := it.init(b, bytes.Compare, t.where("properties", bh)); err != nil {
+		if err := it.init(b, true, t.where("properties", bh)); err != nil {
 			return nil, err
 		}
 		if err := t.props.decode(&it); err != nil {
@@ -139,7 +143,7 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		return nil, fmt.Errorf("sstable: %s: unsupported index type %d", opts.FileName, t.props.IndexType)
 	}
 	var ii blockIter
-	if err := ii.init(t.index, base.CompareEncoded, t.where("index", t.footer.index)); err != nil {
+	if err := ii.init(t.index, false, t.where("index", t.footer.index)); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -151,7 +155,7 @@ func (t *Reader) loadRangeDels(bh BlockHandle) error {
 		return err
 	}
 	var it blockIter
-	if err := it.init(b, base.CompareEncoded, t.where("range deletion", bh)); err != nil {
+	if err := it.init(b, false, t.where("range deletion", bh)); err != nil {
 		return err
 	}
 	for ok := it.first(); ok; ok = it.next() {
@@ -183,12 +187,36 @@ func (t *Reader) readAt(buf []byte, off uint64) error {
 	return fmt.Errorf("sstable: %s: read of %d bytes at offset %d: %w", t.opts.FileName, len(buf), off, err)
 }
 
-// readBlock reads, verifies and decompresses the block at bh.
+// readBlock reads, verifies and decompresses the block at bh into new memory.
 func (t *Reader) readBlock(bh BlockHandle, kind string) ([]byte, error) {
+	return t.readBlockInto(bh, kind, nil)
+}
+
+// blockBufs are an iterator's buffers for blocks it reads without a cache;
+// a block read into them lasts until the next read.
+type blockBufs struct{ raw, dec []byte }
+
+// grow returns b resized to n bytes, reusing its memory when it can.
+func grow(b []byte, n int) []byte {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	return make([]byte, n)
+}
+
+// readBlockInto reads, verifies and decompresses the block at bh, into bufs
+// when given (reused) or into new memory.
+func (t *Reader) readBlockInto(bh BlockHandle, kind string, bufs *blockBufs) ([]byte, error) {
 	if bh.Length > maxBlockLen || bh.Offset > t.size || bh.Length+blockTrailerLen > t.size-bh.Offset {
 		return nil, corruptionf("%s: %s block %s lies outside the file of %d bytes", t.opts.FileName, kind, bh, t.size)
 	}
-	buf := make([]byte, bh.Length+blockTrailerLen)
+	var buf []byte
+	if bufs != nil {
+		bufs.raw = grow(bufs.raw, int(bh.Length+blockTrailerLen))
+		buf = bufs.raw
+	} else {
+		buf = make([]byte, bh.Length+blockTrailerLen)
+	}
 	if err := t.readAt(buf, bh.Offset); err != nil {
 		return nil, err
 	}
@@ -197,21 +225,34 @@ func (t *Reader) readBlock(bh BlockHandle, kind string) ([]byte, error) {
 	if got := maskedCRC(body, typ); got != stored {
 		return nil, corruptionf("%s: %s block %s: checksum mismatch at offset %d: stored %#x, computed %#x", t.opts.FileName, kind, bh, bh.Offset+bh.Length+1, stored, got)
 	}
+	var out []byte
 	switch Compression(typ) {
 	case NoCompression:
-		return body, nil
+		out = body
 	case SnappyCompression:
 		n, err := snappy.DecodedLen(body)
 		if err != nil || n > maxBlockLen {
 			return nil, corruptionf("%s: %s block %s: bad Snappy header at offset %d (length %d): %v", t.opts.FileName, kind, bh, bh.Offset, n, err)
 		}
-		out, err := snappy.Decode(make([]byte, n), body)
-		if err != nil {
+		var dst []byte
+		if bufs != nil {
+			bufs.dec = grow(bufs.dec, n)
+			dst = bufs.dec
+		} else {
+			dst = make([]byte, n)
+		}
+		if out, err = snappy.Decode(dst, body); err != nil {
 			return nil, corruptionf("%s: %s block %s: Snappy data at offset %d: %v", t.opts.FileName, kind, bh, bh.Offset, err)
 		}
-		return out, nil
+	default:
+		return nil, corruptionf("%s: %s block %s: unknown compression type %d at offset %d", t.opts.FileName, kind, bh, typ, bh.Offset+bh.Length)
 	}
-	return nil, corruptionf("%s: %s block %s: unknown compression type %d at offset %d", t.opts.FileName, kind, bh, typ, bh.Offset+bh.Length)
+	if kind != "filter" {
+		if err := checkBlock(out, t.where(kind, bh)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // The index types of RocksDB's properties that the reader supports.
@@ -226,7 +267,10 @@ func (t *Reader) cachedBlock(bh BlockHandle, kind string) ([]byte, error) {
 	if t.opts.Cache == nil {
 		return t.readBlock(bh, kind)
 	}
-	return t.opts.Cache.GetOrLoad(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
+	if b, ok := t.opts.Cache.Get(t.opts.FileNum, bh.Offset); ok {
+		return b, nil
+	}
+	return t.opts.Cache.Load(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
 		return t.readBlock(bh, kind)
 	})
 }
@@ -246,9 +290,10 @@ func (t *Reader) Filter() (filterblock.Filter, bool) { return t.filter, t.hasFil
 func (t *Reader) Size() uint64 { return t.size }
 
 // Get returns the newest point entry for userKey written before seq (a read
-// at seq sees sequence numbers below it): its kind (KindSet or KindDelete)
-// and, for a set, its value, which aliases a cached block and must not be
-// modified. found is false when the table holds no such entry. Range
+// at seq sees sequence numbers below it): its kind (KindSet or KindDelete in
+// tables bloomkv writes; a table from another engine may hold other kinds)
+// and, for a set, its value, which aliases a block (cached or read for this
+// call) and must not be modified. found is false when the table holds no such entry. Range
 // deletions are the caller's to apply (RangeDeletions). The filter is
 // consulted first; when it answers "no", neither the index nor a data block is
 // read.
@@ -272,15 +317,22 @@ func (t *Reader) get(userKey []byte, seq base.SeqNum) (value []byte, kind base.K
 	if seq == 0 {
 		return nil, 0, false, nil
 	}
-	it := t.newIter()
-	search := base.MakeInternalKey(userKey, seq-1, base.KindMax).Append(nil)
-	if !it.seekGEEncoded(search) {
+	it, _ := t.iters.Get().(*Iter)
+	if it == nil {
+		it = &Iter{}
+	}
+	it.reset(t, false)
+	defer t.iters.Put(it)
+	it.seek = base.MakeInternalKey(userKey, seq-1, base.KindMax).Append(it.seek[:0])
+	if !it.seekGEEncoded(it.seek) {
 		return nil, 0, false, it.err
 	}
 	k := it.Key()
 	if !bytes.Equal(k.UserKey, userKey) {
 		return nil, 0, false, nil
 	}
+	// The value aliases a block read into new memory or held by the cache,
+	// never the iterator's reusable buffers (reset with reuse off).
 	return it.Value(), k.Kind(), true, nil
 }
 

@@ -113,6 +113,8 @@ type Writer struct {
 
 	tombstones []tombstone
 	props      Properties
+	// comparerName is recorded in the properties; tests change it.
+	comparerName string
 }
 
 type tombstone struct {
@@ -126,7 +128,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	tw := &Writer{w: w, opts: o}
+	tw := &Writer{w: w, opts: o, comparerName: base.ComparerName}
 	tw.data.restartInterval = o.BlockRestartInterval
 	tw.index.restartInterval = 1
 	if o.BloomBitsPerKey > 0 {
@@ -336,7 +338,7 @@ func (w *Writer) finish() error {
 	}
 	indexBlock := w.index.finish()
 	w.props.IndexSize = uint64(len(indexBlock)) + blockTrailerLen
-	w.props.ComparerName = base.ComparerName
+	w.props.ComparerName = w.comparerName
 	w.props.CompressionName = w.opts.Compression.String()
 	w.props.Format = w.opts.TableFormat
 	bh, err := w.writeBlock(w.props.encode(), NoCompression)

@@ -124,12 +124,21 @@ func CompareInternal(a, b InternalKey) int {
 // CompareEncoded orders two encoded internal keys as CompareInternal orders
 // their decodings; a key too short to hold a trailer sorts by its bytes.
 func CompareEncoded(a, b []byte) int {
-	ka, okA := DecodeInternalKey(a)
-	kb, okB := DecodeInternalKey(b)
-	if !okA || !okB {
+	na, nb := len(a)-TrailerLen, len(b)-TrailerLen
+	if na < 0 || nb < 0 {
 		return bytes.Compare(a, b)
 	}
-	return CompareInternal(ka, kb)
+	if c := bytes.Compare(a[:na], b[:nb]); c != 0 {
+		return c
+	}
+	ta, tb := binary.LittleEndian.Uint64(a[na:]), binary.LittleEndian.Uint64(b[nb:])
+	switch {
+	case ta > tb:
+		return -1
+	case ta < tb:
+		return 1
+	}
+	return 0
 }
 
 // ComparerName is the name of bloomkv's (bytewise) user-key order as tables

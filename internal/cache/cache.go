@@ -123,33 +123,36 @@ func (c *Cache) Get(file, offset uint64) ([]byte, bool) {
 }
 
 // GetOrLoad returns the block cached under (file, offset), or calls load and
-// caches its result. Concurrent callers for the same missing block share one
-// call of load. An error from load is returned to every such caller and not
-// cached.
+// caches its result: Get, then Load on a miss.
 func (c *Cache) GetOrLoad(file, offset uint64, load func() ([]byte, error)) ([]byte, error) {
-	k := key{file, offset}
-	s := c.shard(k)
-	if v, ok := s.lookup(k); ok {
-		c.hits.Add(1)
+	if v, ok := c.Get(file, offset); ok {
 		return v, nil
 	}
+	return c.Load(file, offset, load)
+}
+
+// Load returns the block cached under (file, offset), or calls load and caches
+// its result, for a caller whose Get missed. Concurrent callers for the same
+// block share one call of load. An error from load is returned to every such
+// caller and not cached. Load does not count hits or misses: the Get before it
+// did.
+func (c *Cache) Load(file, offset uint64, load func() ([]byte, error)) ([]byte, error) {
+	k := key{file, offset}
+	s := c.shard(k)
 	s.mu.Lock()
-	if e, ok := s.entries[k]; ok { // filled while we took the lock
+	if e, ok := s.entries[k]; ok { // filled since the caller's Get
 		s.touch(e)
 		s.mu.Unlock()
-		c.hits.Add(1)
 		return e.value, nil
 	}
 	if cl, ok := s.loading[k]; ok {
 		s.mu.Unlock()
 		<-cl.done
-		c.hits.Add(1) // served without a read of its own
 		return cl.value, cl.err
 	}
 	cl := &call{done: make(chan struct{})}
 	s.loading[k] = cl
 	s.mu.Unlock()
-	c.misses.Add(1)
 
 	cl.value, cl.err = load()
 

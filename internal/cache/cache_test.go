@@ -118,8 +118,10 @@ func TestConcurrentMissesLoadOnce(t *testing.T) {
 			t.Fatalf("a caller got %q", r)
 		}
 	}
-	if m := c.Metrics(); m.Misses != 1 || m.Hits != 15 {
-		t.Fatalf("counters %+v, want 1 miss and 15 hits", m)
+	// Each caller counts once: a miss if it arrived before the block was
+	// cached (and waited for the one load), a hit after.
+	if m := c.Metrics(); m.Misses+m.Hits != 16 || m.Misses == 0 {
+		t.Fatalf("counters %+v, want 16 lookups with at least one miss", m)
 	}
 }
 

@@ -1,0 +1,275 @@
+package sstable
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// tableContents is everything a reader can say about a table, for comparing a
+// damaged table with the original.
+type tableContents struct {
+	entries []entry
+	dels    []RangeDeletion
+	gets    []string
+}
+
+// readAll opens data and reads everything from it; the error is the first
+// any step returned.
+func readAll(data []byte, probes [][]byte) (tableContents, error) {
+	var c tableContents
+	rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "fuzz.sst"})
+	if err != nil {
+		return c, err
+	}
+	it := rd.NewIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		c.entries = append(c.entries, entry{it.Key().Clone(), append([]byte(nil), it.Value()...)})
+	}
+	if err := it.Close(); err != nil {
+		return c, err
+	}
+	// Backward and seeks must not fail where forward did not, nor panic.
+	it = rd.NewIter()
+	n := 0
+	for ok := it.Last(); ok; ok = it.Prev() {
+		n++
+	}
+	for _, p := range probes {
+		it.SeekGE(p)
+		it.SeekLT(p)
+	}
+	if err := it.Close(); err != nil {
+		return c, err
+	}
+	if n != len(c.entries) {
+		return c, fmt.Errorf("backward iteration saw %d entries, forward %d", n, len(c.entries))
+	}
+	c.dels = rd.RangeDeletions()
+	for _, p := range probes {
+		v, kind, found, err := rd.Get(p, base.SeqNumMax)
+		if err != nil {
+			return c, err
+		}
+		c.gets = append(c.gets, fmt.Sprintf("%v/%v/%q", found, kind, v))
+	}
+	return c, nil
+}
+
+func sameContents(a, b tableContents) bool {
+	if len(a.entries) != len(b.entries) || len(a.dels) != len(b.dels) || len(a.gets) != len(b.gets) {
+		return false
+	}
+	for i := range a.entries {
+		if !bytes.Equal(a.entries[i].key.UserKey, b.entries[i].key.UserKey) || a.entries[i].key.Trailer != b.entries[i].key.Trailer || !bytes.Equal(a.entries[i].value, b.entries[i].value) {
+			return false
+		}
+	}
+	for i := range a.dels {
+		if !bytes.Equal(a.dels[i].Start, b.dels[i].Start) || !bytes.Equal(a.dels[i].End, b.dels[i].End) || a.dels[i].SeqNum != b.dels[i].SeqNum {
+			return false
+		}
+	}
+	for i := range a.gets {
+		if a.gets[i] != b.gets[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// corruptionCorpus returns a few real tables and keys to probe them with.
+func corruptionCorpus(t testing.TB) ([][]byte, [][]byte) {
+	return corpusOf(t, 150)
+}
+
+// fuzzCorpus is corruptionCorpus with small tables (a few KiB): Go's fuzzer
+// spends its time minimising large inputs and barely executes them.
+func fuzzCorpus(t testing.TB) ([][]byte, [][]byte) {
+	return corpusOf(t, 12)
+}
+
+func corpusOf(t testing.TB, n int) ([][]byte, [][]byte) {
+	var tables [][]byte
+	for i, opts := range []WriterOptions{
+		{BlockSize: 512},
+		{BlockSize: 512, DisableCompression: true, BlockRestartInterval: 4},
+		{BlockSize: 2048, TableFormat: TableFormatLevelDB, BloomBitsPerKey: 16},
+	} {
+		r := rand.New(rand.NewPCG(uint64(i), 99))
+		spec := randomSpec(r, n)
+		if n < 50 { // short values keep fuzz inputs small
+			for j := range spec.entries {
+				spec.entries[j].value = spec.entries[j].value[:min(len(spec.entries[j].value), 20)]
+			}
+		}
+		if opts.TableFormat == TableFormatLevelDB {
+			spec.dels = nil
+		}
+		tables = append(tables, writeSpec(t, spec, opts))
+	}
+	var probes [][]byte
+	for i := 0; i < n; i += max(n/20, 1) {
+		probes = append(probes, []byte(fmt.Sprintf("key%05d", i)))
+	}
+	return tables, probes
+}
+
+// TestBitFlipsNeverSilent flips one bit at every byte of real tables: each
+// damaged table must be refused with ErrCorruption, or read back exactly as
+// the original (a flip in a byte nothing reads, such as footer padding).
+func TestBitFlipsNeverSilent(t *testing.T) {
+	tables, probes := corruptionCorpus(t)
+	stride := 1
+	if testing.Short() {
+		stride = 7 // every 7th byte: the race-detector run in CI
+	}
+	var trials, detected, harmless int
+	for ti, orig := range tables {
+		want, err := readAll(orig, probes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(uint64(ti), 5))
+		for off := 0; off < len(orig); off += stride {
+			bad := append([]byte(nil), orig...)
+			bad[off] ^= 1 << r.IntN(8)
+			got, err := readAll(bad, probes)
+			trials++
+			switch {
+			case err != nil && errors.Is(err, ErrCorruption):
+				detected++
+			case err != nil:
+				t.Fatalf("table %d, flip at offset %d: error %v does not wrap ErrCorruption", ti, off, err)
+			case sameContents(got, want):
+				harmless++
+			default:
+				t.Fatalf("table %d, flip at offset %d: silently read different contents", ti, off)
+			}
+		}
+	}
+	t.Logf("%d bit flips: %d detected as corruption, %d harmless, 0 silent", trials, detected, harmless)
+	if harmless > trials/20 {
+		t.Fatalf("%d of %d flips went unnoticed: more than padding can explain", harmless, trials)
+	}
+}
+
+// TestTruncationsDetected cuts real tables at every length: each prefix is
+// refused with ErrCorruption.
+func TestTruncationsDetected(t *testing.T) {
+	tables, probes := corruptionCorpus(t)
+	for ti, orig := range tables {
+		for n := 0; n < len(orig); n++ {
+			if _, err := readAll(orig[:n], probes); !errors.Is(err, ErrCorruption) {
+				t.Fatalf("table %d cut to %d of %d bytes: %v, want ErrCorruption", ti, n, len(orig), err)
+			}
+		}
+	}
+}
+
+func FuzzFooter(f *testing.F) {
+	tables, _ := fuzzCorpus(f)
+	for _, tb := range tables {
+		f.Add(tb[len(tb)-maxFooterLen:])
+		f.Add(tb[len(tb)-levelDBFooterLen:])
+	}
+	f.Fuzz(func(t *testing.T, tail []byte) {
+		ft, err := decodeFooter(tail, uint64(len(tail))+1<<20, "fuzz.sst")
+		if err != nil {
+			if !errors.Is(err, ErrCorruption) {
+				t.Fatalf("error %v does not wrap ErrCorruption", err)
+			}
+			return
+		}
+		if ft.format != TableFormatLevelDB && ft.format != TableFormatRocksDBv2 {
+			t.Fatalf("decoded unknown format %v", ft.format)
+		}
+	})
+}
+
+func FuzzBlock(f *testing.F) {
+	var bw blockWriter
+	bw.restartInterval = 3
+	for i := range 20 {
+		bw.add(base.MakeInternalKey([]byte(fmt.Sprintf("key%03d", i)), 5, base.KindSet).Append(nil), []byte("v"))
+	}
+	f.Add(append([]byte(nil), bw.finish()...))
+	f.Add([]byte{0, 0, 0, 0})
+	seek := base.MakeInternalKey([]byte("key010"), 5, base.KindSet).Append(nil)
+	f.Fuzz(func(t *testing.T, block []byte) {
+		var it blockIter
+		err := checkBlock(block, blockWhere{file: "fuzz", kind: "data"})
+		if err == nil {
+			err = it.init(block, false, blockWhere{file: "fuzz", kind: "data"})
+		}
+		if err != nil {
+			if !errors.Is(err, ErrCorruption) {
+				t.Fatalf("error %v does not wrap ErrCorruption", err)
+			}
+			return
+		}
+		n := 0
+		for ok := it.first(); ok; ok = it.next() {
+			n++
+		}
+		for ok := it.last(); ok && n >= 0; ok = it.prev() {
+			n--
+		}
+		it.seekGE(seek)
+		it.seekLT(seek)
+		if it.err != nil && !errors.Is(it.err, ErrCorruption) {
+			t.Fatalf("error %v does not wrap ErrCorruption", it.err)
+		}
+	})
+}
+
+// FuzzTable opens arbitrary bytes as a table and reads everything: never a
+// panic or a hang, and every error is a clean one.
+func FuzzTable(f *testing.F) {
+	tables, probes := fuzzCorpus(f)
+	for _, tb := range tables {
+		f.Add(tb)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		readAll(data, probes) // errors of any kind are fine here; panics are not
+	})
+}
+
+// FuzzTableFlips damages a real table at the offsets the input names: the
+// result is refused with ErrCorruption or reads back exactly as the original.
+func FuzzTableFlips(f *testing.F) {
+	tables, probes := fuzzCorpus(f)
+	wants := make([]tableContents, len(tables))
+	for i, tb := range tables {
+		var err error
+		if wants[i], err = readAll(tb, probes); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Add(uint8(0), []byte{0, 10, 1})
+	f.Add(uint8(1), []byte{1, 0, 0x80, 2, 3, 4})
+	f.Add(uint8(2), []byte{0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, which uint8, flips []byte) {
+		ti := int(which) % len(tables)
+		bad := append([]byte(nil), tables[ti]...)
+		// Each 3 bytes name an offset (2 bytes, scaled) and an XOR mask.
+		for i := 0; i+3 <= len(flips); i += 3 {
+			off := (int(flips[i])<<8 | int(flips[i+1])) * len(bad) / 65536
+			bad[off] ^= flips[i+2]
+		}
+		got, err := readAll(bad, probes)
+		if err != nil {
+			if !errors.Is(err, ErrCorruption) {
+				t.Fatalf("error %v does not wrap ErrCorruption", err)
+			}
+			return
+		}
+		if !sameContents(got, wants[ti]) {
+			t.Fatal("damaged table read back different contents without an error")
+		}
+	})
+}
