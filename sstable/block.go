@@ -297,6 +297,10 @@ func (it *blockIter) seekGE(key []byte) bool {
 	if it.err != nil {
 		return false
 	}
+	if len(it.data) == 0 { // an empty block (a table of range deletions only)
+		it.valid = false
+		return false
+	}
 	// Binary search for the first restart whose key is ≥ key; the answer is
 	// at or after the restart before it.
 	lo, hi := 0, it.numRestarts

@@ -120,6 +120,7 @@ func maskedCRC(data []byte, typ byte) uint32 {
 // footer is the decoded end of a table.
 type footer struct {
 	format    TableFormat
+	version   uint32 // RocksDB format version (0 for LevelDB)
 	metaindex BlockHandle
 	index     BlockHandle
 }
@@ -168,6 +169,7 @@ func decodeFooter(tail []byte, size uint64, name string) (footer, error) {
 			return footer{}, corruptionf("%s: footer at offset %d: unsupported checksum type %d", name, footerOff, ft[0])
 		}
 		f.format = TableFormatRocksDBv2
+		f.version = binary.LittleEndian.Uint32(ft[rocksDBFooterLen-12:])
 		handles = ft[1 : rocksDBFooterLen-12]
 	default:
 		return footer{}, corruptionf("%s: bad magic number %#x at offset %d", name, magic, size-8)

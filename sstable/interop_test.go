@@ -223,7 +223,7 @@ func TestWeReadPebbleTables(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/snappy=%v", format, snappy), func(t *testing.T) {
 				data := writePebbleTable(t, spec, format, snappy)
 				rd := openTable(t, data)
-				if _, ok := rd.Filter(); ok {
+				if _, ok, _ := rd.Filter(); ok {
 					t.Fatal("our reader claims Pebble's filter as its own")
 				}
 				var got []entry

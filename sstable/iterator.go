@@ -34,6 +34,7 @@ func (t *Reader) NewIter() *Iter {
 // reset readies it for t, keeping its buffers.
 func (it *Iter) reset(t *Reader, reuse bool) {
 	it.t, it.valid, it.err, it.reuse = t, false, nil, reuse
+	it.data.err, it.data.valid = nil, false
 	if err := it.index.init(t, reuse); err != nil {
 		it.err = err // NewReader checked the index; unreachable unless it changed
 	}
@@ -229,8 +230,13 @@ type indexIter struct {
 func (x *indexIter) init(t *Reader, reuse bool) error {
 	x.t, x.err, x.reuse = t, nil, reuse
 	x.twoLevel = t.props.IndexType == indexTypeTwoLevel
-	x.part.valid = false
-	return x.top.init(t.index, false, t.where("index", t.footer.index))
+	x.part.valid, x.part.err = false, nil
+	index, err := t.indexBlock()
+	if err != nil {
+		x.err = err
+		return err
+	}
+	return x.top.init(index, false, t.where("index", t.footer.index))
 }
 
 // cur returns the block iterator whose value is the current data-block

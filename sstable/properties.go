@@ -82,6 +82,9 @@ func (p *Properties) strings() map[string]*string {
 // strings as they are.
 func (p *Properties) encode() []byte {
 	kv := map[string][]byte{propIndexType: binary.LittleEndian.AppendUint32(nil, p.IndexType)}
+	for name, v := range p.User {
+		kv[name] = v
+	}
 	for name, v := range p.uints() {
 		kv[name] = binary.AppendUvarint(nil, *v)
 	}

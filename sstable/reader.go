@@ -2,10 +2,12 @@ package sstable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"unsafe"
 
 	"github.com/golang/snappy"
 
@@ -29,11 +31,18 @@ type BlockCache interface {
 // ReaderOptions configure a Reader.
 type ReaderOptions struct {
 	// Cache, when set, holds the table's data blocks; FileNum names the
-	// table in it and must be unique among the tables sharing the cache.
+	// table in it, must be non-zero, and must be unique among the tables
+	// sharing the cache (file numbers are never reused).
 	Cache   BlockCache
 	FileNum uint64
 	// FileName names the table in errors.
 	FileName string
+	// CacheIndexAndFilterBlocks keeps the table's index and filter blocks
+	// in Cache, charged to its capacity and evictable, instead of pinning
+	// them in the Reader (RocksDB's cache_index_and_filter_blocks). A lookup
+	// then fetches them through the cache; a filter "no" still reads no
+	// data block.
+	CacheIndexAndFilterBlocks bool
 }
 
 // RangeDeletion is one fragment of a range deletion: the user keys in
@@ -52,8 +61,9 @@ type Reader struct {
 	opts   ReaderOptions
 	footer footer
 
-	index     []byte
+	index     []byte // pinned, unless the cache holds it
 	filter    filterblock.Filter
+	filterBH  BlockHandle
 	hasFilter bool
 	rangeDels []RangeDeletion
 	props     Properties
@@ -69,6 +79,12 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	}
 	if size < 0 {
 		return nil, fmt.Errorf("sstable: %s: negative size %d", opts.FileName, size)
+	}
+	if opts.CacheIndexAndFilterBlocks && opts.Cache == nil {
+		return nil, fmt.Errorf("sstable: %s: CacheIndexAndFilterBlocks needs a Cache", opts.FileName)
+	}
+	if opts.Cache != nil && opts.FileNum == 0 {
+		return nil, fmt.Errorf("sstable: %s: a reader sharing a cache needs a non-zero FileNum", opts.FileName)
 	}
 	t := &Reader{r: r, size: uint64(size), opts: opts}
 	tail := make([]byte, min(uint64(maxFooterLen), t.size))
@@ -123,14 +139,18 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		if t.filter, err = filterblock.Decode(b); err != nil {
 			return nil, fmt.Errorf("sstable: %s: filter block %s: %w", opts.FileName, bh, err)
 		}
-		t.hasFilter = true
+		t.hasFilter, t.filterBH = true, bh
+		if opts.CacheIndexAndFilterBlocks {
+			t.handToCache(bh, b)
+			t.filter = filterblock.Filter{}
+		}
 	}
-	rdName := metaRangeDelName
-	if _, ok := handles[rdName]; !ok {
-		rdName = metaRangeDelV1Name
-	}
-	if bh, ok := handles[rdName]; ok {
-		if err := t.loadRangeDels(bh); err != nil {
+	if bh, ok := handles[metaRangeDelName]; ok {
+		if err := t.loadRangeDels(bh, true); err != nil {
+			return nil, err
+		}
+	} else if bh, ok := handles[metaRangeDelV1Name]; ok {
+		if err := t.loadRangeDels(bh, false); err != nil {
 			return nil, err
 		}
 	}
@@ -142,14 +162,61 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	default:
 		return nil, fmt.Errorf("sstable: %s: unsupported index type %d", opts.FileName, t.props.IndexType)
 	}
+	// RocksDB format versions 3 and up may store index keys as user keys
+	// and index values delta-encoded; reading those as this reader does
+	// would miss keys silently, so they are refused.
+	for _, name := range []string{"rocksdb.index.key.is.user.key", "rocksdb.index.value.is.delta.encoded"} {
+		if v, ok := t.props.User[name]; ok && t.footer.version >= 3 {
+			if n, _ := binary.Uvarint(v); n != 0 {
+				return nil, fmt.Errorf("sstable: %s: unsupported RocksDB index encoding (format version %d, %s)", opts.FileName, t.footer.version, name)
+			}
+		}
+	}
 	var ii blockIter
 	if err := ii.init(t.index, false, t.where("index", t.footer.index)); err != nil {
 		return nil, err
 	}
+	if opts.CacheIndexAndFilterBlocks {
+		t.handToCache(t.footer.index, t.index)
+		t.index = nil
+	}
 	return t, nil
 }
 
-func (t *Reader) loadRangeDels(bh BlockHandle) error {
+// handToCache puts a block this reader has read and checked into the cache.
+func (t *Reader) handToCache(bh BlockHandle, b []byte) {
+	t.opts.Cache.Load(t.opts.FileNum, bh.Offset, func() ([]byte, error) { return b, nil })
+}
+
+// indexBlock returns the index block: pinned, or through the cache.
+func (t *Reader) indexBlock() ([]byte, error) {
+	if t.index != nil {
+		return t.index, nil
+	}
+	return t.cachedBlock(t.footer.index, "index")
+}
+
+// mayContain probes the table's filter with a key's hash: the pinned filter,
+// or the filter block through the cache.
+func (t *Reader) mayContain(hash uint64) (bool, error) {
+	if !t.opts.CacheIndexAndFilterBlocks {
+		return t.filter.MayContainHash(hash), nil
+	}
+	b, err := t.cachedBlock(t.filterBH, "filter")
+	if err != nil {
+		return false, err
+	}
+	f, err := filterblock.Decode(b)
+	if err != nil {
+		return false, fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, t.filterBH, err)
+	}
+	return f.MayContainHash(hash), nil
+}
+
+// loadRangeDels reads the range deletions at bh: already fragmented (checked)
+// in a rocksdb.range_del2 block, or, in RocksDB's older rocksdb.range_del
+// block, as written, to be fragmented here.
+func (t *Reader) loadRangeDels(bh BlockHandle, fragmented bool) error {
 	b, err := t.readBlock(bh, "range deletion")
 	if err != nil {
 		return err
@@ -169,7 +236,28 @@ func (t *Reader) loadRangeDels(bh BlockHandle) error {
 			SeqNum: k.SeqNum(),
 		})
 	}
-	return it.err
+	if it.err != nil {
+		return it.err
+	}
+	if !fragmented {
+		ts := make([]tombstone, len(t.rangeDels))
+		for i, d := range t.rangeDels {
+			ts[i] = tombstone{d.Start, d.End, d.SeqNum}
+		}
+		t.rangeDels = t.rangeDels[:0]
+		for _, f := range fragment(ts) {
+			t.rangeDels = append(t.rangeDels, RangeDeletion{f.start, f.end, f.seq})
+		}
+		return nil
+	}
+	for i := 1; i < len(t.rangeDels); i++ {
+		a, b := t.rangeDels[i-1], t.rangeDels[i]
+		c := bytes.Compare(a.Start, b.Start)
+		if c > 0 || (c == 0 && (!bytes.Equal(a.End, b.End) || a.SeqNum <= b.SeqNum)) || (c < 0 && bytes.Compare(a.End, b.Start) > 0) {
+			return corruptionf("%s: range deletion block %s: fragments %d and %d overlap or are out of order", t.opts.FileName, bh, i-1, i)
+		}
+	}
+	return nil
 }
 
 func (t *Reader) where(kind string, bh BlockHandle) blockWhere {
@@ -211,14 +299,17 @@ func (t *Reader) readBlockInto(bh BlockHandle, kind string, bufs *blockBufs) ([]
 		return nil, corruptionf("%s: %s block %s lies outside the file of %d bytes", t.opts.FileName, kind, bh, t.size)
 	}
 	var buf []byte
-	if bufs != nil {
+	switch {
+	case bufs != nil:
 		bufs.raw = grow(bufs.raw, int(bh.Length+blockTrailerLen))
 		buf = bufs.raw
-	} else {
+	case kind == "filter":
+		buf = alignedBytes(int(bh.Length + blockTrailerLen)) // probes touch one cache line
+	default:
 		buf = make([]byte, bh.Length+blockTrailerLen)
 	}
 	if err := t.readAt(buf, bh.Offset); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s block %s: %w", kind, bh, err)
 	}
 	body, typ := buf[:bh.Length], buf[bh.Length]
 	stored := uint32(buf[bh.Length+1]) | uint32(buf[bh.Length+2])<<8 | uint32(buf[bh.Length+3])<<16 | uint32(buf[bh.Length+4])<<24
@@ -284,7 +375,17 @@ func (t *Reader) Properties() *Properties { return &t.props }
 func (t *Reader) RangeDeletions() []RangeDeletion { return t.rangeDels }
 
 // Filter returns the table's blocked filter and whether it has one.
-func (t *Reader) Filter() (filterblock.Filter, bool) { return t.filter, t.hasFilter }
+func (t *Reader) Filter() (filterblock.Filter, bool, error) {
+	if !t.hasFilter || !t.opts.CacheIndexAndFilterBlocks {
+		return t.filter, t.hasFilter, nil
+	}
+	b, err := t.cachedBlock(t.filterBH, "filter")
+	if err != nil {
+		return filterblock.Filter{}, true, err
+	}
+	f, err := filterblock.Decode(b)
+	return f, true, err
+}
 
 // Size returns the table's size in bytes.
 func (t *Reader) Size() uint64 { return t.size }
@@ -298,8 +399,8 @@ func (t *Reader) Size() uint64 { return t.size }
 // consulted first; when it answers "no", neither the index nor a data block is
 // read.
 func (t *Reader) Get(userKey []byte, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
-	if t.hasFilter && !t.filter.MayContain(userKey) {
-		return nil, 0, false, nil
+	if t.hasFilter {
+		return t.GetHash(userKey, filterblock.Hash(userKey), seq)
 	}
 	return t.get(userKey, seq)
 }
@@ -307,8 +408,11 @@ func (t *Reader) Get(userKey []byte, seq base.SeqNum) (value []byte, kind base.K
 // GetHash is Get for a caller that has already hashed userKey with
 // filterblock.Hash, to probe several tables' filters with one hash.
 func (t *Reader) GetHash(userKey []byte, hash uint64, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
-	if t.hasFilter && !t.filter.MayContainHash(hash) {
-		return nil, 0, false, nil
+	if t.hasFilter {
+		ok, err := t.mayContain(hash)
+		if err != nil || !ok {
+			return nil, 0, false, err
+		}
 	}
 	return t.get(userKey, seq)
 }
@@ -317,6 +421,7 @@ func (t *Reader) get(userKey []byte, seq base.SeqNum) (value []byte, kind base.K
 	if seq == 0 {
 		return nil, 0, false, nil
 	}
+	seq = min(seq, base.SeqNumMax+1) // above it every entry is visible
 	it, _ := t.iters.Get().(*Iter)
 	if it == nil {
 		it = &Iter{}
@@ -338,3 +443,13 @@ func (t *Reader) get(userKey []byte, seq base.SeqNum) (value []byte, kind base.K
 
 // ErrIterClosed is returned by an iterator used after Close.
 var ErrIterClosed = errors.New("sstable: iterator is closed")
+
+// alignedBytes returns n bytes starting at a 64-byte boundary.
+func alignedBytes(n int) []byte {
+	b := make([]byte, n+filterblock.LineBytes)
+	off := 0
+	if r := uintptr(unsafe.Pointer(&b[0])) % filterblock.LineBytes; r != 0 {
+		off = int(filterblock.LineBytes - r)
+	}
+	return b[off : off+n : off+n]
+}

@@ -39,7 +39,10 @@ func TestFilterNoReadsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, ok := rd.Filter()
+	f, ok, err := rd.Filter()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !ok {
 		t.Fatal("table has no filter")
 	}
@@ -100,5 +103,50 @@ func TestBlockCacheServesRepeatedReads(t *testing.T) {
 	}
 	if m := c.Metrics(); m.Hits != 2 || m.Misses != 2 {
 		t.Fatalf("cache counters %+v, want 2 hits and 2 misses", m)
+	}
+}
+
+// TestCacheIndexAndFilterBlocks checks the option that keeps index and filter
+// blocks in the block cache instead of pinning them: they are cached at open,
+// a filter "no" then reads nothing, and lookups stay correct when the cache
+// is too small to keep them.
+func TestCacheIndexAndFilterBlocks(t *testing.T) {
+	data := tableOfKeys(t, 5000)
+	for _, capacity := range []int64{8 << 20, 4 << 10} {
+		c := cache.New(capacity, cache.Options{Shards: 1})
+		cr := &countingReader{r: bytes.NewReader(data)}
+		rd, err := NewReader(cr, int64(len(data)), ReaderOptions{Cache: c, FileNum: 7, FileName: "cif.sst", CacheIndexAndFilterBlocks: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rd.index != nil {
+			t.Fatal("the index is pinned despite the option")
+		}
+		if capacity > 1<<20 {
+			if m := c.Metrics(); m.Entries != 2 {
+				t.Fatalf("%d blocks cached after open, want the index and the filter", m.Entries)
+			}
+		}
+		before := cr.reads.Load()
+		for i := range 300 {
+			k := []byte(fmt.Sprintf("key%06d", i*13))
+			if v, _, found, err := rd.Get(k, base.SeqNumMax); err != nil || !found || string(v) != "value" {
+				t.Fatalf("capacity %d: Get(%q) = %q, %v, %v", capacity, k, v, found, err)
+			}
+			if _, _, found, err := rd.Get([]byte(fmt.Sprintf("nokey%06d", i)), base.SeqNumMax); err != nil || found {
+				t.Fatalf("capacity %d: absent key: %v, %v", capacity, found, err)
+			}
+		}
+		if capacity > 1<<20 {
+			// Warm: every read above was a data block of a present key.
+			absentReads := cr.reads.Load() - before
+			f, _, _ := rd.Filter()
+			if absentReads > 300+5 || !f.MayContain([]byte("key000013")) {
+				t.Fatalf("%d reads for 300 present and 300 absent keys", absentReads)
+			}
+		}
+	}
+	if _, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{CacheIndexAndFilterBlocks: true}); err == nil {
+		t.Fatal("the option without a cache was accepted")
 	}
 }

@@ -115,6 +115,9 @@ type Writer struct {
 	props      Properties
 	// comparerName is recorded in the properties; tests change it.
 	comparerName string
+	// legacyRangeDels writes range deletions unfragmented under RocksDB's
+	// old block name, as older tables hold them; for tests of the reader.
+	legacyRangeDels bool
 }
 
 type tombstone struct {
@@ -139,7 +142,8 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 }
 
 // Add appends a point key: a Set with its value, or a Delete (value empty).
-// Keys must arrive in strictly increasing internal-key order.
+// Keys must arrive in strictly increasing internal-key order. Sequence numbers
+// are at most base.SeqNumMax (a larger one cannot be represented in a key).
 func (w *Writer) Add(key base.InternalKey, value []byte) error {
 	if err := w.usable(); err != nil {
 		return err
@@ -150,12 +154,8 @@ func (w *Writer) Add(key base.InternalKey, value []byte) error {
 		if len(value) != 0 {
 			return fmt.Errorf("sstable: delete of %s carries a %d-byte value", key, len(value))
 		}
-		w.props.NumDeletions++
 	default:
 		return fmt.Errorf("sstable: Add of %s: kind %v is not a point key (range deletions go through DeleteRange)", key, key.Kind())
-	}
-	if key.SeqNum() > base.SeqNumMax {
-		return fmt.Errorf("sstable: sequence number of %s exceeds 2^56-1", key)
 	}
 	w.scratch = key.Append(w.scratch[:0])
 	if w.hasLast && base.CompareEncoded(w.lastKey, w.scratch) >= 0 {
@@ -169,6 +169,9 @@ func (w *Writer) Add(key base.InternalKey, value []byte) error {
 	}
 	if w.filter != nil && (!w.hasLast || !bytes.Equal(key.UserKey, w.lastKey[:len(w.lastKey)-base.TrailerLen])) {
 		w.filter.Add(key.UserKey)
+	}
+	if key.Kind() == base.KindDelete {
+		w.props.NumDeletions++
 	}
 	w.lastKey = append(w.lastKey[:0], w.scratch...)
 	w.hasLast = true
@@ -318,7 +321,13 @@ func (w *Writer) finish() error {
 		meta = append(meta, metaEntry{metaFilterName, bh})
 	}
 	if len(w.tombstones) > 0 {
-		frags := fragment(w.tombstones)
+		frags, name := fragment(w.tombstones), metaRangeDelName
+		if w.legacyRangeDels {
+			frags, name = slices.Clone(w.tombstones), metaRangeDelV1Name
+			slices.SortFunc(frags, func(a, b tombstone) int {
+				return base.CompareInternal(base.MakeInternalKey(a.start, a.seq, base.KindRangeDelete), base.MakeInternalKey(b.start, b.seq, base.KindRangeDelete))
+			})
+		}
 		var b blockWriter
 		b.restartInterval = 1
 		for _, f := range frags {
@@ -331,7 +340,7 @@ func (w *Writer) finish() error {
 		if err != nil {
 			return err
 		}
-		meta = append(meta, metaEntry{metaRangeDelName, bh})
+		meta = append(meta, metaEntry{name, bh})
 	}
 	if w.props.NumEntries == 0 && len(w.tombstones) == 0 {
 		w.props.SmallestSeqNum = 0

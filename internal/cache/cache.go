@@ -5,6 +5,7 @@
 package cache
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -154,7 +155,18 @@ func (c *Cache) Load(file, offset uint64, load func() ([]byte, error)) ([]byte, 
 	s.loading[k] = cl
 	s.mu.Unlock()
 
+	finished := false
+	defer func() {
+		if !finished { // load panicked: release the waiters, then re-panic
+			cl.err = errLoadPanicked
+			s.mu.Lock()
+			delete(s.loading, k)
+			s.mu.Unlock()
+			close(cl.done)
+		}
+	}()
 	cl.value, cl.err = load()
+	finished = true
 
 	s.mu.Lock()
 	delete(s.loading, k)
@@ -166,6 +178,8 @@ func (c *Cache) Load(file, offset uint64, load func() ([]byte, error)) ([]byte, 
 	return cl.value, cl.err
 }
 
+var errLoadPanicked = errors.New("cache: the load of this block panicked")
+
 // Set caches value under (file, offset), replacing any block there.
 func (c *Cache) Set(file, offset uint64, value []byte) {
 	k := key{file, offset}
@@ -175,7 +189,9 @@ func (c *Cache) Set(file, offset uint64, value []byte) {
 	s.mu.Unlock()
 }
 
-// EvictFile drops every block of file, for a table that was deleted.
+// EvictFile drops every block of file, for a table that was deleted. A load of
+// one of its blocks under way may still insert it afterwards; the block then
+// just waits for eviction, since file numbers are never reused.
 func (c *Cache) EvictFile(file uint64) {
 	for i := range c.shards {
 		s := &c.shards[i]

@@ -187,3 +187,20 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+func TestPanickingLoadReleasesWaiters(t *testing.T) {
+	c := New(1<<20, Options{})
+	func() {
+		defer func() { recover() }()
+		c.Load(1, 0, func() ([]byte, error) { panic("boom") })
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v, err := c.Load(1, 0, func() ([]byte, error) { return []byte("ok"), nil })
+		if err != nil || string(v) != "ok" {
+			t.Errorf("Load after a panicking load: %q, %v", v, err)
+		}
+	}()
+	<-done
+}
