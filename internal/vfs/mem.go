@@ -1,0 +1,332 @@
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// MemFS is an in-memory file system that models what survives a crash: a
+// file's contents as of its last Sync, and the directory entries (creations,
+// removals, renames) as of the last SyncDir of their directory. CrashClone
+// returns that durable state as a new MemFS, as a machine would find its disk
+// after losing power. Directories themselves are durable once created. It is
+// safe for concurrent use.
+type MemFS struct {
+	mu      sync.Mutex
+	dirs    map[string]bool
+	names   map[string]*memNode // the namespace now
+	durable map[string]*memNode // the namespace a crash would leave
+	locks   map[string]bool
+}
+
+type memNode struct {
+	mu     sync.Mutex
+	data   []byte
+	synced []byte
+}
+
+// NewMem returns an empty in-memory file system with a root directory "/"
+// and the current directory ".".
+func NewMem() *MemFS {
+	return &MemFS{
+		dirs:    map[string]bool{"/": true, ".": true},
+		names:   map[string]*memNode{},
+		durable: map[string]*memNode{},
+		locks:   map[string]bool{},
+	}
+}
+
+func clean(name string) string { return filepath.Clean(name) }
+
+func notExist(op, name string) error {
+	return &os.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+}
+
+func (m *MemFS) parentExists(name string) bool {
+	return m.dirs[filepath.Dir(name)]
+}
+
+// Create implements FS.
+func (m *MemFS) Create(name string) (File, error) {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.parentExists(name) {
+		return nil, notExist("create", name)
+	}
+	if m.dirs[name] {
+		return nil, &os.PathError{Op: "create", Path: name, Err: errors.New("is a directory")}
+	}
+	n := &memNode{}
+	m.names[name] = n
+	return &memFile{node: n, name: name, writable: true}, nil
+}
+
+// Open implements FS.
+func (m *MemFS) Open(name string) (File, error) {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.names[name]
+	if !ok {
+		return nil, notExist("open", name)
+	}
+	return &memFile{node: n, name: name}, nil
+}
+
+// Remove implements FS.
+func (m *MemFS) Remove(name string) error {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.names[name]; ok {
+		delete(m.names, name)
+		return nil
+	}
+	if m.dirs[name] {
+		prefix := name + string(filepath.Separator)
+		for n := range m.names {
+			if strings.HasPrefix(n, prefix) {
+				return &os.PathError{Op: "remove", Path: name, Err: errors.New("directory not empty")}
+			}
+		}
+		delete(m.dirs, name)
+		return nil
+	}
+	return notExist("remove", name)
+}
+
+// Rename implements FS.
+func (m *MemFS) Rename(oldname, newname string) error {
+	oldname, newname = clean(oldname), clean(newname)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.names[oldname]
+	if !ok {
+		return notExist("rename", oldname)
+	}
+	if !m.parentExists(newname) {
+		return notExist("rename", newname)
+	}
+	delete(m.names, oldname)
+	m.names[newname] = n
+	return nil
+}
+
+// MkdirAll implements FS.
+func (m *MemFS) MkdirAll(dir string) error {
+	dir = clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for d := dir; !m.dirs[d]; d = filepath.Dir(d) {
+		if _, ok := m.names[d]; ok {
+			return &os.PathError{Op: "mkdir", Path: d, Err: errors.New("a file exists there")}
+		}
+		m.dirs[d] = true
+	}
+	return nil
+}
+
+// List implements FS.
+func (m *MemFS) List(dir string) ([]string, error) {
+	dir = clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.dirs[dir] {
+		return nil, notExist("list", dir)
+	}
+	var out []string
+	for n := range m.names {
+		if filepath.Dir(n) == dir {
+			out = append(out, filepath.Base(n))
+		}
+	}
+	for d := range m.dirs {
+		if d != dir && filepath.Dir(d) == dir {
+			out = append(out, filepath.Base(d))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Exists implements FS.
+func (m *MemFS) Exists(name string) (bool, error) {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.names[name]
+	return ok || m.dirs[name], nil
+}
+
+// SyncDir implements FS: the directory's current entries become durable.
+func (m *MemFS) SyncDir(dir string) error {
+	dir = clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.dirs[dir] {
+		return notExist("syncdir", dir)
+	}
+	for n := range m.durable {
+		if filepath.Dir(n) == dir {
+			delete(m.durable, n)
+		}
+	}
+	for n, node := range m.names {
+		if filepath.Dir(n) == dir {
+			m.durable[n] = node
+		}
+	}
+	return nil
+}
+
+type memLock struct {
+	m    *MemFS
+	name string
+	once sync.Once
+}
+
+func (l *memLock) Close() error {
+	l.once.Do(func() {
+		l.m.mu.Lock()
+		delete(l.m.locks, l.name)
+		l.m.mu.Unlock()
+	})
+	return nil
+}
+
+// Lock implements FS.
+func (m *MemFS) Lock(name string) (io.Closer, error) {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.locks[name] {
+		return nil, &os.PathError{Op: "lock", Path: name, Err: ErrLocked}
+	}
+	if !m.parentExists(name) {
+		return nil, notExist("lock", name)
+	}
+	if _, ok := m.names[name]; !ok {
+		m.names[name] = &memNode{}
+	}
+	m.locks[name] = true
+	return &memLock{m: m, name: name}, nil
+}
+
+// CrashClone returns a new MemFS holding what a crash at this moment would
+// leave: the durable namespace, each file with its synced contents, and no
+// locks. The receiver is unchanged and may go on being used.
+func (m *MemFS) CrashClone() *MemFS {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := NewMem()
+	for d := range m.dirs {
+		c.dirs[d] = true
+	}
+	for name, n := range m.durable {
+		n.mu.Lock()
+		data := append([]byte(nil), n.synced...)
+		n.mu.Unlock()
+		node := &memNode{data: data, synced: append([]byte(nil), data...)}
+		c.names[name] = node
+		c.durable[name] = node
+	}
+	return c
+}
+
+// memFile is an open MemFS file: written sequentially from the start, read
+// at an offset or sequentially.
+type memFile struct {
+	node     *memNode
+	name     string
+	writable bool
+	pos      int64
+	closed   bool
+}
+
+var errClosed = errors.New("vfs: file already closed")
+
+func (f *memFile) check(op string, write bool) error {
+	if f.closed {
+		return &os.PathError{Op: op, Path: f.name, Err: errClosed}
+	}
+	if write && !f.writable {
+		return &os.PathError{Op: op, Path: f.name, Err: errors.New("file opened read-only")}
+	}
+	return nil
+}
+
+func (f *memFile) Read(p []byte) (int, error) {
+	if err := f.check("read", false); err != nil {
+		return 0, err
+	}
+	n, err := f.ReadAt(p, f.pos)
+	f.pos += int64(n)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.check("read", false); err != nil {
+		return 0, err
+	}
+	f.node.mu.Lock()
+	defer f.node.mu.Unlock()
+	if off < 0 {
+		return 0, &os.PathError{Op: "read", Path: f.name, Err: fmt.Errorf("negative offset %d", off)}
+	}
+	if off >= int64(len(f.node.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.node.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *memFile) Write(p []byte) (int, error) {
+	if err := f.check("write", true); err != nil {
+		return 0, err
+	}
+	f.node.mu.Lock()
+	defer f.node.mu.Unlock()
+	f.node.data = append(f.node.data, p...)
+	return len(p), nil
+}
+
+func (f *memFile) Sync() error {
+	if err := f.check("sync", false); err != nil {
+		return err
+	}
+	f.node.mu.Lock()
+	defer f.node.mu.Unlock()
+	f.node.synced = append(f.node.synced[:0], f.node.data...)
+	return nil
+}
+
+func (f *memFile) Size() (int64, error) {
+	if err := f.check("stat", false); err != nil {
+		return 0, err
+	}
+	f.node.mu.Lock()
+	defer f.node.mu.Unlock()
+	return int64(len(f.node.data)), nil
+}
+
+func (f *memFile) Close() error {
+	if err := f.check("close", false); err != nil {
+		return err
+	}
+	f.closed = true
+	return nil
+}

@@ -1,0 +1,213 @@
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"slices"
+	"testing"
+)
+
+// conformance runs the same checks on any FS rooted at dir.
+func conformance(t *testing.T, fsys FS, dir string) {
+	t.Helper()
+	p := func(n string) string { return Join(dir, n) }
+	if err := fsys.MkdirAll(p("sub/deeper")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fsys.Create(p("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("hello ")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("world")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Size(); err != nil || n != 11 {
+		t.Fatalf("Size = %d, %v", n, err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := fsys.Open(p("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := io.ReadAll(r)
+	if err != nil || string(all) != "hello world" {
+		t.Fatalf("read %q, %v", all, err)
+	}
+	buf := make([]byte, 5)
+	if n, err := r.ReadAt(buf, 6); n != 5 || string(buf) != "world" || (err != nil && err != io.EOF) {
+		t.Fatalf("ReadAt = %d %q %v", n, buf, err)
+	}
+	if n, err := r.ReadAt(buf, 9); n != 2 || err != io.EOF {
+		t.Fatalf("ReadAt past the end = %d, %v; want 2, EOF", n, err)
+	}
+	r.Close()
+	if err := fsys.Rename(p("a"), p("b")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := fsys.Exists(p("a")); ok {
+		t.Fatal("a still exists after rename")
+	}
+	if ok, _ := fsys.Exists(p("b")); !ok {
+		t.Fatal("b missing after rename")
+	}
+	names, err := fsys.List(dir)
+	if err != nil || !slices.Equal(names, []string{"b", "sub"}) {
+		t.Fatalf("List = %v, %v", names, err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Open(p("missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open of a missing file: %v", err)
+	}
+	if err := fsys.Remove(p("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Remove(p("b")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("second Remove: %v", err)
+	}
+	// Locks.
+	l1, err := fsys.Lock(p("LOCK"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Lock(p("LOCK")); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Lock: %v, want ErrLocked", err)
+	}
+	if err := l1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := fsys.Lock(p("LOCK"))
+	if err != nil {
+		t.Fatalf("Lock after release: %v", err)
+	}
+	l2.Close()
+}
+
+func TestOSConformance(t *testing.T)  { conformance(t, Default, t.TempDir()) }
+func TestMemConformance(t *testing.T) { conformance(t, NewMem(), "/db") }
+
+func write(t *testing.T, fsys FS, name, data string, sync bool) File {
+	t.Helper()
+	f, err := fsys.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte(data)); err != nil {
+		t.Fatal(err)
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func contents(t *testing.T, fsys FS, name string) (string, bool) {
+	t.Helper()
+	f, err := fsys.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), true
+}
+
+func TestMemCrash(t *testing.T) {
+	m := NewMem()
+	m.MkdirAll("/db")
+	f := write(t, m, "/db/synced", "durable", true)
+	f.Write([]byte(" and lost"))                // written after the sync
+	write(t, m, "/db/unsynced", "gone", false)  // never synced
+	write(t, m, "/db/renamed", "renamed", true) // synced, renamed after the dir sync
+	write(t, m, "/db/removed", "removed", true) // synced, removed after the dir sync
+	if err := m.SyncDir("/db"); err != nil {
+		t.Fatal(err)
+	}
+	write(t, m, "/db/new-unsynced-dir", "x", true) // file synced, directory not
+	m.Rename("/db/renamed", "/db/renamed2")
+	m.Remove("/db/removed")
+
+	c := m.CrashClone()
+	for name, want := range map[string]string{
+		"/db/synced":   "durable",
+		"/db/unsynced": "", // created before the dir sync: exists, empty
+		"/db/renamed":  "renamed",
+		"/db/removed":  "removed",
+	} {
+		got, ok := contents(t, c, name)
+		if !ok || got != want {
+			t.Errorf("%s after crash: %q (exists %v), want %q", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"/db/new-unsynced-dir", "/db/renamed2"} {
+		if _, ok := contents(t, c, name); ok {
+			t.Errorf("%s survived a crash without a directory sync", name)
+		}
+	}
+	// The original goes on, unaffected.
+	if got, _ := contents(t, m, "/db/synced"); got != "durable and lost" {
+		t.Fatalf("original changed: %q", got)
+	}
+	// Locks do not survive.
+	if _, err := m.Lock("/db/LOCK"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := m.CrashClone().Lock("/db/LOCK"); err != nil {
+		t.Fatalf("lock after crash: %v", err)
+	} else {
+		l.Close()
+	}
+}
+
+func TestErrorFS(t *testing.T) {
+	e := NewErrorFS(NewMem())
+	e.MkdirAll("/d")
+	sync := OpSync
+	e.SetInjector(FailOnce(&sync, 1))
+	f, err := e.Create("/d/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		err := f.Sync()
+		if (err != nil) != (i == 1) || (err != nil && !errors.Is(err, ErrInjected)) {
+			t.Fatalf("sync %d: %v", i, err)
+		}
+	}
+	e.SetInjector(func(op Op, name string) error {
+		if op == OpWrite {
+			return errors.New("disk full")
+		}
+		return nil
+	})
+	if _, err := f.Write([]byte("x")); err == nil {
+		t.Fatal("write succeeded")
+	}
+	e.SetInjector(nil)
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for op := OpCreate; op <= OpLock; op++ {
+		if op.String() == "op?" {
+			t.Fatalf("op %d has no name", op)
+		}
+	}
+}
