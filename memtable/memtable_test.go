@@ -1,0 +1,253 @@
+package memtable
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+type kv struct {
+	key   base.InternalKey
+	value []byte
+}
+
+// TestAgainstModel adds random entries and compares Get, iteration both ways
+// and seeks with a sorted slice.
+func TestAgainstModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	m := New()
+	var model []kv
+	seen := map[string]bool{}
+	for range 5000 {
+		uk := []byte(fmt.Sprintf("k%04d", r.IntN(800)))
+		seq := base.SeqNum(r.IntN(100000) + 1)
+		if seen[fmt.Sprint(string(uk), seq)] {
+			continue
+		}
+		seen[fmt.Sprint(string(uk), seq)] = true
+		kind := base.KindSet
+		if r.IntN(4) == 0 {
+			kind = base.KindDelete
+		}
+		v := []byte(fmt.Sprintf("v%d", r.IntN(1e9)))
+		if r.IntN(50) == 0 {
+			v = bytes.Repeat([]byte("x"), chunkSize) // beyond the arena's limit
+		}
+		m.Add(base.MakeInternalKey(uk, seq, kind), v)
+		model = append(model, kv{base.MakeInternalKey(uk, seq, kind), v})
+	}
+	slices.SortFunc(model, func(a, b kv) int { return base.CompareInternal(a.key, b.key) })
+	if m.Len() != len(model) {
+		t.Fatalf("Len %d, want %d", m.Len(), len(model))
+	}
+	var wantSize int64
+	for _, e := range model {
+		wantSize += int64(len(e.key.UserKey) + len(e.value) + entryOverhead)
+	}
+	if m.Size() != wantSize {
+		t.Fatalf("Size %d, want %d", m.Size(), wantSize)
+	}
+	for range 3000 {
+		uk := []byte(fmt.Sprintf("k%04d", r.IntN(820)))
+		seq := base.SeqNum(r.IntN(110000))
+		var want *kv
+		for i := range model {
+			if bytes.Equal(model[i].key.UserKey, uk) && model[i].key.SeqNum() < seq {
+				want = &model[i]
+				break
+			}
+		}
+		v, kind, found := m.Get(uk, seq)
+		if found != (want != nil) || (found && (kind != want.key.Kind() || !bytes.Equal(v, want.value))) {
+			t.Fatalf("Get(%s, %d) = %v %v", uk, seq, found, kind)
+		}
+	}
+	it := m.NewIter()
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if base.CompareInternal(it.Key(), model[i].key) != 0 || !bytes.Equal(it.Value(), model[i].value) {
+			t.Fatalf("forward %d: %s, want %s", i, it.Key(), model[i].key)
+		}
+		i++
+	}
+	if i != len(model) {
+		t.Fatalf("forward saw %d of %d", i, len(model))
+	}
+	i = len(model) - 1
+	for ok := it.Last(); ok; ok = it.Prev() {
+		if base.CompareInternal(it.Key(), model[i].key) != 0 {
+			t.Fatalf("backward %d: %s, want %s", i, it.Key(), model[i].key)
+		}
+		i--
+	}
+	if i != -1 {
+		t.Fatalf("backward stopped at %d", i)
+	}
+	for range 2000 {
+		k := base.MakeInternalKey([]byte(fmt.Sprintf("k%04d", r.IntN(820))), base.SeqNum(r.IntN(110000)), base.KindSet)
+		ge, _ := slices.BinarySearchFunc(model, k, func(e kv, k base.InternalKey) int { return base.CompareInternal(e.key, k) })
+		if ok := it.SeekGE(k); ok != (ge < len(model)) || (ok && base.CompareInternal(it.Key(), model[ge].key) != 0) {
+			t.Fatalf("SeekGE(%s)", k)
+		}
+		// Direction changes after a seek.
+		if ge < len(model) && ge > 0 {
+			if !it.Prev() || base.CompareInternal(it.Key(), model[ge-1].key) != 0 {
+				t.Fatalf("Prev after SeekGE(%s)", k)
+			}
+			if !it.Next() || base.CompareInternal(it.Key(), model[ge].key) != 0 {
+				t.Fatalf("Next after Prev after SeekGE(%s)", k)
+			}
+		}
+		if ok := it.SeekLT(k); ok != (ge > 0) || (ok && base.CompareInternal(it.Key(), model[ge-1].key) != 0) {
+			t.Fatalf("SeekLT(%s)", k)
+		}
+	}
+}
+
+func TestIteratorIsASnapshot(t *testing.T) {
+	m := New()
+	for i := range 100 {
+		m.Add(base.MakeInternalKey([]byte(fmt.Sprintf("a%03d", i)), 1, base.KindSet), nil)
+	}
+	it := m.NewIter()
+	for i := range 100 {
+		m.Add(base.MakeInternalKey([]byte(fmt.Sprintf("a%03d", i)), 2, base.KindSet), []byte("new"))
+		m.Add(base.MakeInternalKey([]byte(fmt.Sprintf("b%03d", i)), 2, base.KindSet), nil)
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if it.Key().SeqNum() != 1 {
+			t.Fatalf("snapshot sees %s, added after it", it.Key())
+		}
+		n++
+	}
+	if n != 100 || m.Len() != 300 {
+		t.Fatalf("snapshot %d entries, table %d", n, m.Len())
+	}
+}
+
+type testBatch []kv
+
+func (b testBatch) Each(fn func(base.InternalKey, []byte)) {
+	for _, e := range b {
+		fn(e.key, e.value)
+	}
+}
+
+// TestConcurrentUse runs writers applying batches, readers and iterators
+// together (under -race in CI). Readers check batches are all-or-nothing: a
+// batch writes keys 0-9 at one sequence number.
+func TestConcurrentUse(t *testing.T) {
+	m := New()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range 300 {
+				seq := base.SeqNum(1 + b*2 + w)
+				var batch testBatch
+				for k := range 10 {
+					batch = append(batch, kv{base.MakeInternalKey([]byte(fmt.Sprintf("key%d", k)), seq, base.KindSet), []byte(fmt.Sprint(seq))})
+				}
+				m.Apply(batch)
+			}
+		}()
+	}
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				it := m.NewIter()
+				perSeq := map[base.SeqNum]int{}
+				for ok := it.First(); ok; ok = it.Next() {
+					perSeq[it.Key().SeqNum()]++
+				}
+				for seq, n := range perSeq {
+					if n != 10 {
+						t.Errorf("snapshot holds %d of batch %d's 10 keys", n, seq)
+						return
+					}
+				}
+				m.Get([]byte("key3"), base.SeqNumMax)
+			}
+		}()
+	}
+	for m.Len() < 6000 {
+		runtimeGosched()
+	}
+	close(stop)
+	wg.Wait()
+}
+
+func BenchmarkAdd(b *testing.B) {
+	keys := make([][]byte, 1<<16)
+	r := rand.New(rand.NewPCG(2, 2))
+	for i := range keys {
+		keys[i] = []byte(fmt.Sprintf("%016x", r.Uint64()))
+	}
+	value := make([]byte, 100)
+	b.ReportAllocs()
+	m := New()
+	for i := range b.N {
+		if i%len(keys) == 0 && i > 0 {
+			m = New()
+		}
+		m.Add(base.MakeInternalKey(keys[i%len(keys)], base.SeqNum(i+1), base.KindSet), value)
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	m := New()
+	keys := make([][]byte, 100_000)
+	r := rand.New(rand.NewPCG(3, 3))
+	for i := range keys {
+		keys[i] = []byte(fmt.Sprintf("%016x", r.Uint64()))
+		m.Add(base.MakeInternalKey(keys[i], 1, base.KindSet), make([]byte, 100))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		m.Get(keys[(i*7919)%len(keys)], base.SeqNumMax)
+	}
+}
+
+// TestPrefixOrder checks that comparing the inline prefixes orders keys as
+// bytes.Compare does wherever the prefixes differ, including short keys and
+// zero bytes.
+func TestPrefixOrder(t *testing.T) {
+	alphabet := []byte{0, 1, 'a', 0xff}
+	var keys [][]byte
+	var gen func(prefix []byte, depth int)
+	gen = func(prefix []byte, depth int) {
+		keys = append(keys, append([]byte(nil), prefix...))
+		if depth == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			gen(append(prefix, c), depth-1)
+		}
+	}
+	gen(nil, 4)
+	keys = append(keys, []byte("abcdefgh"), []byte("abcdefgh\x00"), []byte("abcdefg"), []byte("abcdefgi"))
+	for _, a := range keys {
+		for _, b := range keys {
+			pa, pb := keyPrefix(a), keyPrefix(b)
+			if pa != pb && (pa < pb) != (bytes.Compare(a, b) < 0) {
+				t.Fatalf("prefixes of %x and %x order them wrongly", a, b)
+			}
+		}
+	}
+}

@@ -1,0 +1,5 @@
+package memtable
+
+import "runtime"
+
+func runtimeGosched() { runtime.Gosched() }
