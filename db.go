@@ -2,12 +2,686 @@
 // carry a cache-line-blocked Bloom filter, so that a read of a key a table
 // does not hold costs one cache line of memory instead of a disk read.
 //
-// The store itself (Open, Get, Set, Delete, batches, iterators, snapshots) is
-// being built issue by issue; see README.md for what works today.
+// Open a store with Open; write with Set, Delete or a Batch and Apply; read
+// with Get; Close it when done. A write made with Sync survives a crash or
+// power loss once it returns; one made with NoSync may be lost with a recent
+// suffix of writes, never leaving the store inconsistent.
 package bloomkv
 
-import "github.com/bloomkv/bloomkv/internal/base"
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bloomkv/bloomkv/filterblock"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
+	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/record"
+	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/memtable"
+)
 
 // ErrCorruption is wrapped by every error that reports stored data failing a
 // format check or a checksum. Test for it with errors.Is.
 var ErrCorruption = base.ErrCorruption
+
+// ErrNotFound is returned by Get for a key the store does not hold.
+var ErrNotFound = errors.New("bloomkv: not found")
+
+// ErrClosed is returned by operations on a closed DB.
+var ErrClosed = errors.New("bloomkv: closed")
+
+// ErrReadOnly is returned by writes to a store opened ReadOnly.
+var ErrReadOnly = errors.New("bloomkv: store opened read-only")
+
+// memEntry is a memtable and the WAL that holds its writes (0 for none).
+type memEntry struct {
+	mt     *memtable.MemTable
+	logNum uint64
+}
+
+// readState is what a read needs, swapped atomically as it changes.
+type readState struct {
+	mem     *memEntry
+	imm     []*memEntry // oldest first
+	version *manifest.Version
+}
+
+// DB is an open store. It is safe for concurrent use.
+type DB struct {
+	dir  string
+	opts *Options
+	fs   vfs.FS
+	lock io.Closer
+
+	cache  *cache.Cache
+	tables *tableCache
+
+	// mu guards the fields below it, and manifest writes.
+	mu          sync.Mutex
+	cond        *sync.Cond // flushes done, stalls over, background errors
+	mem         *memEntry
+	imm         []*memEntry
+	version     *manifest.Version
+	nextFileNum uint64
+	logNumber   uint64 // WALs below it are in tables
+	lastSeq     base.SeqNum
+	manifest    vfs.File
+	manifestW   *record.Writer
+	manifestNum uint64
+	bgErr       error // a failed flush or WAL write: the store takes no more writes
+	closed      bool
+	flushing    bool
+
+	// The commit pipeline (commit.go); the WAL belongs to the leader.
+	commitMu   sync.Mutex
+	commitCond *sync.Cond
+	queue      []*commitWaiter
+	wal        vfs.File
+	walW       *record.Writer
+
+	visibleSeq atomic.Uint64 // reads see sequence numbers up to this
+	state      atomic.Pointer[readState]
+	closedFlag atomic.Bool
+	bgWG       sync.WaitGroup
+
+	metrics dbMetrics
+}
+
+type dbMetrics struct {
+	filterProbes, filterNegatives, filterFalsePositives atomic.Uint64
+	walBytes, flushes, flushBytes                       atomic.Uint64
+	stalls                                              atomic.Uint64
+	stallNanos                                          atomic.Int64
+}
+
+// Open opens the store in dir, creating it unless opts.ReadOnly. A nil opts
+// means the defaults. Only one DB may have a directory open at a time; a
+// second Open fails with an error wrapping vfs.ErrLocked.
+func Open(dir string, opts *Options) (*DB, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d := &DB{dir: dir, opts: o, fs: o.FS}
+	d.cond = sync.NewCond(&d.mu)
+	d.commitCond = sync.NewCond(&d.commitMu)
+	if !o.ReadOnly {
+		if err := d.fs.MkdirAll(dir); err != nil {
+			return nil, fmt.Errorf("bloomkv: creating %s: %w", dir, err)
+		}
+	}
+	if d.lock, err = d.fs.Lock(vfs.Join(dir, lockName)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) && o.ReadOnly {
+			return nil, fmt.Errorf("bloomkv: opening %s read-only: no store there: %w", dir, err)
+		}
+		return nil, fmt.Errorf("bloomkv: %s is in use by another process or DB: %w", dir, err)
+	}
+	d.cache = cache.New(o.CacheSize, cache.Options{})
+	d.tables = &tableCache{fs: d.fs, dir: dir, cache: d.cache, tables: map[uint64]*openTable{}}
+	if err := d.open(); err != nil {
+		d.tables.close()
+		if d.manifest != nil {
+			d.manifest.Close()
+		}
+		if d.wal != nil {
+			d.wal.Close()
+		}
+		d.lock.Close()
+		return nil, err
+	}
+	if !o.ReadOnly {
+		d.bgWG.Add(1)
+		go d.flushLoop()
+	}
+	return d, nil
+}
+
+func (d *DB) path(name string) string { return vfs.Join(d.dir, name) }
+
+func (d *DB) open() error {
+	manNum, err := readCurrent(d.fs, d.dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if d.opts.ReadOnly {
+			return fmt.Errorf("bloomkv: opening %s read-only: no store there (no %s)", d.dir, currentName)
+		}
+		if names, lerr := d.fs.List(d.dir); lerr == nil {
+			for _, n := range names {
+				if k, _ := parseName(n); k == kindTable {
+					return fmt.Errorf("bloomkv: %s holds tables but no %s: refusing to start a new store over them", d.dir, currentName)
+				}
+			}
+		}
+		d.version = &manifest.Version{}
+		d.nextFileNum = 1
+	case err != nil:
+		return err
+	default:
+		if d.opts.ErrorIfExists {
+			return fmt.Errorf("bloomkv: a store exists in %s (ErrorIfExists)", d.dir)
+		}
+		if err := d.loadManifest(manNum); err != nil {
+			return err
+		}
+	}
+
+	mem, err := d.replayWALs()
+	if err != nil {
+		return err
+	}
+	if d.opts.ReadOnly {
+		d.mem = &memEntry{mt: memtable.New()}
+		if !mem.Empty() {
+			d.imm = []*memEntry{{mt: mem}}
+		}
+		d.visibleSeq.Store(uint64(d.lastSeq))
+		d.publish()
+		return nil
+	}
+
+	// Flush what the WALs held, start a WAL, and record it all in a new
+	// manifest; CURRENT switches to it last, so a crash on the way leaves
+	// the old manifest and WALs in charge.
+	edit := &manifest.VersionEdit{}
+	if !mem.Empty() {
+		meta, err := d.writeTable(mem, d.allocFileNum())
+		if err != nil {
+			return err
+		}
+		if meta != nil {
+			edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: 0, Meta: meta})
+		}
+	}
+	if d.version, err = d.version.Apply(edit); err != nil {
+		return err
+	}
+	walNum := d.allocFileNum()
+	if err := d.createWAL(walNum); err != nil {
+		return err
+	}
+	d.mem = &memEntry{mt: memtable.New(), logNum: walNum}
+	d.logNumber = walNum
+	if err := d.writeNewManifest(); err != nil {
+		return err
+	}
+	d.visibleSeq.Store(uint64(d.lastSeq))
+	d.publish()
+	d.deleteObsolete()
+	return nil
+}
+
+func bytesCompare(a, b []byte) int { return bytes.Compare(a, b) }
+
+func (d *DB) allocFileNum() uint64 {
+	n := d.nextFileNum
+	d.nextFileNum++
+	return n
+}
+
+// loadManifest replays manifest num into the version and counters.
+func (d *DB) loadManifest(num uint64) error {
+	name := d.path(manifestName(num))
+	f, err := d.fs.Open(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return base.CorruptionErrorf("bloomkv: %s names %s, which is missing", d.path(currentName), name)
+		}
+		return fmt.Errorf("bloomkv: opening %s: %w", name, err)
+	}
+	defer f.Close()
+	r, err := record.NewReader(f, name)
+	if err != nil {
+		return err
+	}
+	v := &manifest.Version{}
+	sawComparer := false
+	for i := 0; ; i++ {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		e, err := manifest.Decode(rec)
+		if err != nil {
+			return fmt.Errorf("%s: edit %d: %w", name, i, err)
+		}
+		if e.ComparerName != "" {
+			if e.ComparerName != base.ComparerName {
+				return fmt.Errorf("bloomkv: %s: store ordered by %q, not %q", name, e.ComparerName, base.ComparerName)
+			}
+			sawComparer = true
+		}
+		if v, err = v.Apply(e); err != nil {
+			return fmt.Errorf("%s: edit %d: %w", name, i, err)
+		}
+		d.logNumber = max(d.logNumber, e.LogNumber)
+		d.nextFileNum = max(d.nextFileNum, e.NextFileNum)
+		d.lastSeq = max(d.lastSeq, e.LastSeq)
+	}
+	if off, why, torn := r.TornTail(); torn {
+		d.opts.Logger.Warn("bloomkv: dropped a torn record at the end of the manifest", "file", name, "offset", off, "reason", why)
+	}
+	if !sawComparer {
+		return base.CorruptionErrorf("bloomkv: %s holds no comparer record", name)
+	}
+	for _, f := range v.AllFiles() {
+		d.nextFileNum = max(d.nextFileNum, f.FileNum+1)
+		d.lastSeq = max(d.lastSeq, f.LargestSeq)
+	}
+	d.nextFileNum = max(d.nextFileNum, num+1, d.logNumber+1)
+	d.manifestNum = num
+	d.version = v
+	return nil
+}
+
+// replayWALs reads the WALs at or above the log number into a memtable.
+func (d *DB) replayWALs() (*memtable.MemTable, error) {
+	names, err := d.fs.List(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("bloomkv: listing %s: %w", d.dir, err)
+	}
+	var logs []uint64
+	for _, n := range names {
+		if k, num := parseName(n); k == kindLog && num >= d.logNumber {
+			logs = append(logs, num)
+		}
+		if k, num := parseName(n); k != kindUnknown {
+			d.nextFileNum = max(d.nextFileNum, num+1)
+		}
+	}
+	slices.Sort(logs)
+	mem := memtable.New()
+	for i, num := range logs {
+		name := d.path(logName(num))
+		f, err := d.fs.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("bloomkv: opening %s: %w", name, err)
+		}
+		r, err := record.NewReader(f, name)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		for {
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			seq, count, err := decodeBatch(rec, nil)
+			if err != nil {
+				return nil, fmt.Errorf("bloomkv: %s: %w", name, err)
+			}
+			mem.Apply(walBatch(rec))
+			if count > 0 {
+				d.lastSeq = max(d.lastSeq, seq+base.SeqNum(count)-1)
+			}
+		}
+		if off, why, torn := r.TornTail(); torn {
+			if i != len(logs)-1 {
+				return nil, base.CorruptionErrorf("bloomkv: %s: torn record at offset %d (%s) in a log that is not the last", name, off, why)
+			}
+			d.opts.Logger.Warn("bloomkv: dropped a torn record at the end of the write-ahead log", "file", name, "offset", off, "reason", why)
+		}
+	}
+	return mem, nil
+}
+
+// walBatch applies an encoded (already checked) batch to a memtable.
+type walBatch []byte
+
+func (b walBatch) Each(fn func(key base.InternalKey, value []byte)) {
+	decodeBatch(b, func(seq base.SeqNum, e batchEntry) {
+		fn(base.MakeInternalKey(e.key, seq, e.kind), e.value)
+	})
+}
+
+func (d *DB) createWAL(num uint64) error {
+	f, err := d.fs.Create(d.path(logName(num)))
+	if err != nil {
+		return fmt.Errorf("bloomkv: creating %s: %w", d.path(logName(num)), err)
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
+	}
+	d.wal, d.walW = f, record.NewWriter(f, 0)
+	return nil
+}
+
+// writeNewManifest writes a manifest holding the whole current state and
+// points CURRENT at it.
+func (d *DB) writeNewManifest() error {
+	num := d.allocFileNum()
+	name := d.path(manifestName(num))
+	f, err := d.fs.Create(name)
+	if err != nil {
+		return fmt.Errorf("bloomkv: creating %s: %w", name, err)
+	}
+	w := record.NewWriter(f, 0)
+	snap := &manifest.VersionEdit{ComparerName: base.ComparerName, LogNumber: d.logNumber, NextFileNum: d.nextFileNum, LastSeq: d.lastSeq}
+	for l, files := range d.version.Levels {
+		for _, m := range files {
+			snap.NewFiles = append(snap.NewFiles, manifest.NewFile{Level: l, Meta: m})
+		}
+	}
+	_, err = w.Write(snap.Encode())
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = setCurrent(d.fs, d.dir, num)
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("bloomkv: writing %s: %w", name, err)
+	}
+	if d.manifest != nil {
+		d.manifest.Close()
+	}
+	d.manifest, d.manifestW, d.manifestNum = f, w, num
+	return nil
+}
+
+// logAndApply records edit in the manifest (synced) and installs the new
+// version. d.mu is held.
+func (d *DB) logAndApply(edit *manifest.VersionEdit) error {
+	edit.NextFileNum, edit.LastSeq = d.nextFileNum, d.lastSeq
+	v, err := d.version.Apply(edit)
+	if err != nil {
+		return err
+	}
+	if _, err := d.manifestW.Write(edit.Encode()); err != nil {
+		return err
+	}
+	if err := d.manifestW.Flush(); err != nil {
+		return err
+	}
+	if err := d.manifest.Sync(); err != nil {
+		return fmt.Errorf("bloomkv: syncing %s: %w", d.path(manifestName(d.manifestNum)), err)
+	}
+	d.version = v
+	if edit.LogNumber != 0 {
+		d.logNumber = edit.LogNumber
+	}
+	return nil
+}
+
+// publish installs the read state for mem, imm and version. d.mu is held (or
+// the DB is not yet shared).
+func (d *DB) publish() {
+	d.state.Store(&readState{mem: d.mem, imm: slices.Clone(d.imm), version: d.version})
+}
+
+// deleteObsolete removes, at open, WALs below the log number, manifests
+// other than the live one, and tables no version holds (a flush cut short by
+// a crash). Failures are logged, not fatal.
+func (d *DB) deleteObsolete() {
+	names, err := d.fs.List(d.dir)
+	if err != nil {
+		return
+	}
+	live := map[uint64]bool{}
+	for _, f := range d.version.AllFiles() {
+		live[f.FileNum] = true
+	}
+	for _, n := range names {
+		kind, num := parseName(n)
+		obsolete := (kind == kindLog && num < d.logNumber) ||
+			(kind == kindManifest && num != d.manifestNum) ||
+			(kind == kindTable && !live[num])
+		if obsolete {
+			if err := d.fs.Remove(d.path(n)); err != nil {
+				d.opts.Logger.Warn("bloomkv: removing an obsolete file", "file", d.path(n), "err", err)
+			}
+		}
+	}
+}
+
+// Get returns a copy of the value stored under key, or ErrNotFound.
+func (d *DB) Get(key []byte) ([]byte, error) {
+	if d.closedFlag.Load() {
+		return nil, ErrClosed
+	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	seq := base.SeqNum(d.visibleSeq.Load()) + 1
+	s := d.state.Load()
+	if v, kind, ok := s.mem.mt.Get(key, seq); ok {
+		return found(v, kind)
+	}
+	for i := len(s.imm) - 1; i >= 0; i-- {
+		if v, kind, ok := s.imm[i].mt.Get(key, seq); ok {
+			return found(v, kind)
+		}
+	}
+	hash := filterblock.Hash(key)
+	for _, f := range s.version.Levels[0] {
+		if v, kind, ok, err := d.getFromTable(f, key, hash, seq); err != nil || ok {
+			if err != nil {
+				return nil, err
+			}
+			return found(v, kind)
+		}
+	}
+	for l := 1; l < manifest.NumLevels; l++ {
+		files := s.version.Levels[l]
+		i, _ := slices.BinarySearchFunc(files, key, func(f *manifest.FileMetadata, k []byte) int {
+			return bytesCompare(f.Largest.UserKey, k)
+		})
+		if i < len(files) && bytesCompare(files[i].Smallest.UserKey, key) <= 0 {
+			if v, kind, ok, err := d.getFromTable(files[i], key, hash, seq); err != nil || ok {
+				if err != nil {
+					return nil, err
+				}
+				return found(v, kind)
+			}
+		}
+	}
+	return nil, ErrNotFound
+}
+
+func found(v []byte, kind base.Kind) ([]byte, error) {
+	switch kind {
+	case base.KindSet:
+		return append(make([]byte, 0, len(v)), v...), nil
+	case base.KindDelete:
+		return nil, ErrNotFound
+	}
+	return nil, base.CorruptionErrorf("bloomkv: entry of unknown kind %v", kind)
+}
+
+// getFromTable probes a table's filter, then reads it, counting the filter's
+// answers.
+func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, hash uint64, seq base.SeqNum) ([]byte, base.Kind, bool, error) {
+	if bytesCompare(key, f.Smallest.UserKey) < 0 || bytesCompare(key, f.Largest.UserKey) > 0 {
+		return nil, 0, false, nil
+	}
+	r, err := d.tables.get(f.FileNum)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if r.HasFilter() {
+		d.metrics.filterProbes.Add(1)
+		ok, err := r.MayContainHash(hash)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if !ok {
+			d.metrics.filterNegatives.Add(1)
+			return nil, 0, false, nil
+		}
+	}
+	v, kind, ok, err := r.Lookup(key, seq)
+	if err == nil && !ok && r.HasFilter() {
+		d.metrics.filterFalsePositives.Add(1)
+	}
+	return v, kind, ok, err
+}
+
+// Set writes value under key.
+func (d *DB) Set(key, value []byte, o *WriteOptions) error {
+	b := newBatch()
+	if err := b.Set(key, value); err != nil {
+		return err
+	}
+	return d.Apply(b, o)
+}
+
+// Delete removes key.
+func (d *DB) Delete(key []byte, o *WriteOptions) error {
+	b := newBatch()
+	if err := b.Delete(key); err != nil {
+		return err
+	}
+	return d.Apply(b, o)
+}
+
+// Apply writes every write of b atomically: after a crash all of them are in
+// the store or none is. A nil o means NoSync.
+func (d *DB) Apply(b *Batch, o *WriteOptions) error {
+	if d.closedFlag.Load() {
+		return ErrClosed
+	}
+	if d.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if b == nil || b.Empty() {
+		return nil
+	}
+	sync := o != nil && o.Sync
+	return d.commit(&commitWaiter{batch: b, sync: sync})
+}
+
+// Flush writes the memtable to a table and waits for it.
+func (d *DB) Flush() error {
+	if d.closedFlag.Load() {
+		return ErrClosed
+	}
+	if d.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	w := &commitWaiter{flush: true}
+	if err := d.commit(w); err != nil {
+		return err
+	}
+	if w.flushed == nil {
+		return nil // nothing to flush
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for slices.Contains(d.imm, w.flushed) && d.bgErr == nil && !d.closed {
+		d.cond.Wait()
+	}
+	if d.bgErr != nil {
+		return d.bgErr
+	}
+	if d.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close flushes the write-ahead log to stable storage, waits for background
+// work and releases the store. Later calls return ErrClosed.
+func (d *DB) Close() error {
+	if d.closedFlag.Swap(true) {
+		return ErrClosed
+	}
+	// Writes arriving from now on fail with ErrClosed; let those under way
+	// finish, then flush the WAL.
+	d.mu.Lock()
+	d.closed = true
+	d.cond.Broadcast()
+	d.mu.Unlock()
+	d.commitMu.Lock()
+	for len(d.queue) > 0 {
+		d.commitCond.Wait()
+	}
+	var err error
+	if d.walW != nil {
+		err = d.walW.Flush()
+		if err == nil {
+			err = d.wal.Sync()
+		}
+	}
+	d.commitMu.Unlock()
+	d.bgWG.Wait()
+
+	for _, c := range []io.Closer{d.wal, d.manifest} {
+		if c != nil {
+			if cerr := c.Close(); err == nil {
+				err = cerr
+			}
+		}
+	}
+	if cerr := d.tables.close(); err == nil {
+		err = cerr
+	}
+	if cerr := d.lock.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Metrics reports the store's state and counters.
+type Metrics struct {
+	Levels [manifest.NumLevels]LevelMetrics
+	// MemTableSize is the bytes in the mutable memtable;
+	// ImmutableMemTables the frozen ones awaiting a flush.
+	MemTableSize       int64
+	ImmutableMemTables int
+	WALBytes           uint64
+	Flushes            uint64
+	FlushBytes         uint64
+	BlockCache         cache.Metrics
+	// Filter: probes of table filters, "no" answers (data-block reads
+	// skipped), and false positives (filter said maybe, key absent).
+	FilterProbes, FilterNegatives, FilterFalsePositives uint64
+	WriteStalls                                         uint64
+	WriteStallDuration                                  time.Duration
+}
+
+// LevelMetrics describes one level.
+type LevelMetrics struct {
+	Files int
+	Bytes uint64
+}
+
+// Metrics returns the store's metrics.
+func (d *DB) Metrics() *Metrics {
+	s := d.state.Load()
+	m := &Metrics{
+		MemTableSize:         s.mem.mt.Size(),
+		ImmutableMemTables:   len(s.imm),
+		WALBytes:             d.metrics.walBytes.Load(),
+		Flushes:              d.metrics.flushes.Load(),
+		FlushBytes:           d.metrics.flushBytes.Load(),
+		BlockCache:           d.cache.Metrics(),
+		FilterProbes:         d.metrics.filterProbes.Load(),
+		FilterNegatives:      d.metrics.filterNegatives.Load(),
+		FilterFalsePositives: d.metrics.filterFalsePositives.Load(),
+		WriteStalls:          d.metrics.stalls.Load(),
+		WriteStallDuration:   time.Duration(d.metrics.stallNanos.Load()),
+	}
+	for l := range manifest.NumLevels {
+		m.Levels[l] = LevelMetrics{Files: s.version.NumFiles(l), Bytes: s.version.LevelSize(l)}
+	}
+	return m
+}

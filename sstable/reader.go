@@ -196,6 +196,25 @@ func (t *Reader) indexBlock() ([]byte, error) {
 	return t.cachedBlock(t.footer.index, "index")
 }
 
+// MayContainHash probes the table's filter with a key's filterblock.Hash: false
+// means the table certainly lacks the key. A table without a filter answers
+// true.
+func (t *Reader) MayContainHash(hash uint64) (bool, error) {
+	if !t.hasFilter {
+		return true, nil
+	}
+	return t.mayContain(hash)
+}
+
+// Lookup is Get without the filter, for a caller that has probed it
+// (MayContainHash) and counts its answers.
+func (t *Reader) Lookup(userKey []byte, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
+	return t.get(userKey, seq)
+}
+
+// HasFilter reports whether the table has a bloomkv filter.
+func (t *Reader) HasFilter() bool { return t.hasFilter }
+
 // mayContain probes the table's filter with a key's hash: the pinned filter,
 // or the filter block through the cache.
 func (t *Reader) mayContain(hash uint64) (bool, error) {

@@ -1,0 +1,172 @@
+package bloomkv
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// The largest key, value and batch bloomkv accepts; larger ones are refused
+// with an error wrapping ErrTooLarge.
+const (
+	MaxKeySize   = 1 << 20  // 1 MiB
+	MaxValueSize = 64 << 20 // 64 MiB: a value must fit in one table block
+	MaxBatchSize = 1 << 30  // 1 GiB of encoded batch
+)
+
+// ErrTooLarge is wrapped by the error returned for a key, value or batch
+// beyond MaxKeySize, MaxValueSize or MaxBatchSize.
+var ErrTooLarge = errors.New("bloomkv: too large")
+
+// batchHeaderLen is the encoded batch header: sequence number and count.
+const batchHeaderLen = 12
+
+// A Batch is a set of writes applied atomically by DB.Apply: after a crash
+// either all of them are in the store or none is. Its encoding is LevelDB's
+// write batch (the WAL record): an 8-byte sequence number, a 4-byte count,
+// then each entry as a kind byte, a varint-prefixed key and, for a set, a
+// varint-prefixed value. A Batch is not safe for concurrent use.
+type Batch struct {
+	data  []byte
+	count uint32
+}
+
+// NewBatch returns an empty batch.
+func (d *DB) NewBatch() *Batch { return newBatch() }
+
+func newBatch() *Batch {
+	return &Batch{data: make([]byte, batchHeaderLen, 64)}
+}
+
+func (b *Batch) init() {
+	if len(b.data) < batchHeaderLen {
+		b.data = make([]byte, batchHeaderLen, 64)
+	}
+}
+
+func checkKey(key []byte) error {
+	if len(key) > MaxKeySize {
+		return fmt.Errorf("%w: key of %d bytes exceeds MaxKeySize (%d)", ErrTooLarge, len(key), MaxKeySize)
+	}
+	return nil
+}
+
+func (b *Batch) add(kind base.Kind, key, value []byte) error {
+	b.init()
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if len(value) > MaxValueSize {
+		return fmt.Errorf("%w: value of %d bytes exceeds MaxValueSize (%d)", ErrTooLarge, len(value), MaxValueSize)
+	}
+	if len(b.data)+len(key)+len(value)+2*binary.MaxVarintLen32+1 > MaxBatchSize {
+		return fmt.Errorf("%w: batch would exceed MaxBatchSize (%d)", ErrTooLarge, MaxBatchSize)
+	}
+	b.data = append(b.data, byte(kind))
+	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
+	b.data = append(b.data, key...)
+	if kind == base.KindSet {
+		b.data = binary.AppendUvarint(b.data, uint64(len(value)))
+		b.data = append(b.data, value...)
+	}
+	b.count++
+	binary.LittleEndian.PutUint32(b.data[8:], b.count)
+	return nil
+}
+
+// Set adds a write of value under key. The batch copies both.
+func (b *Batch) Set(key, value []byte) error { return b.add(base.KindSet, key, value) }
+
+// Delete adds a deletion of key.
+func (b *Batch) Delete(key []byte) error { return b.add(base.KindDelete, key, nil) }
+
+// Count returns the number of writes in the batch.
+func (b *Batch) Count() uint32 { return b.count }
+
+// Len returns the size of the batch's encoding in bytes.
+func (b *Batch) Len() int {
+	b.init()
+	return len(b.data)
+}
+
+// Empty reports whether the batch holds no writes.
+func (b *Batch) Empty() bool { return b.count == 0 }
+
+// Reset empties the batch, keeping its memory.
+func (b *Batch) Reset() {
+	b.init()
+	b.data = b.data[:batchHeaderLen]
+	clear(b.data)
+	b.count = 0
+}
+
+// setSeq records the sequence number of the batch's first write.
+func (b *Batch) setSeq(seq base.SeqNum) {
+	binary.LittleEndian.PutUint64(b.data, uint64(seq))
+}
+
+// batchEntry is one decoded write.
+type batchEntry struct {
+	kind       base.Kind
+	key, value []byte
+}
+
+// decodeBatch checks an encoded batch (a WAL record) and calls fn for each
+// write with its sequence number. Errors wrap ErrCorruption and name the
+// offset within the record.
+func decodeBatch(data []byte, fn func(seq base.SeqNum, e batchEntry)) (base.SeqNum, uint32, error) {
+	if len(data) < batchHeaderLen {
+		return 0, 0, base.CorruptionErrorf("batch of %d bytes is shorter than its header", len(data))
+	}
+	seq := base.SeqNum(binary.LittleEndian.Uint64(data))
+	count := binary.LittleEndian.Uint32(data[8:])
+	if seq > base.SeqNumMax || uint64(seq)+uint64(count) > uint64(base.SeqNumMax)+1 {
+		return 0, 0, base.CorruptionErrorf("batch sequence numbers %d+%d out of range", seq, count)
+	}
+	off := batchHeaderLen
+	for i := uint32(0); i < count; i++ {
+		if off >= len(data) {
+			return 0, 0, base.CorruptionErrorf("batch ends after %d of %d entries at offset %d", i, count, off)
+		}
+		kind := base.Kind(data[off])
+		if kind != base.KindSet && kind != base.KindDelete {
+			return 0, 0, base.CorruptionErrorf("batch entry %d: unknown kind %d at offset %d", i, kind, off)
+		}
+		off++
+		key, n, err := lengthPrefixed(data, off)
+		if err != nil {
+			return 0, 0, base.CorruptionErrorf("batch entry %d key: %w", i, err)
+		}
+		off = n
+		var value []byte
+		if kind == base.KindSet {
+			if value, n, err = lengthPrefixed(data, off); err != nil {
+				return 0, 0, base.CorruptionErrorf("batch entry %d value: %w", i, err)
+			}
+			off = n
+		}
+		if fn != nil {
+			fn(seq+base.SeqNum(i), batchEntry{kind, key, value})
+		}
+	}
+	if off != len(data) {
+		return 0, 0, base.CorruptionErrorf("batch has %d bytes after its %d entries at offset %d", len(data)-off, count, off)
+	}
+	return seq, count, nil
+}
+
+// lengthPrefixed decodes a varint-prefixed byte string at off, returning it
+// and the offset after it.
+func lengthPrefixed(data []byte, off int) ([]byte, int, error) {
+	n, l := binary.Uvarint(data[off:])
+	if l <= 0 {
+		return nil, 0, fmt.Errorf("bad length varint at offset %d", off)
+	}
+	off += l
+	if n > uint64(len(data)-off) {
+		return nil, 0, fmt.Errorf("length %d at offset %d overruns the batch", n, off-l)
+	}
+	return data[off : off+int(n) : off+int(n)], off + int(n), nil
+}

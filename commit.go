@@ -1,0 +1,198 @@
+package bloomkv
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/memtable"
+)
+
+// maxGroupBytes bounds the batches one leader commits together.
+const maxGroupBytes = 4 << 20
+
+// commitWaiter is a writer in the commit queue: a batch, or a request to
+// freeze the memtable for a flush.
+type commitWaiter struct {
+	batch   *Batch
+	sync    bool
+	flush   bool
+	flushed *memEntry // the memtable a flush request froze, if any
+	err     error
+	done    bool
+}
+
+// commit runs w through the group-commit pipeline (LevelDB's writer queue):
+// writers queue up; the one at the front leads, writing every batch waiting
+// behind it to the WAL in one write and, if any of them asked for Sync, one
+// fsync; then it applies them to the memtable, makes them visible, and wakes
+// them.
+func (d *DB) commit(w *commitWaiter) error {
+	d.commitMu.Lock()
+	d.queue = append(d.queue, w)
+	for !w.done && d.queue[0] != w {
+		d.commitCond.Wait()
+	}
+	if w.done {
+		d.commitMu.Unlock()
+		return w.err
+	}
+	n := 1
+	if !w.flush {
+		size := w.batch.Len()
+		for n < len(d.queue) && !d.queue[n].flush && size+d.queue[n].batch.Len() <= maxGroupBytes {
+			size += d.queue[n].batch.Len()
+			n++
+		}
+	}
+	group := slices.Clone(d.queue[:n])
+	d.commitMu.Unlock()
+
+	err := d.commitGroup(group)
+
+	d.commitMu.Lock()
+	for _, g := range group {
+		g.err, g.done = err, true
+	}
+	d.queue = d.queue[n:]
+	d.commitCond.Broadcast()
+	d.commitMu.Unlock()
+	return w.err
+}
+
+// commitGroup writes a group; the caller leads the queue, so it alone uses
+// the WAL.
+func (d *DB) commitGroup(group []*commitWaiter) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	if d.bgErr != nil {
+		d.mu.Unlock()
+		return d.bgErr
+	}
+	if group[0].flush {
+		var err error
+		if !d.mem.mt.Empty() {
+			group[0].flushed = d.mem
+			err = d.rotateLocked()
+		}
+		d.mu.Unlock()
+		return err
+	}
+	if d.mem.mt.Size() >= d.opts.MemTableSize {
+		if err := d.makeRoomLocked(); err != nil {
+			d.mu.Unlock()
+			return err
+		}
+	}
+	mem := d.mem
+	seq := d.lastSeq + 1
+	for _, g := range group {
+		g.batch.setSeq(seq)
+		seq += base.SeqNum(g.batch.Count())
+	}
+	last := seq - 1
+	d.lastSeq = last
+	d.mu.Unlock()
+
+	sync := false
+	var bytes uint64
+	for _, g := range group {
+		if _, err := d.walW.Write(g.batch.data); err != nil {
+			return d.walFailed(err)
+		}
+		sync = sync || g.sync
+		bytes += uint64(len(g.batch.data))
+	}
+	if err := d.walW.Flush(); err != nil {
+		return d.walFailed(err)
+	}
+	if sync {
+		if err := d.wal.Sync(); err != nil {
+			return d.walFailed(err)
+		}
+	}
+	d.metrics.walBytes.Add(bytes)
+	for _, g := range group {
+		mem.mt.Apply(walBatch(g.batch.data))
+	}
+	d.visibleSeq.Store(uint64(last))
+	return nil
+}
+
+// walFailed records a failed WAL write or sync. The store then refuses
+// writes until reopened: a failed fsync is never retried as if it had
+// succeeded, and nothing after an unwritten record may be acknowledged.
+func (d *DB) walFailed(err error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.bgErr == nil {
+		d.bgErr = fmt.Errorf("bloomkv: write-ahead log %s failed; the store takes no more writes until reopened: %w",
+			d.path(logName(d.mem.logNum)), err)
+		if f := d.opts.EventListener.BackgroundError; f != nil {
+			f(d.bgErr)
+		}
+		d.cond.Broadcast()
+	}
+	return d.bgErr
+}
+
+// makeRoomLocked freezes the full memtable, first waiting while too many
+// frozen ones await a flush. d.mu is held; the caller leads the commit queue.
+func (d *DB) makeRoomLocked() error {
+	if len(d.imm) >= d.opts.MaxImmutableMemTables {
+		start := time.Now()
+		d.metrics.stalls.Add(1)
+		if f := d.opts.EventListener.WriteStallBegin; f != nil {
+			f("too many memtables waiting for a flush")
+		}
+		for len(d.imm) >= d.opts.MaxImmutableMemTables && d.bgErr == nil && !d.closed {
+			d.cond.Wait()
+		}
+		d.metrics.stallNanos.Add(int64(time.Since(start)))
+		if f := d.opts.EventListener.WriteStallEnd; f != nil {
+			f()
+		}
+		if d.bgErr != nil {
+			return d.bgErr
+		}
+		if d.closed {
+			return ErrClosed
+		}
+	}
+	return d.rotateLocked()
+}
+
+// rotateLocked freezes the memtable and starts a new WAL and memtable. The
+// old WAL is synced first, so that only the newest WAL can end torn. d.mu is
+// held; the caller leads the commit queue (or no one else runs).
+func (d *DB) rotateLocked() error {
+	if err := d.walW.Flush(); err != nil {
+		return d.walFailedLocked(err)
+	}
+	if err := d.wal.Sync(); err != nil {
+		return d.walFailedLocked(err)
+	}
+	old := d.wal
+	num := d.allocFileNum()
+	if err := d.createWAL(num); err != nil {
+		d.wal, d.walW = old, nil
+		return d.walFailedLocked(err)
+	}
+	old.Close()
+	d.imm = append(d.imm, d.mem)
+	d.mem = &memEntry{mt: memtable.New(), logNum: num}
+	d.publish()
+	d.cond.Broadcast() // wake the flusher
+	return nil
+}
+
+func (d *DB) walFailedLocked(err error) error {
+	d.mu.Unlock()
+	err = d.walFailed(err)
+	d.mu.Lock()
+	return err
+}

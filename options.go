@@ -1,0 +1,153 @@
+package bloomkv
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/bloomkv/bloomkv/filterblock"
+	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/sstable"
+)
+
+// Options configure a DB. The zero value of a field means its default; a nil
+// *Options means all defaults.
+type Options struct {
+	// FS is the file system every file operation goes through (the
+	// operating system's).
+	FS vfs.FS
+	// CacheSize is the block cache's capacity in bytes (8 MiB).
+	CacheSize int64
+	// MemTableSize is the size at which the memtable is frozen and flushed
+	// to a table (4 MiB).
+	MemTableSize int64
+	// MaxImmutableMemTables is how many frozen memtables may wait for a
+	// flush before writes stall (2).
+	MaxImmutableMemTables int
+	// BloomBitsPerKey sizes each table's blocked Bloom filter (10; 1 to
+	// 32; negative for none).
+	BloomBitsPerKey int
+	// BlockSize is the target size of a table's data blocks (4096).
+	BlockSize int
+	// Compression compresses table blocks (Snappy); DisableCompression
+	// stores them uncompressed.
+	Compression        sstable.Compression
+	DisableCompression bool
+	// L0CompactionThreshold and L0StopWritesThreshold are the number of
+	// level-0 tables at which compaction starts (4) and writes stop (12).
+	// They take effect with compaction (part 2): until then L0 only grows,
+	// and stopping writes would wait forever.
+	L0CompactionThreshold int
+	L0StopWritesThreshold int
+	// MaxConcurrentCompactions bounds background compactions (1).
+	MaxConcurrentCompactions int
+	// ReadOnly opens an existing store without writing to it.
+	ReadOnly bool
+	// ErrorIfExists makes Open fail when the directory holds a store.
+	ErrorIfExists bool
+	// Logger receives the store's log lines (slog.Default()).
+	Logger *slog.Logger
+	// EventListener is told of flushes, stalls and background errors.
+	EventListener EventListener
+}
+
+// EventListener's functions, those set, are called as events happen; they
+// must not block for long or call back into the DB.
+type EventListener struct {
+	FlushBegin      func(FlushInfo)
+	FlushEnd        func(FlushInfo)
+	WriteStallBegin func(reason string)
+	WriteStallEnd   func()
+	BackgroundError func(error)
+}
+
+// FlushInfo describes a flush of a memtable to a table.
+type FlushInfo struct {
+	FileNum  uint64
+	Entries  int
+	Bytes    uint64 // table size; zero at FlushBegin
+	Duration time.Duration
+	Err      error
+}
+
+// WriteOptions say how durable a write must be before it returns.
+type WriteOptions struct {
+	// Sync makes the write survive a crash or power loss before it returns
+	// (an fsync of the write-ahead log, shared by concurrent writers).
+	Sync bool
+}
+
+// Sync and NoSync are the two durability levels: Sync waits for the log to
+// reach stable storage; NoSync returns once the write is in the log's buffer
+// (a crash may lose a recent suffix of NoSync writes, never earlier ones and
+// never the store's consistency).
+var (
+	Sync   = &WriteOptions{Sync: true}
+	NoSync = &WriteOptions{Sync: false}
+)
+
+func (o *Options) withDefaults() (*Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = 8 << 20
+	}
+	if c.MemTableSize == 0 {
+		c.MemTableSize = 4 << 20
+	}
+	if c.MaxImmutableMemTables == 0 {
+		c.MaxImmutableMemTables = 2
+	}
+	if c.BloomBitsPerKey == 0 {
+		c.BloomBitsPerKey = 10
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = 4096
+	}
+	if c.L0CompactionThreshold == 0 {
+		c.L0CompactionThreshold = 4
+	}
+	if c.L0StopWritesThreshold == 0 {
+		c.L0StopWritesThreshold = 12
+	}
+	if c.MaxConcurrentCompactions == 0 {
+		c.MaxConcurrentCompactions = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.CacheSize < 0:
+		return nil, fmt.Errorf("bloomkv: CacheSize %d is negative", c.CacheSize)
+	case c.MemTableSize < 64<<10 || c.MemTableSize > 1<<32:
+		return nil, fmt.Errorf("bloomkv: MemTableSize %d out of range [64 KiB, 4 GiB]", c.MemTableSize)
+	case c.MaxImmutableMemTables < 1:
+		return nil, fmt.Errorf("bloomkv: MaxImmutableMemTables %d must be at least 1", c.MaxImmutableMemTables)
+	case c.BlockSize < 256 || c.BlockSize > 1<<20:
+		return nil, fmt.Errorf("bloomkv: BlockSize %d out of range [256, 1 MiB]", c.BlockSize)
+	case c.L0CompactionThreshold < 1 || c.L0StopWritesThreshold < c.L0CompactionThreshold:
+		return nil, fmt.Errorf("bloomkv: L0 thresholds compaction=%d stop=%d: need 1 <= compaction <= stop", c.L0CompactionThreshold, c.L0StopWritesThreshold)
+	case c.MaxConcurrentCompactions < 1:
+		return nil, fmt.Errorf("bloomkv: MaxConcurrentCompactions %d must be at least 1", c.MaxConcurrentCompactions)
+	}
+	if c.BloomBitsPerKey > 0 {
+		if err := filterblock.ValidateBitsPerKey(c.BloomBitsPerKey); err != nil {
+			return nil, fmt.Errorf("bloomkv: %w", err)
+		}
+	}
+	return &c, nil
+}
+
+func (o *Options) writerOptions() sstable.WriterOptions {
+	return sstable.WriterOptions{
+		BlockSize:          o.BlockSize,
+		BloomBitsPerKey:    o.BloomBitsPerKey,
+		Compression:        o.Compression,
+		DisableCompression: o.DisableCompression,
+	}
+}
