@@ -78,6 +78,8 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 		if !d.mem.mt.Empty() {
 			group[0].flushed = d.mem
 			err = d.rotateLocked()
+		} else if len(d.imm) > 0 {
+			group[0].flushed = d.imm[len(d.imm)-1] // wait for earlier freezes too
 		}
 		d.mu.Unlock()
 		return err
@@ -130,7 +132,7 @@ func (d *DB) walFailed(err error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.bgErr == nil {
-		d.bgErr = fmt.Errorf("bloomkv: write-ahead log %s failed; the store takes no more writes until reopened: %w",
+		d.bgErr = fmt.Errorf("bloomkv: write-ahead log failed (current log %s); the store takes no more writes until reopened: %w",
 			d.path(logName(d.mem.logNum)), err)
 		if f := d.opts.EventListener.BackgroundError; f != nil {
 			f(d.bgErr)
@@ -176,11 +178,11 @@ func (d *DB) rotateLocked() error {
 	if err := d.wal.Sync(); err != nil {
 		return d.walFailedLocked(err)
 	}
-	old := d.wal
+	old, oldW := d.wal, d.walW
 	num := d.allocFileNum()
 	if err := d.createWAL(num); err != nil {
-		d.wal, d.walW = old, nil
-		return d.walFailedLocked(err)
+		d.wal, d.walW = old, oldW
+		return d.walFailedLocked(fmt.Errorf("starting %s: %w", d.path(logName(num)), err))
 	}
 	old.Close()
 	d.imm = append(d.imm, d.mem)

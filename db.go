@@ -15,6 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,15 +204,20 @@ func (d *DB) open() error {
 	if d.version, err = d.version.Apply(edit); err != nil {
 		return err
 	}
+	// The new manifest names the new WAL before the WAL exists: a crash or
+	// failure before CURRENT switches leaves the old manifest and WALs in
+	// charge with no new log among them (a new empty log there would turn
+	// a torn old one into a "torn log that is not the last"); a missing WAL
+	// at or above the log number is harmless.
 	walNum := d.allocFileNum()
-	if err := d.createWAL(walNum); err != nil {
-		return err
-	}
-	d.mem = &memEntry{mt: memtable.New(), logNum: walNum}
 	d.logNumber = walNum
 	if err := d.writeNewManifest(); err != nil {
 		return err
 	}
+	if err := d.createWAL(walNum); err != nil {
+		return err
+	}
+	d.mem = &memEntry{mt: memtable.New(), logNum: walNum}
 	d.visibleSeq.Store(uint64(d.lastSeq))
 	d.publish()
 	d.deleteObsolete()
@@ -301,7 +307,8 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 	}
 	slices.Sort(logs)
 	mem := memtable.New()
-	for i, num := range logs {
+	tornIn := "" // a log that ended torn; only later logs without records may follow
+	for _, num := range logs {
 		name := d.path(logName(num))
 		f, err := d.fs.Open(name)
 		if err != nil {
@@ -320,6 +327,9 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 			if err != nil {
 				return nil, err
 			}
+			if tornIn != "" {
+				return nil, base.CorruptionErrorf("bloomkv: %s ends torn but a later log, %s, holds records", tornIn, name)
+			}
 			seq, count, err := decodeBatch(rec, nil)
 			if err != nil {
 				return nil, fmt.Errorf("bloomkv: %s: %w", name, err)
@@ -330,9 +340,10 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 			}
 		}
 		if off, why, torn := r.TornTail(); torn {
-			if i != len(logs)-1 {
-				return nil, base.CorruptionErrorf("bloomkv: %s: torn record at offset %d (%s) in a log that is not the last", name, off, why)
+			if tornIn != "" {
+				return nil, base.CorruptionErrorf("bloomkv: %s and %s both end torn", tornIn, name)
 			}
+			tornIn = name
 			d.opts.Logger.Warn("bloomkv: dropped a torn record at the end of the write-ahead log", "file", name, "offset", off, "reason", why)
 		}
 	}
@@ -442,6 +453,10 @@ func (d *DB) deleteObsolete() {
 	}
 	for _, n := range names {
 		kind, num := parseName(n)
+		if strings.HasPrefix(n, currentName+".") && strings.HasSuffix(n, ".dbtmp") {
+			d.fs.Remove(d.path(n)) // a CURRENT update cut short
+			continue
+		}
 		obsolete := (kind == kindLog && num < d.logNumber) ||
 			(kind == kindManifest && num != d.manifestNum) ||
 			(kind == kindTable && !live[num])
@@ -614,8 +629,12 @@ func (d *DB) Close() error {
 	for len(d.queue) > 0 {
 		d.commitCond.Wait()
 	}
-	var err error
-	if d.walW != nil {
+	d.mu.Lock()
+	err := d.bgErr
+	d.mu.Unlock()
+	if err == nil && d.walW != nil {
+		// After a failed WAL write or sync there is nothing to flush, and
+		// a second sync must not pass off the failure as success.
 		err = d.walW.Flush()
 		if err == nil {
 			err = d.wal.Sync()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bloomkv/bloomkv/internal/vfs"
 )
@@ -103,5 +104,74 @@ func TestOpenFailsCleanly(t *testing.T) {
 		d := mustOpen(t, "/db", memOpts(mem))
 		expect(t, d, "k", "v")
 		d.Close()
+	}
+}
+
+// TestFailedOpenAfterTornWAL: after a crash leaves a torn WAL, an Open that
+// fails part way (here: the CURRENT rename) must leave a store the next Open
+// recovers (review finding: a new empty WAL made the torn one "not the
+// last", and every later Open failed).
+func TestFailedOpenAfterTornWAL(t *testing.T) {
+	fs := storeWithWAL(t, 20)
+	name := walFile(t, fs)
+	data := readFile(t, fs, name)
+	rewrite(t, fs, name, data[:len(data)-30])
+	efs := vfs.NewErrorFS(fs)
+	rename := vfs.OpRename
+	efs.SetInjector(vfs.FailOnce(&rename, 0))
+	if _, err := Open("/db", memOpts(efs)); err == nil {
+		t.Fatal("Open succeeded despite the failed rename")
+	}
+	d := mustOpen(t, "/db", memOpts(fs))
+	defer d.Close()
+	for i := range 19 {
+		expect(t, d, fmt.Sprintf("k%03d", i), strings.Repeat("v", 200))
+	}
+}
+
+// TestCloseReportsAFailedSync: Close must not pass off a failed WAL sync as
+// success by syncing again.
+func TestCloseReportsAFailedSync(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	d := mustOpen(t, "/db", memOpts(efs))
+	sync := vfs.OpSync
+	efs.SetInjector(vfs.FailOnce(&sync, 0))
+	if err := d.Set([]byte("k"), []byte("v"), Sync); err == nil {
+		t.Fatal("write with a failed fsync succeeded")
+	}
+	efs.SetInjector(nil)
+	if err := d.Close(); err == nil {
+		t.Fatal("Close returned nil after a failed fsync")
+	}
+}
+
+// TestFlushWaitsForEarlierFreezes: a Flush that finds the memtable empty
+// still waits for memtables frozen before it (review finding).
+func TestFlushWaitsForEarlierFreezes(t *testing.T) {
+	fs := &slowFS{MemFS: vfs.NewMem(), gate: make(chan struct{})}
+	d := mustOpen(t, "/db", memOpts(fs))
+	defer d.Close()
+	d.Set([]byte("k"), []byte("v"), NoSync)
+	first := make(chan error)
+	go func() { first <- d.Flush() }() // freezes the memtable; its flush waits on the gate
+	for d.Metrics().ImmutableMemTables == 0 {
+		runtimeGosched()
+	}
+	second := make(chan int)
+	go func() {
+		if err := d.Flush(); err != nil {
+			t.Error(err)
+		}
+		second <- d.Metrics().Levels[0].Files // at the moment it returns
+	}()
+	// Give the second Flush time to find the memtable empty (a wrong
+	// implementation returns then); the check is what it sees on return.
+	time.Sleep(20 * time.Millisecond)
+	close(fs.gate)
+	if n := <-second; n != 1 {
+		t.Fatalf("the second Flush returned with %d L0 tables, before the first memtable was flushed", n)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -111,6 +111,7 @@ type tableCache struct {
 	cache  *cache.Cache
 	mu     sync.Mutex
 	tables map[uint64]*openTable
+	closed bool
 }
 
 type openTable struct {
@@ -122,6 +123,10 @@ type openTable struct {
 
 func (tc *tableCache) get(num uint64) (*sstable.Reader, error) {
 	tc.mu.Lock()
+	if tc.closed {
+		tc.mu.Unlock()
+		return nil, ErrClosed
+	}
 	t, ok := tc.tables[num]
 	if !ok {
 		t = &openTable{}
@@ -157,6 +162,7 @@ func (tc *tableCache) get(num uint64) (*sstable.Reader, error) {
 func (tc *tableCache) close() error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	tc.closed = true
 	var first error
 	for num, t := range tc.tables {
 		if t.f != nil {

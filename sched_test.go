@@ -1,0 +1,5 @@
+package bloomkv
+
+import "runtime"
+
+func runtimeGosched() { runtime.Gosched() }
