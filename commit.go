@@ -143,15 +143,24 @@ func (d *DB) walFailed(err error) error {
 }
 
 // makeRoomLocked freezes the full memtable, first waiting while too many
-// frozen ones await a flush. d.mu is held; the caller leads the commit queue.
+// frozen ones await a flush or too many level-0 tables await compaction. d.mu is held; the caller leads the commit queue.
 func (d *DB) makeRoomLocked() error {
-	if len(d.imm) >= d.opts.MaxImmutableMemTables {
+	stalled := func() string {
+		switch {
+		case len(d.imm) >= d.opts.MaxImmutableMemTables:
+			return "too many memtables waiting for a flush"
+		case len(d.version.Levels[0]) >= d.opts.L0StopWritesThreshold:
+			return "too many level-0 tables waiting for compaction"
+		}
+		return ""
+	}
+	if reason := stalled(); reason != "" {
 		start := time.Now()
 		d.metrics.stalls.Add(1)
 		if f := d.opts.EventListener.WriteStallBegin; f != nil {
-			f("too many memtables waiting for a flush")
+			f(reason)
 		}
-		for len(d.imm) >= d.opts.MaxImmutableMemTables && d.bgErr == nil && !d.closed {
+		for stalled() != "" && d.bgErr == nil && !d.closed {
 			d.cond.Wait()
 		}
 		d.metrics.stallNanos.Add(int64(time.Since(start)))

@@ -90,7 +90,7 @@ func workload(seed uint64, n int) []op {
 // runWorkload applies ops to a store on fs and returns how many ops had been
 // acknowledged (returned) before the crash, and the index of the last Sync
 // op among them (-1 if none).
-func runWorkload(t *testing.T, fs vfs.FS, ops []op, crashed func() bool) (acked, lastSync int) {
+func runWorkload(t *testing.T, fs vfs.FS, ops []op, crashed func() bool) (acked, lastSync int, compactions uint64) {
 	o := &Options{FS: fs, MemTableSize: 64 << 10, Logger: quietLogger()}
 	d, err := Open("/db", o)
 	if err != nil {
@@ -126,8 +126,9 @@ func runWorkload(t *testing.T, fs vfs.FS, ops []op, crashed func() bool) (acked,
 			}
 		}
 	}
+	compactions = d.Metrics().Compactions
 	d.Close()
-	return acked, lastSync
+	return acked, lastSync, compactions
 }
 
 // model returns the store's contents after the first n ops.
@@ -182,8 +183,11 @@ func equalMaps(a, b map[string]string) bool {
 func TestCrashAtEverySyncPoint(t *testing.T) {
 	ops := workload(1, 300)
 	probe := &crashFS{MemFS: vfs.NewMem(), at: -1}
-	runWorkload(t, probe, ops, func() bool { return false })
+	_, _, compactions := runWorkload(t, probe, ops, func() bool { return false })
 	total := probe.syncs.Load()
+	if compactions == 0 {
+		t.Fatal("the workload never compacts: crash points miss compactions")
+	}
 	if total < 20 {
 		t.Fatalf("the workload syncs only %d times", total)
 	}
@@ -194,7 +198,7 @@ func TestCrashAtEverySyncPoint(t *testing.T) {
 	checked := 0
 	for at := int64(1); at <= total; at += step {
 		c := &crashFS{MemFS: vfs.NewMem(), at: at}
-		acked, lastSync := runWorkload(t, c, ops, c.crashed.Load)
+		acked, lastSync, _ := runWorkload(t, c, ops, c.crashed.Load)
 		if c.image == nil {
 			t.Fatalf("sync point %d not reached", at)
 		}
@@ -220,5 +224,5 @@ func TestCrashAtEverySyncPoint(t *testing.T) {
 		d.Close()
 		checked++
 	}
-	t.Logf("%d sync points in the workload, %d crashes checked", total, checked)
+	t.Logf("%d sync points in the workload (%d compactions), %d crashes checked", total, compactions, checked)
 }

@@ -48,11 +48,14 @@ type memEntry struct {
 	logNum uint64
 }
 
-// readState is what a read needs, swapped atomically as it changes.
+// readState is what a read needs, swapped atomically as it changes. Its
+// reference count keeps its version's tables from deletion while reads use
+// them: the DB holds one reference to the current state, each Get another.
 type readState struct {
 	mem     *memEntry
 	imm     []*memEntry // oldest first
 	version *manifest.Version
+	refs    atomic.Int32
 }
 
 // DB is an open store. It is safe for concurrent use.
@@ -80,6 +83,11 @@ type DB struct {
 	bgErr       error // a failed flush or WAL write: the store takes no more writes
 	closed      bool
 	flushing    bool
+	compacting  bool
+	fileRefs    map[uint64]int // read states referencing each table
+	// compactionGate, when set (tests only), is received from before each
+	// compaction starts.
+	compactionGate chan struct{}
 
 	// The commit pipeline (commit.go); the WAL belongs to the leader.
 	commitMu   sync.Mutex
@@ -99,6 +107,7 @@ type DB struct {
 type dbMetrics struct {
 	filterProbes, filterNegatives, filterFalsePositives atomic.Uint64
 	walBytes, flushes, flushBytes                       atomic.Uint64
+	compactions, compactBytesIn, compactBytesOut        atomic.Uint64
 	stalls                                              atomic.Uint64
 	stallNanos                                          atomic.Int64
 }
@@ -111,7 +120,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &DB{dir: dir, opts: o, fs: o.FS}
+	d := &DB{dir: dir, opts: o, fs: o.FS, fileRefs: map[uint64]int{}}
 	d.cond = sync.NewCond(&d.mu)
 	d.commitCond = sync.NewCond(&d.commitMu)
 	if !o.ReadOnly {
@@ -139,8 +148,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	if !o.ReadOnly {
-		d.bgWG.Add(1)
+		d.bgWG.Add(2)
 		go d.flushLoop()
+		go d.compactLoop()
 	}
 	return d, nil
 }
@@ -436,7 +446,60 @@ func (d *DB) logAndApply(edit *manifest.VersionEdit) error {
 // publish installs the read state for mem, imm and version. d.mu is held (or
 // the DB is not yet shared).
 func (d *DB) publish() {
-	d.state.Store(&readState{mem: d.mem, imm: slices.Clone(d.imm), version: d.version})
+	s := &readState{mem: d.mem, imm: slices.Clone(d.imm), version: d.version}
+	s.refs.Store(1)
+	for _, f := range s.version.AllFiles() {
+		d.fileRefs[f.FileNum]++
+	}
+	if old := d.state.Swap(s); old != nil {
+		d.unrefLocked(old)
+	}
+}
+
+// acquire returns the current read state with a reference taken. A state
+// whose count has reached zero is being released; the current one is newer.
+func (d *DB) acquire() *readState {
+	for {
+		s := d.state.Load()
+		if n := s.refs.Load(); n > 0 && s.refs.CompareAndSwap(n, n+1) {
+			return s
+		}
+	}
+}
+
+// release drops a reference acquire took.
+func (d *DB) release(s *readState) {
+	if s.refs.Add(-1) == 0 {
+		d.mu.Lock()
+		d.releaseFilesLocked(s)
+		d.mu.Unlock()
+	}
+}
+
+func (d *DB) unrefLocked(s *readState) {
+	if s.refs.Add(-1) == 0 {
+		d.releaseFilesLocked(s)
+	}
+}
+
+// releaseFilesLocked drops a released state's references to its tables and
+// deletes those no state references and no version holds.
+func (d *DB) releaseFilesLocked(s *readState) {
+	live := map[uint64]bool{}
+	for _, f := range d.version.AllFiles() {
+		live[f.FileNum] = true
+	}
+	for _, f := range s.version.AllFiles() {
+		if d.fileRefs[f.FileNum]--; d.fileRefs[f.FileNum] > 0 || live[f.FileNum] {
+			continue
+		}
+		delete(d.fileRefs, f.FileNum)
+		d.tables.evict(f.FileNum)
+		d.cache.EvictFile(f.FileNum)
+		if err := d.fs.Remove(d.path(tableName(f.FileNum))); err != nil {
+			d.opts.Logger.Warn("bloomkv: removing an obsolete table", "file", d.path(tableName(f.FileNum)), "err", err)
+		}
+	}
 }
 
 // deleteObsolete removes, at open, WALs below the log number, manifests
@@ -477,7 +540,12 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 		return nil, err
 	}
 	seq := base.SeqNum(d.visibleSeq.Load()) + 1
-	s := d.state.Load()
+	s := d.acquire()
+	defer d.release(s)
+	return d.get(s, key, seq)
+}
+
+func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 	if v, kind, ok := s.mem.mt.Get(key, seq); ok {
 		return found(v, kind)
 	}
@@ -669,7 +737,11 @@ type Metrics struct {
 	WALBytes           uint64
 	Flushes            uint64
 	FlushBytes         uint64
-	BlockCache         cache.Metrics
+	// Compactions of level 0 into level 1, and the bytes they read and
+	// wrote.
+	Compactions                           uint64
+	CompactionBytesIn, CompactionBytesOut uint64
+	BlockCache                            cache.Metrics
 	// Filter: probes of table filters, "no" answers (data-block reads
 	// skipped), and false positives (filter said maybe, key absent).
 	FilterProbes, FilterNegatives, FilterFalsePositives uint64
@@ -692,6 +764,9 @@ func (d *DB) Metrics() *Metrics {
 		WALBytes:             d.metrics.walBytes.Load(),
 		Flushes:              d.metrics.flushes.Load(),
 		FlushBytes:           d.metrics.flushBytes.Load(),
+		Compactions:          d.metrics.compactions.Load(),
+		CompactionBytesIn:    d.metrics.compactBytesIn.Load(),
+		CompactionBytesOut:   d.metrics.compactBytesOut.Load(),
 		BlockCache:           d.cache.Metrics(),
 		FilterProbes:         d.metrics.filterProbes.Load(),
 		FilterNegatives:      d.metrics.filterNegatives.Load(),

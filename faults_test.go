@@ -148,7 +148,7 @@ func TestCloseReportsAFailedSync(t *testing.T) {
 // TestFlushWaitsForEarlierFreezes: a Flush that finds the memtable empty
 // still waits for memtables frozen before it (review finding).
 func TestFlushWaitsForEarlierFreezes(t *testing.T) {
-	fs := &slowFS{MemFS: vfs.NewMem(), gate: make(chan struct{})}
+	fs := newSlowFS(t)
 	d := mustOpen(t, "/db", memOpts(fs))
 	defer d.Close()
 	d.Set([]byte("k"), []byte("v"), NoSync)
@@ -167,7 +167,7 @@ func TestFlushWaitsForEarlierFreezes(t *testing.T) {
 	// Give the second Flush time to find the memtable empty (a wrong
 	// implementation returns then); the check is what it sees on return.
 	time.Sleep(20 * time.Millisecond)
-	close(fs.gate)
+	fs.open()
 	if n := <-second; n != 1 {
 		t.Fatalf("the second Flush returned with %d L0 tables, before the first memtable was flushed", n)
 	}

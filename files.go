@@ -159,6 +159,17 @@ func (tc *tableCache) get(num uint64) (*sstable.Reader, error) {
 	return t.r, t.err
 }
 
+// evict closes and forgets a table that was deleted.
+func (tc *tableCache) evict(num uint64) {
+	tc.mu.Lock()
+	t, ok := tc.tables[num]
+	delete(tc.tables, num)
+	tc.mu.Unlock()
+	if ok && t.f != nil {
+		t.f.Close()
+	}
+}
+
 func (tc *tableCache) close() error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()

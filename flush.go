@@ -6,6 +6,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/vfs"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/sstable"
 )
@@ -82,49 +83,89 @@ func (d *DB) writeTable(mt *memtable.MemTable, num uint64) (*manifest.FileMetada
 	if mt.Empty() {
 		return nil, nil
 	}
+	b, err := d.newTableBuilder(num)
+	if err != nil {
+		return nil, err
+	}
+	it := mt.NewIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := b.add(it.Key(), it.Value()); err != nil {
+			b.abandon()
+			return nil, err
+		}
+	}
+	meta, err := b.finish()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return nil, fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
+	}
+	return meta, nil
+}
+
+// tableBuilder writes one table file and gathers its metadata.
+type tableBuilder struct {
+	d     *DB
+	name  string
+	f     vfs.File
+	w     *sstable.Writer
+	meta  *manifest.FileMetadata
+	first bool
+}
+
+func (d *DB) newTableBuilder(num uint64) (*tableBuilder, error) {
 	name := d.path(tableName(num))
 	f, err := d.fs.Create(name)
 	if err != nil {
 		return nil, fmt.Errorf("bloomkv: creating %s: %w", name, err)
 	}
-	fail := func(err error) (*manifest.FileMetadata, error) {
-		f.Close()
-		d.fs.Remove(name)
-		return nil, fmt.Errorf("bloomkv: writing %s: %w", name, err)
-	}
 	w, err := sstable.NewWriter(f, d.opts.writerOptions())
 	if err != nil {
-		return fail(err)
-	}
-	meta := &manifest.FileMetadata{FileNum: num, SmallestSeq: base.SeqNumMax}
-	it := mt.NewIter()
-	first := true
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
-		if err := w.Add(k, it.Value()); err != nil {
-			return fail(err)
-		}
-		if first {
-			meta.Smallest, first = k.Clone(), false
-		}
-		meta.Largest = k
-		meta.SmallestSeq = min(meta.SmallestSeq, k.SeqNum())
-		meta.LargestSeq = max(meta.LargestSeq, k.SeqNum())
-	}
-	meta.Largest = meta.Largest.Clone()
-	if err := w.Close(); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
+		f.Close()
 		d.fs.Remove(name)
-		return nil, fmt.Errorf("bloomkv: closing %s: %w", name, err)
+		return nil, err
 	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		return nil, fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
+	return &tableBuilder{d: d, name: name, f: f, w: w, first: true,
+		meta: &manifest.FileMetadata{FileNum: num, SmallestSeq: base.SeqNumMax}}, nil
+}
+
+func (b *tableBuilder) add(k base.InternalKey, value []byte) error {
+	if err := b.w.Add(k, value); err != nil {
+		return fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
 	}
-	meta.Size = w.Size()
-	return meta, nil
+	if b.first {
+		b.meta.Smallest, b.first = k.Clone(), false
+	}
+	b.meta.Largest = k // cloned in finish
+	b.meta.SmallestSeq = min(b.meta.SmallestSeq, k.SeqNum())
+	b.meta.LargestSeq = max(b.meta.LargestSeq, k.SeqNum())
+	return nil
+}
+
+// size returns the bytes written so far.
+func (b *tableBuilder) size() uint64 { return b.w.Size() }
+
+// finish completes and syncs the table; the caller syncs the directory.
+func (b *tableBuilder) finish() (*manifest.FileMetadata, error) {
+	b.meta.Largest = b.meta.Largest.Clone()
+	err := b.w.Close()
+	if err == nil {
+		err = b.f.Sync()
+	}
+	if cerr := b.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		b.d.fs.Remove(b.name)
+		return nil, fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
+	}
+	b.meta.Size = b.w.Size()
+	return b.meta, nil
+}
+
+// abandon removes a table that will not be finished.
+func (b *tableBuilder) abandon() {
+	b.f.Close()
+	b.d.fs.Remove(b.name)
 }

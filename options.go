@@ -34,9 +34,8 @@ type Options struct {
 	Compression        sstable.Compression
 	DisableCompression bool
 	// L0CompactionThreshold and L0StopWritesThreshold are the number of
-	// level-0 tables at which compaction starts (4) and writes stop (12).
-	// They take effect with compaction (part 2): until then L0 only grows,
-	// and stopping writes would wait forever.
+	// level-0 tables at which compaction into level 1 starts (4) and writes
+	// stop until it has run (12).
 	L0CompactionThreshold int
 	L0StopWritesThreshold int
 	// MaxConcurrentCompactions bounds background compactions (1).
@@ -56,9 +55,22 @@ type Options struct {
 type EventListener struct {
 	FlushBegin      func(FlushInfo)
 	FlushEnd        func(FlushInfo)
+	CompactionBegin func(CompactionInfo)
+	CompactionEnd   func(CompactionInfo)
 	WriteStallBegin func(reason string)
 	WriteStallEnd   func()
 	BackgroundError func(error)
+}
+
+// CompactionInfo describes a compaction of tables from one level into the
+// next.
+type CompactionInfo struct {
+	FromLevel, ToLevel int
+	Inputs             []uint64 // table file numbers read
+	Outputs            []uint64 // table file numbers written; set at CompactionEnd
+	BytesIn, BytesOut  uint64
+	Duration           time.Duration
+	Err                error
 }
 
 // FlushInfo describes a flush of a memtable to a table.

@@ -97,7 +97,18 @@ func TestWALCorruptionInTheMiddle(t *testing.T) {
 type slowFS struct {
 	*vfs.MemFS
 	gate chan struct{}
+	once sync.Once
 }
+
+// newSlowFS returns a slowFS whose gate the test's cleanup opens, so that a
+// failing test does not leave Close waiting on a held flush.
+func newSlowFS(t *testing.T) *slowFS {
+	s := &slowFS{MemFS: vfs.NewMem(), gate: make(chan struct{})}
+	t.Cleanup(s.open)
+	return s
+}
+
+func (s *slowFS) open() { s.once.Do(func() { close(s.gate) }) }
 
 func (s *slowFS) Create(name string) (vfs.File, error) {
 	f, err := s.MemFS.Create(name)
@@ -118,7 +129,7 @@ func (f *slowFile) Sync() error {
 }
 
 func TestWritesStallWhileFlushesBackUp(t *testing.T) {
-	fs := &slowFS{MemFS: vfs.NewMem(), gate: make(chan struct{})}
+	fs := newSlowFS(t)
 	var mu sync.Mutex
 	var began, ended int
 	o := memOpts(fs)
@@ -157,7 +168,7 @@ func TestWritesStallWhileFlushesBackUp(t *testing.T) {
 		t.Fatalf("writer finished during the stall: %v", err)
 	default:
 	}
-	close(fs.gate) // let flushes through
+	fs.open() // let flushes through
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
