@@ -121,9 +121,10 @@ func (d *DB) compactL0Locked() error {
 		bytesOut += m.Size
 	}
 	if err := d.logAndApply(edit); err != nil {
-		for _, m := range outputs {
-			d.fs.Remove(d.path(tableName(m.FileNum)))
-		}
+		// The edit may have reached the manifest even though the call
+		// failed (a failed sync): the outputs stay. The store now takes no
+		// more edits, and the next Open removes whichever tables the
+		// version it replays does not hold.
 		return end(err)
 	}
 	d.publish()
@@ -141,6 +142,7 @@ func (d *DB) compactL0Locked() error {
 func (d *DB) mergeTables(inputs []*manifest.FileMetadata, bottom bool) ([]*manifest.FileMetadata, uint64, error) {
 	var bytesIn uint64
 	mi := &mergingIter{}
+	defer mi.close()
 	for _, f := range inputs {
 		r, err := d.tables.get(f.FileNum)
 		if err != nil {
@@ -164,12 +166,13 @@ func (d *DB) mergeTables(inputs []*manifest.FileMetadata, bottom bool) ([]*manif
 		return nil
 	}
 	var prevUser []byte
+	havePrev := false // not prevUser != nil: the empty key is a key
 	for ok := mi.first(); ok; ok = mi.next() {
 		k := mi.key()
-		if prevUser != nil && bytes.Equal(k.UserKey, prevUser) {
+		if havePrev && bytes.Equal(k.UserKey, prevUser) {
 			continue // an older version of a key already written (or dropped)
 		}
-		prevUser = append(prevUser[:0], k.UserKey...)
+		prevUser, havePrev = append(prevUser[:0], k.UserKey...), true
 		if k.Kind() == base.KindDelete && bottom {
 			continue
 		}
@@ -257,11 +260,19 @@ func (m *mergingIter) err() error {
 		return m.e
 	}
 	for _, it := range m.iters {
-		if err := it.Close(); err != nil {
+		if err := it.Error(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// close closes the table iterators.
+func (m *mergingIter) close() {
+	for _, it := range m.iters {
+		it.Close()
+	}
+	m.iters = nil
 }
 
 type iterHeap []*sstable.Iter

@@ -172,3 +172,25 @@ func TestWritesStallOnLevel0(t *testing.T) {
 		t.Fatal("the stall ended without a compaction")
 	}
 }
+
+// TestCompactionKeepsTheEmptyKeyDeleted: the empty key, deleted after being
+// set, stays deleted through a compaction that drops its tombstone (review
+// finding: the merge took a nil previous key for "none seen").
+func TestCompactionKeepsTheEmptyKeyDeleted(t *testing.T) {
+	o := memOpts(vfs.NewMem())
+	o.L0CompactionThreshold = 2
+	d := mustOpen(t, "/db", o)
+	defer d.Close()
+	d.Set([]byte(""), []byte("old"), NoSync)
+	d.Set([]byte("a"), []byte("1"), NoSync)
+	d.Flush()
+	d.Delete([]byte(""), NoSync)
+	d.Set([]byte("b"), []byte("2"), NoSync)
+	d.Flush()
+	for d.Metrics().Compactions == 0 {
+		runtimeGosched()
+	}
+	expect(t, d, "", "")
+	expect(t, d, "a", "1")
+	expect(t, d, "b", "2")
+}

@@ -106,12 +106,13 @@ func (d *DB) writeTable(mt *memtable.MemTable, num uint64) (*manifest.FileMetada
 
 // tableBuilder writes one table file and gathers its metadata.
 type tableBuilder struct {
-	d     *DB
-	name  string
-	f     vfs.File
-	w     *sstable.Writer
-	meta  *manifest.FileMetadata
-	first bool
+	d       *DB
+	name    string
+	f       vfs.File
+	w       *sstable.Writer
+	meta    *manifest.FileMetadata
+	first   bool
+	largest []byte // the last key's user key, copied (callers reuse theirs)
 }
 
 func (d *DB) newTableBuilder(num uint64) (*tableBuilder, error) {
@@ -137,7 +138,8 @@ func (b *tableBuilder) add(k base.InternalKey, value []byte) error {
 	if b.first {
 		b.meta.Smallest, b.first = k.Clone(), false
 	}
-	b.meta.Largest = k // cloned in finish
+	b.largest = append(b.largest[:0], k.UserKey...)
+	b.meta.Largest = base.InternalKey{UserKey: b.largest, Trailer: k.Trailer} // cloned in finish
 	b.meta.SmallestSeq = min(b.meta.SmallestSeq, k.SeqNum())
 	b.meta.LargestSeq = max(b.meta.LargestSeq, k.SeqNum())
 	return nil
