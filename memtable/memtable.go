@@ -170,59 +170,48 @@ type Iter struct {
 	forward bool
 }
 
-// fillFrom loads entries ≥ pivot (inclusive when incl) in ascending order.
-func (it *Iter) fillFrom(pivot entry, incl bool) bool {
-	it.buf, it.pos, it.forward = it.buf[:0], 0, true
+// fill loads up to refill entries in the direction of travel: from pivot on
+// (ascending) or back from it (descending), pivot itself included when incl;
+// from the start or the end of the table when pivot is nil.
+func (it *Iter) fill(forward bool, pivot *entry, incl bool) bool {
+	it.buf, it.pos, it.forward = it.buf[:0], 0, forward
 	fn := func(e entry) bool {
-		if !incl && base.CompareInternal(e.key, pivot.key) == 0 {
+		if pivot != nil && !incl && base.CompareInternal(e.key, pivot.key) == 0 {
 			return true
 		}
 		it.buf = append(it.buf, e)
 		return len(it.buf) < refill
 	}
-	it.tree.AscendGreaterOrEqual(pivot, fn)
-	return len(it.buf) > 0
-}
-
-// fillBefore loads entries ≤ pivot (inclusive when incl) in descending order.
-func (it *Iter) fillBefore(pivot entry, incl bool) bool {
-	it.buf, it.pos, it.forward = it.buf[:0], 0, false
-	fn := func(e entry) bool {
-		if !incl && base.CompareInternal(e.key, pivot.key) == 0 {
-			return true
-		}
-		it.buf = append(it.buf, e)
-		return len(it.buf) < refill
+	switch {
+	case forward && pivot == nil:
+		it.tree.Ascend(fn)
+	case forward:
+		it.tree.AscendGreaterOrEqual(*pivot, fn)
+	case pivot == nil:
+		it.tree.Descend(fn)
+	default:
+		it.tree.DescendLessOrEqual(*pivot, fn)
 	}
-	it.tree.DescendLessOrEqual(pivot, fn)
 	return len(it.buf) > 0
 }
 
 // First moves to the first entry.
-func (it *Iter) First() bool {
-	it.buf, it.pos, it.forward = it.buf[:0], 0, true
-	it.tree.Ascend(func(e entry) bool {
-		it.buf = append(it.buf, e)
-		return len(it.buf) < refill
-	})
-	return len(it.buf) > 0
-}
+func (it *Iter) First() bool { return it.fill(true, nil, false) }
 
 // Last moves to the last entry.
-func (it *Iter) Last() bool {
-	it.buf, it.pos, it.forward = it.buf[:0], 0, false
-	it.tree.Descend(func(e entry) bool {
-		it.buf = append(it.buf, e)
-		return len(it.buf) < refill
-	})
-	return len(it.buf) > 0
-}
+func (it *Iter) Last() bool { return it.fill(false, nil, false) }
 
 // SeekGE moves to the first entry whose internal key is ≥ key.
-func (it *Iter) SeekGE(key base.InternalKey) bool { return it.fillFrom(makeEntry(key, nil), true) }
+func (it *Iter) SeekGE(key base.InternalKey) bool {
+	e := makeEntry(key, nil)
+	return it.fill(true, &e, true)
+}
 
 // SeekLT moves to the last entry whose internal key is < key.
-func (it *Iter) SeekLT(key base.InternalKey) bool { return it.fillBefore(makeEntry(key, nil), false) }
+func (it *Iter) SeekLT(key base.InternalKey) bool {
+	e := makeEntry(key, nil)
+	return it.fill(false, &e, false)
+}
 
 // Valid reports whether the iterator is at an entry.
 func (it *Iter) Valid() bool { return it.pos < len(it.buf) }
@@ -238,7 +227,7 @@ func (it *Iter) Next() bool {
 			return true
 		}
 	}
-	return it.fillFrom(cur, false)
+	return it.fill(true, &cur, false)
 }
 
 // Prev moves to the previous entry.
@@ -252,7 +241,7 @@ func (it *Iter) Prev() bool {
 			return true
 		}
 	}
-	return it.fillBefore(cur, false)
+	return it.fill(false, &cur, false)
 }
 
 // Key returns the current entry's internal key.
