@@ -308,10 +308,11 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 	}
 	var logs []uint64
 	for _, n := range names {
-		if k, num := parseName(n); k == kindLog && num >= d.logNumber {
+		k, num := parseName(n)
+		if k == kindLog && num >= d.logNumber {
 			logs = append(logs, num)
 		}
-		if k, num := parseName(n); k != kindUnknown {
+		if k != kindUnknown {
 			d.nextFileNum = max(d.nextFileNum, num+1)
 		}
 	}
