@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -67,7 +68,7 @@ func (b *Batch) add(kind base.Kind, key, value []byte) error {
 	b.data = append(b.data, byte(kind))
 	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
 	b.data = append(b.data, key...)
-	if kind == base.KindSet {
+	if kind != base.KindDelete {
 		b.data = binary.AppendUvarint(b.data, uint64(len(value)))
 		b.data = append(b.data, value...)
 	}
@@ -81,6 +82,30 @@ func (b *Batch) Set(key, value []byte) error { return b.add(base.KindSet, key, v
 
 // Delete adds a deletion of key.
 func (b *Batch) Delete(key []byte) error { return b.add(base.KindDelete, key, nil) }
+
+// DeleteRange adds a deletion of every key in [start, end): those written
+// before the batch, not those written after it. start must not sort after
+// end; an empty range (start equal to end) adds nothing.
+func (b *Batch) DeleteRange(start, end []byte) error {
+	if err := checkRange(start, end); err != nil {
+		return err
+	}
+	if bytes.Equal(start, end) {
+		return nil
+	}
+	if err := checkKey(end); err != nil {
+		return err
+	}
+	return b.add(base.KindRangeDelete, start, end)
+}
+
+// checkRange refuses a range whose start sorts after its end.
+func checkRange(start, end []byte) error {
+	if bytes.Compare(start, end) > 0 {
+		return fmt.Errorf("bloomkv: range [%q, %q) has its start after its end", start, end)
+	}
+	return nil
+}
 
 // Count returns the number of writes in the batch.
 func (b *Batch) Count() uint32 { return b.count }
@@ -131,7 +156,7 @@ func decodeBatch(data []byte, fn func(seq base.SeqNum, e batchEntry)) (base.SeqN
 			return 0, 0, base.CorruptionErrorf("batch ends after %d of %d entries at offset %d", i, count, off)
 		}
 		kind := base.Kind(data[off])
-		if kind != base.KindSet && kind != base.KindDelete {
+		if kind != base.KindSet && kind != base.KindDelete && kind != base.KindRangeDelete {
 			return 0, 0, base.CorruptionErrorf("batch entry %d: unknown kind %d at offset %d", i, kind, off)
 		}
 		off++
@@ -141,11 +166,14 @@ func decodeBatch(data []byte, fn func(seq base.SeqNum, e batchEntry)) (base.SeqN
 		}
 		off = n
 		var value []byte
-		if kind == base.KindSet {
+		if kind != base.KindDelete {
 			if value, n, err = lengthPrefixed(data, off); err != nil {
 				return 0, 0, base.CorruptionErrorf("batch entry %d value: %w", i, err)
 			}
 			off = n
+			if kind == base.KindRangeDelete && bytes.Compare(key, value) >= 0 {
+				return 0, 0, base.CorruptionErrorf("batch entry %d: empty or inverted range deletion at offset %d", i, off)
+			}
 		}
 		if fn != nil {
 			fn(seq+base.SeqNum(i), batchEntry{kind, key, value})

@@ -2,6 +2,7 @@ package bloomkv
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -96,4 +97,84 @@ func BenchmarkGetMemtable(b *testing.B) {
 			}
 		}
 	})
+}
+
+// levelsDB builds a store of n keys (100-byte values) spread over several
+// levels by automatic compaction, on the operating system's file system.
+func levelsDB(b *testing.B, n int) *DB {
+	d, err := Open(b.TempDir(), &Options{Logger: quietLogger(), LBaseMaxBytes: 4 << 20, TargetFileSize: 1 << 20, CacheSize: 64 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	fillKeys(b, d, n, 100)
+	if err := d.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	waitForCompactions(b, d)
+	return d
+}
+
+// BenchmarkGetLevels reads present and absent keys of a 200k-key store whose
+// tables lie on several levels (L0 to L3 with these targets).
+func BenchmarkGetLevels(b *testing.B) {
+	const n = 200_000
+	d := levelsDB(b, n)
+	for _, present := range []bool{true, false} {
+		name := "absent"
+		if present {
+			name = "present"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			keys := make([][]byte, 4096)
+			for i := range keys {
+				k := 2 * r.IntN(n)
+				if !present {
+					k++
+				}
+				keys[i] = levelKey(k)
+			}
+			before := d.Metrics()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				_, err := d.Get(keys[i%len(keys)])
+				if present != (err == nil) {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			after := d.Metrics()
+			b.ReportMetric(float64(after.FilterProbes-before.FilterProbes)/float64(b.N), "probes/op")
+			b.ReportMetric(float64(after.BlockCache.Hits+after.BlockCache.Misses-before.BlockCache.Hits-before.BlockCache.Misses)/float64(b.N), "blocks/op")
+		})
+	}
+	b.Logf("\n%s", d.Metrics())
+}
+
+// BenchmarkScan iterates the whole multi-level store forward.
+func BenchmarkScan(b *testing.B) {
+	const n = 200_000
+	d := levelsDB(b, n)
+	b.ReportAllocs()
+	b.ResetTimer()
+	keys := 0
+	for range b.N {
+		it, err := d.NewIter(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			keys++
+		}
+		if err := it.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if keys != n*b.N {
+		b.Fatalf("scanned %d keys, want %d", keys, n*b.N)
+	}
+	b.ReportMetric(float64(keys)/b.Elapsed().Seconds(), "keys/s")
 }

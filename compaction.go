@@ -2,27 +2,224 @@ package bloomkv
 
 import (
 	"bytes"
-	"container/heap"
+	"cmp"
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
-	"github.com/bloomkv/bloomkv/sstable"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
-// targetFileSize is the size at which a compaction starts a new output table.
-const targetFileSize = 2 << 20
+// compaction is one merge of tables from a level into the next.
+type compaction struct {
+	level, outputLevel int
+	// inputs are the tables read from level and from outputLevel.
+	inputs [2][]*manifest.FileMetadata
+	lo, hi []byte // the inputs' user-key range, inclusive
+	// bottom: no level below outputLevel holds keys in [lo, hi], so
+	// deletions visible to every snapshot can go.
+	bottom bool
+	// snapshots are the read sequence numbers of the snapshots open when the
+	// compaction was picked, ascending.
+	snapshots []base.SeqNum
+	// move: the inputs change level without being rewritten (no table of
+	// outputLevel overlaps them).
+	move   bool
+	manual bool
+	score  float64
+}
 
-// compactLoop merges level 0 into level 1 whenever L0 holds
-// L0CompactionThreshold tables or more, until the DB closes or fails.
-// (Part 1's compaction: the leveled scheme of part 2 extends it.)
+func (c *compaction) all() []*manifest.FileMetadata {
+	return append(slices.Clip(c.inputs[0]), c.inputs[1]...)
+}
+
+// stripe returns the number of open snapshots that cannot see seq: entries
+// in the same stripe are seen by the same snapshots, so within a stripe only
+// the newest version of a key matters. Stripe 0 is seen by every snapshot.
+func (c *compaction) stripe(seq base.SeqNum) int {
+	return sort.Search(len(c.snapshots), func(i int) bool { return seq < c.snapshots[i] })
+}
+
+// stripeCeiling returns the read sequence number below which entries share
+// seq's stripe and above seq (the newest snapshot not seeing it), or
+// SeqNumMax+1.
+func (c *compaction) stripeCeiling(seq base.SeqNum) base.SeqNum {
+	i := sort.Search(len(c.snapshots), func(i int) bool { return seq < c.snapshots[i] })
+	if i == len(c.snapshots) {
+		return base.SeqNumMax + 1
+	}
+	return c.snapshots[i]
+}
+
+// levelMaxBytes returns the size level l ≥ 1 may reach before it is
+// compacted into the next.
+func (d *DB) levelMaxBytes(l int) float64 {
+	n := float64(d.opts.LBaseMaxBytes)
+	for i := 1; i < l; i++ {
+		n *= float64(d.opts.LevelMultiplier)
+	}
+	return n
+}
+
+// levelScores returns each level's compaction score: level 0's table count
+// over L0CompactionThreshold, the others' bytes (less those being compacted
+// away) over their target. The last level scores 0.
+func (d *DB) levelScoresLocked(v *manifest.Version) [manifest.NumLevels]float64 {
+	var s [manifest.NumLevels]float64
+	s[0] = float64(len(v.Levels[0])) / float64(d.opts.L0CompactionThreshold)
+	for l := 1; l < manifest.NumLevels-1; l++ {
+		var size uint64
+		for _, f := range v.Levels[l] {
+			if !d.busy[f.FileNum] {
+				size += f.Size
+			}
+		}
+		s[l] = float64(size) / d.levelMaxBytes(l)
+	}
+	return s
+}
+
+// pickAutoLocked returns the compaction the scores call for, with its tables
+// marked busy, or nil.
+func (d *DB) pickAutoLocked() *compaction {
+	scores := d.levelScoresLocked(d.version)
+	levels := []int{0, 1, 2, 3, 4, 5}
+	slices.SortStableFunc(levels, func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
+	for _, l := range levels {
+		if scores[l] < 1 {
+			break
+		}
+		var c *compaction
+		if l == 0 {
+			c = d.setupLocked(0, d.version.Levels[0])
+		} else {
+			c = d.pickFileLocked(l)
+		}
+		if c != nil {
+			c.score = scores[l]
+			d.startLocked(c)
+			return c
+		}
+	}
+	return nil
+}
+
+// pickFileLocked picks the table of level l whose compaction rewrites the
+// fewest bytes of level l+1 per byte it moves down, among those free to go.
+func (d *DB) pickFileLocked(l int) *compaction {
+	var best *compaction
+	bestRatio := 0.0
+	for _, f := range d.version.Levels[l] {
+		c := d.setupLocked(l, []*manifest.FileMetadata{f})
+		if c == nil {
+			continue
+		}
+		var over uint64
+		for _, g := range c.inputs[1] {
+			over += g.Size
+		}
+		ratio := float64(over) / float64(max(f.Size, 1))
+		if best == nil || ratio < bestRatio {
+			best, bestRatio = c, ratio
+		}
+	}
+	return best
+}
+
+// setupLocked builds the compaction of inputs (tables of level l) into l+1,
+// or returns nil when a table it needs is busy or a running compaction
+// writes into its range.
+func (d *DB) setupLocked(l int, inputs []*manifest.FileMetadata) *compaction {
+	if len(inputs) == 0 {
+		return nil
+	}
+	c := &compaction{level: l, outputLevel: l + 1}
+	c.inputs[0] = inputs
+	c.lo, c.hi = keyRange(inputs)
+	c.inputs[1] = d.version.Overlapping(l+1, c.lo, c.hi)
+	if len(c.inputs[1]) > 0 {
+		c.lo, c.hi = keyRange(c.all())
+	}
+	for _, f := range c.all() {
+		if d.busy[f.FileNum] {
+			return nil
+		}
+	}
+	for _, r := range d.running {
+		if r.outputLevel == c.outputLevel && overlaps(r.lo, r.hi, c.lo, c.hi) {
+			return nil
+		}
+	}
+	c.bottom = true
+	for ll := c.outputLevel + 1; ll < manifest.NumLevels && c.bottom; ll++ {
+		c.bottom = len(d.version.Overlapping(ll, c.lo, c.hi)) == 0
+	}
+	for _, r := range d.running {
+		if r.outputLevel > c.outputLevel && overlaps(r.lo, r.hi, c.lo, c.hi) {
+			c.bottom = false
+		}
+	}
+	// A level-0 table can move alone; tables of a sorted level can move
+	// together, being disjoint.
+	c.move = len(c.inputs[1]) == 0 && (l > 0 || len(inputs) == 1)
+	c.snapshots = slices.Clone(d.snapshots)
+	return c
+}
+
+// startLocked marks a picked compaction's tables busy.
+func (d *DB) startLocked(c *compaction) {
+	for _, f := range c.all() {
+		d.busy[f.FileNum] = true
+	}
+	d.running = append(d.running, c)
+}
+
+// finishLocked releases a compaction's tables.
+func (d *DB) finishLocked(c *compaction) {
+	for _, f := range c.all() {
+		delete(d.busy, f.FileNum)
+	}
+	if i := slices.Index(d.running, c); i >= 0 {
+		d.running = slices.Delete(d.running, i, i+1)
+	}
+}
+
+// keyRange returns the user-key range the tables span (a range deletion's
+// exclusive end counted as included).
+func keyRange(files []*manifest.FileMetadata) (lo, hi []byte) {
+	lo, hi = files[0].Smallest.UserKey, files[0].Largest.UserKey
+	for _, f := range files[1:] {
+		if bytes.Compare(f.Smallest.UserKey, lo) < 0 {
+			lo = f.Smallest.UserKey
+		}
+		if bytes.Compare(f.Largest.UserKey, hi) > 0 {
+			hi = f.Largest.UserKey
+		}
+	}
+	return lo, hi
+}
+
+func overlaps(alo, ahi, blo, bhi []byte) bool {
+	return bytes.Compare(alo, bhi) <= 0 && bytes.Compare(blo, ahi) <= 0
+}
+
+// compactLoop runs the compactions the level scores call for, one at a time,
+// until the DB closes or fails; MaxConcurrentCompactions of them run.
 func (d *DB) compactLoop() {
 	defer d.bgWG.Done()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		for (len(d.version.Levels[0]) < d.opts.L0CompactionThreshold || d.bgErr != nil) && !d.closed {
+		var c *compaction
+		for !d.closed {
+			if d.bgErr == nil {
+				if c = d.pickAutoLocked(); c != nil {
+					break
+				}
+			}
 			d.cond.Wait()
 		}
 		if d.closed {
@@ -33,64 +230,59 @@ func (d *DB) compactLoop() {
 			<-gate
 			d.mu.Lock()
 			if d.closed {
+				d.finishLocked(c)
 				return
 			}
 		}
-		if err := d.compactL0Locked(); err != nil {
-			if d.bgErr == nil {
-				d.bgErr = fmt.Errorf("bloomkv: compaction failed; the store takes no more writes until reopened: %w", err)
-				if f := d.opts.EventListener.BackgroundError; f != nil {
-					f(d.bgErr)
-				}
-			}
-		}
+		d.runLocked(c)
 		d.cond.Broadcast()
 	}
 }
 
-// compactL0Locked merges every L0 table and the L1 tables they overlap into
-// new L1 tables. d.mu is held, and released while tables are written.
-func (d *DB) compactL0Locked() error {
-	v := d.version
-	inputs0 := v.Levels[0]
-	lo, hi := inputs0[0].Smallest.UserKey, inputs0[0].Largest.UserKey
-	for _, f := range inputs0[1:] {
-		if bytes.Compare(f.Smallest.UserKey, lo) < 0 {
-			lo = f.Smallest.UserKey
-		}
-		if bytes.Compare(f.Largest.UserKey, hi) > 0 {
-			hi = f.Largest.UserKey
+// runLocked runs a started compaction and releases it; a failure becomes the
+// store's background error. d.mu is held, and released while tables are
+// written.
+func (d *DB) runLocked(c *compaction) error {
+	err := d.compactLocked(c)
+	d.finishLocked(c)
+	if err != nil && d.bgErr == nil {
+		d.bgErr = fmt.Errorf("bloomkv: compaction failed; the store takes no more writes until reopened: %w", err)
+		if f := d.opts.EventListener.BackgroundError; f != nil {
+			f(d.bgErr)
 		}
 	}
-	var inputs1 []*manifest.FileMetadata
-	for _, f := range v.Levels[1] {
-		if bytes.Compare(f.Largest.UserKey, lo) >= 0 && bytes.Compare(f.Smallest.UserKey, hi) <= 0 {
-			inputs1 = append(inputs1, f)
-		}
-	}
-	// Tombstones can go when nothing below L1 could hold an older version.
-	bottom := true
-	for l := 2; l < manifest.NumLevels; l++ {
-		bottom = bottom && len(v.Levels[l]) == 0
-	}
-	inputs := append(append([]*manifest.FileMetadata(nil), inputs0...), inputs1...)
-	info := CompactionInfo{FromLevel: 0, ToLevel: 1}
-	for _, f := range inputs {
+	return err
+}
+
+// compactLocked merges (or moves) the compaction's inputs into its output
+// level and installs the result.
+func (d *DB) compactLocked(c *compaction) error {
+	info := CompactionInfo{FromLevel: c.level, ToLevel: c.outputLevel, Move: c.move, Manual: c.manual, Score: c.score}
+	for _, f := range c.all() {
 		info.Inputs = append(info.Inputs, f.FileNum)
 	}
-	d.compacting = true
+	var outputs []*manifest.FileMetadata
+	var bytesIn uint64
+	var err error
 	d.mu.Unlock()
-
 	if f := d.opts.EventListener.CompactionBegin; f != nil {
 		f(info)
 	}
 	start := time.Now()
-	outputs, bytesIn, err := d.mergeTables(inputs, bottom)
+	if c.move {
+		outputs = c.inputs[0]
+	} else {
+		outputs, bytesIn, err = d.mergeTables(c)
+	}
+	d.mu.Lock()
+
 	end := func(err error) error {
 		info.Duration, info.Err, info.BytesIn = time.Since(start), err, bytesIn
-		for _, m := range outputs {
-			info.Outputs = append(info.Outputs, m.FileNum)
-			info.BytesOut += m.Size
+		if !c.move {
+			for _, m := range outputs {
+				info.Outputs = append(info.Outputs, m.FileNum)
+				info.BytesOut += m.Size
+			}
 		}
 		if f := d.opts.EventListener.CompactionEnd; f != nil {
 			d.mu.Unlock()
@@ -99,9 +291,6 @@ func (d *DB) compactL0Locked() error {
 		}
 		return err
 	}
-
-	d.mu.Lock()
-	d.compacting = false
 	if err != nil {
 		for _, m := range outputs {
 			d.fs.Remove(d.path(tableName(m.FileNum)))
@@ -109,15 +298,14 @@ func (d *DB) compactL0Locked() error {
 		return end(err)
 	}
 	edit := &manifest.VersionEdit{}
-	for _, f := range inputs0 {
-		edit.DeletedFiles = append(edit.DeletedFiles, manifest.DeletedFile{Level: 0, FileNum: f.FileNum})
-	}
-	for _, f := range inputs1 {
-		edit.DeletedFiles = append(edit.DeletedFiles, manifest.DeletedFile{Level: 1, FileNum: f.FileNum})
+	for i, files := range c.inputs {
+		for _, f := range files {
+			edit.DeletedFiles = append(edit.DeletedFiles, manifest.DeletedFile{Level: c.level + i, FileNum: f.FileNum})
+		}
 	}
 	var bytesOut uint64
 	for _, m := range outputs {
-		edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: 1, Meta: m})
+		edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: c.outputLevel, Meta: m})
 		bytesOut += m.Size
 	}
 	if err := d.logAndApply(edit); err != nil {
@@ -128,34 +316,79 @@ func (d *DB) compactL0Locked() error {
 		return end(err)
 	}
 	d.publish()
-	d.metrics.compactions.Add(1)
-	d.metrics.compactBytesIn.Add(bytesIn)
-	d.metrics.compactBytesOut.Add(bytesOut)
-	d.opts.Logger.Debug("bloomkv: compacted L0 into L1", "inputs", len(inputs), "outputs", len(outputs), "bytes_in", bytesIn, "bytes_out", bytesOut, "duration", time.Since(start))
+	lm := &d.metrics.levels
+	if c.move {
+		d.metrics.moves.Add(1)
+		lm[c.outputLevel].bytesMoved.Add(bytesOut)
+	} else {
+		d.metrics.compactions.Add(1)
+		d.metrics.compactBytesIn.Add(bytesIn)
+		d.metrics.compactBytesOut.Add(bytesOut)
+		lm[c.outputLevel].compactions.Add(1)
+		lm[c.outputLevel].bytesWritten.Add(bytesOut)
+		for i, files := range c.inputs {
+			for _, f := range files {
+				lm[c.level+i].bytesRead.Add(f.Size)
+			}
+		}
+	}
+	d.opts.Logger.Debug("bloomkv: compacted", "from", c.level, "to", c.outputLevel, "move", c.move, "inputs", len(info.Inputs), "outputs", len(outputs), "bytes_in", bytesIn, "bytes_out", bytesOut, "duration", time.Since(start))
 	return end(nil)
 }
 
-// mergeTables merges the tables (newest data first among equal keys, which
-// internal-key order gives) into new tables of about targetFileSize, keeping
-// each user key's newest entry only (there are no snapshots to keep older
-// ones for) and dropping deletions when bottom.
-func (d *DB) mergeTables(inputs []*manifest.FileMetadata, bottom bool) ([]*manifest.FileMetadata, uint64, error) {
+// mergeTables merges the compaction's tables (newest first among a key's
+// versions, which internal-key order gives) into new tables of about
+// TargetFileSize, split only between user keys. Of each key's versions it
+// keeps the newest in each snapshot stripe, drops versions a range deletion
+// of the same stripe hides, and at the bottom drops deletions every snapshot
+// sees. Range deletions are kept likewise, each output holding the parts in
+// its own key range.
+func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error) {
 	var bytesIn uint64
 	mi := &mergingIter{}
 	defer mi.close()
-	for _, f := range inputs {
+	var tombs []rangedel.Tombstone
+	for _, f := range c.all() {
 		r, err := d.tables.get(f.FileNum)
 		if err != nil {
 			return nil, 0, err
 		}
 		bytesIn += f.Size
-		mi.add(r.NewIter())
+		mi.iters = append(mi.iters, r.NewIter())
+		tombs = append(tombs, r.RangeDeletions()...)
 	}
+	frags := rangedel.Fragment(tombs)
+	kept := c.keepTombstones(frags)
+
 	var outputs []*manifest.FileMetadata
 	var out *tableBuilder
-	finish := func() error {
-		if out == nil {
+	var splitLo []byte // where the current output's range starts (nil: unbounded)
+	open := func() error {
+		d.mu.Lock()
+		num := d.allocFileNum()
+		d.mu.Unlock()
+		var err error
+		out, err = d.newTableBuilder(num)
+		return err
+	}
+	// finish completes the current output with the range deletions of
+	// [splitLo, hi) (hi nil: unbounded).
+	finish := func(hi []byte) error {
+		ts := rangedel.Clip(kept, splitLo, hi)
+		if out == nil && len(ts) == 0 {
 			return nil
+		}
+		if out == nil {
+			if err := open(); err != nil {
+				return err
+			}
+		}
+		for _, t := range ts {
+			if err := out.addRangeDel(t); err != nil {
+				out.abandon()
+				out = nil
+				return err
+			}
 		}
 		m, err := out.finish()
 		out = nil
@@ -165,44 +398,52 @@ func (d *DB) mergeTables(inputs []*manifest.FileMetadata, bottom bool) ([]*manif
 		outputs = append(outputs, m)
 		return nil
 	}
-	var prevUser []byte
-	havePrev := false // not prevUser != nil: the empty key is a key
-	for ok := mi.first(); ok; ok = mi.next() {
-		k := mi.key()
-		if havePrev && bytes.Equal(k.UserKey, prevUser) {
-			continue // an older version of a key already written (or dropped)
-		}
-		prevUser, havePrev = append(prevUser[:0], k.UserKey...), true
-		if k.Kind() == base.KindDelete && bottom {
-			continue
-		}
-		if out != nil && out.size() >= targetFileSize {
-			if err := finish(); err != nil {
-				return outputs, 0, err
-			}
-		}
-		if out == nil {
-			d.mu.Lock()
-			num := d.allocFileNum()
-			d.mu.Unlock()
-			var err error
-			if out, err = d.newTableBuilder(num); err != nil {
-				return outputs, 0, err
-			}
-		}
-		if err := out.add(k, mi.value()); err != nil {
-			out.abandon()
-			return outputs, 0, err
-		}
-	}
-	if err := mi.err(); err != nil {
+	fail := func(err error) ([]*manifest.FileMetadata, uint64, error) {
 		if out != nil {
 			out.abandon()
 		}
 		return outputs, 0, err
 	}
-	if err := finish(); err != nil {
-		return outputs, 0, err
+
+	var prevUser []byte
+	havePrev := false // not prevUser != nil: the empty key is a key
+	lastStripe := -1
+	for ok := mi.first(); ok; ok = mi.next() {
+		k := mi.key()
+		if !havePrev || !bytes.Equal(k.UserKey, prevUser) {
+			if out != nil && int64(out.size()) >= d.opts.TargetFileSize {
+				if err := finish(k.UserKey); err != nil {
+					return fail(err)
+				}
+				splitLo = bytes.Clone(k.UserKey)
+			}
+			prevUser, havePrev, lastStripe = append(prevUser[:0], k.UserKey...), true, -1
+		}
+		stripe := c.stripe(k.SeqNum())
+		if stripe == lastStripe {
+			continue // a newer version hides it from every snapshot that sees it
+		}
+		lastStripe = stripe
+		if len(frags) > 0 && rangedel.Cover(frags, k.UserKey, c.stripeCeiling(k.SeqNum())) > k.SeqNum() {
+			continue // a range deletion of the same stripe hides it
+		}
+		if k.Kind() == base.KindDelete && c.bottom && stripe == 0 {
+			continue // nothing older below; every snapshot sees the deletion
+		}
+		if out == nil {
+			if err := open(); err != nil {
+				return fail(err)
+			}
+		}
+		if err := out.add(k, mi.value()); err != nil {
+			return fail(err)
+		}
+	}
+	if err := mi.err(); err != nil {
+		return fail(err)
+	}
+	if err := finish(nil); err != nil {
+		return fail(err)
 	}
 	if len(outputs) > 0 {
 		if err := d.fs.SyncDir(d.dir); err != nil {
@@ -212,78 +453,81 @@ func (d *DB) mergeTables(inputs []*manifest.FileMetadata, bottom bool) ([]*manif
 	return outputs, bytesIn, nil
 }
 
-// mergingIter merges table iterators in internal-key order (forward only).
-type mergingIter struct {
-	iters []*sstable.Iter
-	h     iterHeap
-	e     error
-}
-
-func (m *mergingIter) add(it *sstable.Iter) { m.iters = append(m.iters, it) }
-
-func (m *mergingIter) first() bool {
-	m.h = m.h[:0]
-	for _, it := range m.iters {
-		if it.First() {
-			m.h = append(m.h, it)
-		} else if err := it.Error(); err != nil {
-			m.e = err
-			return false
+// keepTombstones returns the fragments a compaction must write: of each
+// span's sequence numbers the newest in each snapshot stripe, without those
+// every snapshot sees when the compaction is at the bottom.
+func (c *compaction) keepTombstones(frags []rangedel.Tombstone) []rangedel.Tombstone {
+	var out []rangedel.Tombstone
+	for i := 0; i < len(frags); {
+		j := i
+		last := -1
+		for ; j < len(frags) && bytes.Equal(frags[j].Start, frags[i].Start); j++ {
+			s := c.stripe(frags[j].SeqNum)
+			if s == last || (c.bottom && s == 0) {
+				continue
+			}
+			last = s
+			out = append(out, frags[j])
 		}
+		i = j
 	}
-	heap.Init(&m.h)
-	return len(m.h) > 0
+	return out
 }
 
-func (m *mergingIter) next() bool {
-	if m.e != nil || len(m.h) == 0 {
-		return false
+// Compact compacts the tables holding keys in [start, end] down to the last
+// level: shadowed versions and deletions no snapshot needs are dropped. A
+// nil start or end leaves that side open. The memtable is flushed first.
+func (d *DB) Compact(start, end []byte) error {
+	if d.closedFlag.Load() {
+		return ErrClosed
 	}
-	top := m.h[0]
-	if top.Next() {
-		heap.Fix(&m.h, 0)
-	} else {
-		if err := top.Error(); err != nil {
-			m.e = err
-			return false
-		}
-		heap.Pop(&m.h)
+	if d.opts.ReadOnly {
+		return ErrReadOnly
 	}
-	return len(m.h) > 0
-}
-
-func (m *mergingIter) key() base.InternalKey { return m.h[0].Key() }
-func (m *mergingIter) value() []byte         { return m.h[0].Value() }
-
-func (m *mergingIter) err() error {
-	if m.e != nil {
-		return m.e
-	}
-	for _, it := range m.iters {
-		if err := it.Error(); err != nil {
+	if start != nil && end != nil {
+		if err := checkRange(start, end); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// close closes the table iterators.
-func (m *mergingIter) close() {
-	for _, it := range m.iters {
-		it.Close()
+	if err := d.Flush(); err != nil {
+		return err
 	}
-	m.iters = nil
-}
-
-type iterHeap []*sstable.Iter
-
-func (h iterHeap) Len() int           { return len(h) }
-func (h iterHeap) Less(i, j int) bool { return base.CompareInternal(h[i].Key(), h[j].Key()) < 0 }
-func (h iterHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *iterHeap) Push(x any)        { *h = append(*h, x.(*sstable.Iter)) }
-func (h *iterHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for l := 0; l < manifest.NumLevels-1; l++ {
+		for {
+			if d.closed {
+				return ErrClosed
+			}
+			if d.bgErr != nil {
+				return d.bgErr
+			}
+			inputs := d.version.Overlapping(l, start, end)
+			if l == 0 && len(inputs) > 0 {
+				// Level 0 goes down whole: an older table left behind
+				// would shadow newer data moved below it.
+				inputs = d.version.Levels[0]
+			}
+			if len(inputs) == 0 {
+				break
+			}
+			c := d.setupLocked(l, inputs)
+			if c == nil {
+				d.cond.Wait() // a background compaction holds a table
+				continue
+			}
+			c.manual = true
+			if c.outputLevel == manifest.NumLevels-1 {
+				c.move = false // rewrite into the last level to drop deletions
+			}
+			d.startLocked(c)
+			err := d.runLocked(c)
+			d.cond.Broadcast()
+			if err != nil {
+				return err
+			}
+			break
+		}
+	}
+	return nil
 }

@@ -18,12 +18,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
 	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/internal/record"
 	"github.com/bloomkv/bloomkv/internal/vfs"
 	"github.com/bloomkv/bloomkv/memtable"
@@ -83,8 +83,10 @@ type DB struct {
 	bgErr       error // a failed flush or WAL write: the store takes no more writes
 	closed      bool
 	flushing    bool
-	compacting  bool
+	busy        map[uint64]bool // tables being compacted
+	running     []*compaction
 	fileRefs    map[uint64]int // read states referencing each table
+	snapshots   []base.SeqNum  // read sequence numbers of open snapshots, ascending
 	// compactionGate, when set (tests only), is received from before each
 	// compaction starts.
 	compactionGate chan struct{}
@@ -108,8 +110,14 @@ type dbMetrics struct {
 	filterProbes, filterNegatives, filterFalsePositives atomic.Uint64
 	walBytes, flushes, flushBytes                       atomic.Uint64
 	compactions, compactBytesIn, compactBytesOut        atomic.Uint64
+	moves                                               atomic.Uint64
 	stalls                                              atomic.Uint64
 	stallNanos                                          atomic.Int64
+	levels                                              [manifest.NumLevels]levelCounters
+}
+
+type levelCounters struct {
+	bytesWritten, bytesRead, bytesMoved, compactions atomic.Uint64
 }
 
 // Open opens the store in dir, creating it unless opts.ReadOnly. A nil opts
@@ -120,7 +128,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &DB{dir: dir, opts: o, fs: o.FS, fileRefs: map[uint64]int{}}
+	d := &DB{dir: dir, opts: o, fs: o.FS, fileRefs: map[uint64]int{}, busy: map[uint64]bool{}}
 	d.cond = sync.NewCond(&d.mu)
 	d.commitCond = sync.NewCond(&d.commitMu)
 	if !o.ReadOnly {
@@ -148,9 +156,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	if !o.ReadOnly {
-		d.bgWG.Add(2)
+		d.bgWG.Add(1 + o.MaxConcurrentCompactions)
 		go d.flushLoop()
-		go d.compactLoop()
+		for range o.MaxConcurrentCompactions {
+			go d.compactLoop()
+		}
 	}
 	return d, nil
 }
@@ -546,77 +556,97 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 	return d.get(s, key, seq)
 }
 
+// get reads key as of seq from the sources of s, newest first. tomb is the
+// newest range deletion seen so far covering key: a point entry older than
+// it is deleted, and once one is seen, older sources can only hold older
+// entries (a table's key range includes its range deletions, so the LSM
+// order holds for them as for points).
 func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
-	if v, kind, ok := s.mem.mt.Get(key, seq); ok {
-		return found(v, kind)
-	}
-	for i := len(s.imm) - 1; i >= 0; i-- {
-		if v, kind, ok := s.imm[i].mt.Get(key, seq); ok {
-			return found(v, kind)
+	var tomb base.SeqNum
+	for i := len(s.imm); i >= 0; i-- {
+		mt := s.mem.mt
+		if i < len(s.imm) {
+			mt = s.imm[i].mt
+		}
+		v, ik, ok := mt.Get(key, seq)
+		tomb = max(tomb, mt.RangeDelCover(key, seq))
+		if ok {
+			return found(v, ik, tomb)
+		}
+		if tomb != 0 {
+			return nil, ErrNotFound
 		}
 	}
 	hash := filterblock.Hash(key)
-	for _, f := range s.version.Levels[0] {
-		if v, kind, ok, err := d.getFromTable(f, key, hash, seq); err != nil || ok {
+	for l := range manifest.NumLevels {
+		files := s.version.Levels[l]
+		if l > 0 {
+			f := s.version.Find(l, key)
+			if f == nil {
+				continue
+			}
+			files = []*manifest.FileMetadata{f}
+		}
+		for _, f := range files {
+			if !f.Overlaps(key, key) {
+				continue
+			}
+			v, ik, ok, t, err := d.getFromTable(f, key, hash, seq)
 			if err != nil {
 				return nil, err
 			}
-			return found(v, kind)
-		}
-	}
-	for l := 1; l < manifest.NumLevels; l++ {
-		files := s.version.Levels[l]
-		i, _ := slices.BinarySearchFunc(files, key, func(f *manifest.FileMetadata, k []byte) int {
-			return bytesCompare(f.Largest.UserKey, k)
-		})
-		if i < len(files) && bytesCompare(files[i].Smallest.UserKey, key) <= 0 {
-			if v, kind, ok, err := d.getFromTable(files[i], key, hash, seq); err != nil || ok {
-				if err != nil {
-					return nil, err
-				}
-				return found(v, kind)
+			tomb = max(tomb, t)
+			if ok {
+				return found(v, ik, tomb)
+			}
+			if tomb != 0 {
+				return nil, ErrNotFound
 			}
 		}
 	}
 	return nil, ErrNotFound
 }
 
-func found(v []byte, kind base.Kind) ([]byte, error) {
-	switch kind {
+// found turns the newest visible point entry into Get's answer, given the
+// newest range deletion covering it.
+func found(v []byte, ik base.InternalKey, tomb base.SeqNum) ([]byte, error) {
+	if tomb > ik.SeqNum() {
+		return nil, ErrNotFound
+	}
+	switch ik.Kind() {
 	case base.KindSet:
 		return append(make([]byte, 0, len(v)), v...), nil
 	case base.KindDelete:
 		return nil, ErrNotFound
 	}
-	return nil, base.CorruptionErrorf("bloomkv: entry of unknown kind %v", kind)
+	return nil, base.CorruptionErrorf("bloomkv: entry of unknown kind %v", ik.Kind())
 }
 
-// getFromTable probes a table's filter, then reads it, counting the filter's
-// answers.
-func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, hash uint64, seq base.SeqNum) ([]byte, base.Kind, bool, error) {
-	if bytesCompare(key, f.Smallest.UserKey) < 0 || bytesCompare(key, f.Largest.UserKey) > 0 {
-		return nil, 0, false, nil
-	}
+// getFromTable looks key up in a table whose range holds it: its range
+// deletions, then its filter, then its blocks, counting the filter's
+// answers. tomb is the newest range deletion of the table covering key.
+func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, hash uint64, seq base.SeqNum) (v []byte, ik base.InternalKey, ok bool, tomb base.SeqNum, err error) {
 	r, err := d.tables.get(f.FileNum)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, ik, false, 0, err
 	}
+	tomb = rangedel.Cover(r.RangeDeletions(), key, seq)
 	if r.HasFilter() {
 		d.metrics.filterProbes.Add(1)
 		ok, err := r.MayContainHash(hash)
 		if err != nil {
-			return nil, 0, false, err
+			return nil, ik, false, 0, err
 		}
 		if !ok {
 			d.metrics.filterNegatives.Add(1)
-			return nil, 0, false, nil
+			return nil, ik, false, tomb, nil
 		}
 	}
-	v, kind, ok, err := r.Lookup(key, seq)
+	v, ik, ok, err = r.LookupKey(key, seq)
 	if err == nil && !ok && r.HasFilter() {
 		d.metrics.filterFalsePositives.Add(1)
 	}
-	return v, kind, ok, err
+	return v, ik, ok, tomb, err
 }
 
 // Set writes value under key.
@@ -632,6 +662,16 @@ func (d *DB) Set(key, value []byte, o *WriteOptions) error {
 func (d *DB) Delete(key []byte, o *WriteOptions) error {
 	b := newBatch()
 	if err := b.Delete(key); err != nil {
+		return err
+	}
+	return d.Apply(b, o)
+}
+
+// DeleteRange removes every key in [start, end) written before it. start
+// must not sort after end; an empty range does nothing.
+func (d *DB) DeleteRange(start, end []byte, o *WriteOptions) error {
+	b := newBatch()
+	if err := b.DeleteRange(start, end); err != nil {
 		return err
 	}
 	return d.Apply(b, o)
@@ -726,57 +766,4 @@ func (d *DB) Close() error {
 		err = cerr
 	}
 	return err
-}
-
-// Metrics reports the store's state and counters.
-type Metrics struct {
-	Levels [manifest.NumLevels]LevelMetrics
-	// MemTableSize is the bytes in the mutable memtable;
-	// ImmutableMemTables the frozen ones awaiting a flush.
-	MemTableSize       int64
-	ImmutableMemTables int
-	WALBytes           uint64
-	Flushes            uint64
-	FlushBytes         uint64
-	// Compactions of level 0 into level 1, and the bytes they read and
-	// wrote.
-	Compactions                           uint64
-	CompactionBytesIn, CompactionBytesOut uint64
-	BlockCache                            cache.Metrics
-	// Filter: probes of table filters, "no" answers (data-block reads
-	// skipped), and false positives (filter said maybe, key absent).
-	FilterProbes, FilterNegatives, FilterFalsePositives uint64
-	WriteStalls                                         uint64
-	WriteStallDuration                                  time.Duration
-}
-
-// LevelMetrics describes one level.
-type LevelMetrics struct {
-	Files int
-	Bytes uint64
-}
-
-// Metrics returns the store's metrics.
-func (d *DB) Metrics() *Metrics {
-	s := d.state.Load()
-	m := &Metrics{
-		MemTableSize:         s.mem.mt.Size(),
-		ImmutableMemTables:   len(s.imm),
-		WALBytes:             d.metrics.walBytes.Load(),
-		Flushes:              d.metrics.flushes.Load(),
-		FlushBytes:           d.metrics.flushBytes.Load(),
-		Compactions:          d.metrics.compactions.Load(),
-		CompactionBytesIn:    d.metrics.compactBytesIn.Load(),
-		CompactionBytesOut:   d.metrics.compactBytesOut.Load(),
-		BlockCache:           d.cache.Metrics(),
-		FilterProbes:         d.metrics.filterProbes.Load(),
-		FilterNegatives:      d.metrics.filterNegatives.Load(),
-		FilterFalsePositives: d.metrics.filterFalsePositives.Load(),
-		WriteStalls:          d.metrics.stalls.Load(),
-		WriteStallDuration:   time.Duration(d.metrics.stallNanos.Load()),
-	}
-	for l := range manifest.NumLevels {
-		m.Levels[l] = LevelMetrics{Files: s.version.NumFiles(l), Bytes: s.version.LevelSize(l)}
-	}
-	return m
 }

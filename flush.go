@@ -6,6 +6,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/internal/vfs"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/sstable"
@@ -69,6 +70,7 @@ func (d *DB) flushLoop() {
 		d.metrics.flushes.Add(1)
 		if meta != nil {
 			d.metrics.flushBytes.Add(meta.Size)
+			d.metrics.levels[0].bytesWritten.Add(meta.Size)
 		}
 		if err := d.fs.Remove(d.path(logName(m.logNum))); err != nil {
 			d.opts.Logger.Warn("bloomkv: removing a flushed write-ahead log", "file", d.path(logName(m.logNum)), "err", err)
@@ -94,6 +96,12 @@ func (d *DB) writeTable(mt *memtable.MemTable, num uint64) (*manifest.FileMetada
 			return nil, err
 		}
 	}
+	for _, t := range mt.RangeDels() {
+		if err := b.addRangeDel(t); err != nil {
+			b.abandon()
+			return nil, err
+		}
+	}
 	meta, err := b.finish()
 	if err != nil {
 		return nil, err
@@ -111,8 +119,8 @@ type tableBuilder struct {
 	f       vfs.File
 	w       *sstable.Writer
 	meta    *manifest.FileMetadata
-	first   bool
-	largest []byte // the last key's user key, copied (callers reuse theirs)
+	first   bool   // no key or range deletion added yet
+	largest []byte // the largest key's user key, copied (callers reuse theirs)
 }
 
 func (d *DB) newTableBuilder(num uint64) (*tableBuilder, error) {
@@ -131,18 +139,38 @@ func (d *DB) newTableBuilder(num uint64) (*tableBuilder, error) {
 		meta: &manifest.FileMetadata{FileNum: num, SmallestSeq: base.SeqNumMax}}, nil
 }
 
+// add adds a point entry; entries come in internal-key order.
 func (b *tableBuilder) add(k base.InternalKey, value []byte) error {
 	if err := b.w.Add(k, value); err != nil {
 		return fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
 	}
-	if b.first {
-		b.meta.Smallest, b.first = k.Clone(), false
-	}
-	b.largest = append(b.largest[:0], k.UserKey...)
-	b.meta.Largest = base.InternalKey{UserKey: b.largest, Trailer: k.Trailer} // cloned in finish
-	b.meta.SmallestSeq = min(b.meta.SmallestSeq, k.SeqNum())
-	b.meta.LargestSeq = max(b.meta.LargestSeq, k.SeqNum())
+	b.extend(k, k)
 	return nil
+}
+
+// addRangeDel adds a range deletion, in any order relative to the points.
+// The table's key range grows to hold it, its end as an exclusive bound.
+func (b *tableBuilder) addRangeDel(t rangedel.Tombstone) error {
+	if err := b.w.DeleteRange(t.Start, t.End, t.SeqNum); err != nil {
+		return fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
+	}
+	b.extend(base.MakeInternalKey(t.Start, t.SeqNum, base.KindRangeDelete), base.MakeRangeDeleteSentinel(t.End))
+	return nil
+}
+
+// extend grows the table's bounds to hold [lo, hi] and its sequence
+// numbers to hold lo's.
+func (b *tableBuilder) extend(lo, hi base.InternalKey) {
+	if b.first || base.CompareInternal(lo, b.meta.Smallest) < 0 {
+		b.meta.Smallest = lo.Clone()
+	}
+	if b.first || base.CompareInternal(hi, b.meta.Largest) > 0 {
+		b.largest = append(b.largest[:0], hi.UserKey...)
+		b.meta.Largest = base.InternalKey{UserKey: b.largest, Trailer: hi.Trailer} // cloned in finish
+	}
+	b.first = false
+	b.meta.SmallestSeq = min(b.meta.SmallestSeq, lo.SeqNum())
+	b.meta.LargestSeq = max(b.meta.LargestSeq, lo.SeqNum())
 }
 
 // size returns the bytes written so far.

@@ -40,6 +40,14 @@ type Options struct {
 	L0StopWritesThreshold int
 	// MaxConcurrentCompactions bounds background compactions (1).
 	MaxConcurrentCompactions int
+	// LBaseMaxBytes is the size level 1 may reach before it is compacted
+	// into level 2 (64 MiB); each later level may hold LevelMultiplier (10)
+	// times the one above it. The last level (6) has no limit.
+	LBaseMaxBytes   int64
+	LevelMultiplier int
+	// TargetFileSize is the size at which a compaction starts a new output
+	// table (2 MiB).
+	TargetFileSize int64
 	// ReadOnly opens an existing store without writing to it.
 	ReadOnly bool
 	// ErrorIfExists makes Open fail when the directory holds a store.
@@ -66,6 +74,13 @@ type EventListener struct {
 // next.
 type CompactionInfo struct {
 	FromLevel, ToLevel int
+	// Move: the tables changed level without being rewritten (no table of
+	// the next level overlapped them). Manual: Compact asked for it.
+	Move, Manual bool
+	// Score is the level's score that called for the compaction (0 for a
+	// manual one): its size over its target, or for level 0 its table count
+	// over L0CompactionThreshold.
+	Score float64
 	Inputs             []uint64 // table file numbers read
 	Outputs            []uint64 // table file numbers written; set at CompactionEnd
 	BytesIn, BytesOut  uint64
@@ -130,6 +145,15 @@ func (o *Options) withDefaults() (*Options, error) {
 	if c.MaxConcurrentCompactions == 0 {
 		c.MaxConcurrentCompactions = 1
 	}
+	if c.LBaseMaxBytes == 0 {
+		c.LBaseMaxBytes = 64 << 20
+	}
+	if c.LevelMultiplier == 0 {
+		c.LevelMultiplier = 10
+	}
+	if c.TargetFileSize == 0 {
+		c.TargetFileSize = 2 << 20
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -146,6 +170,12 @@ func (o *Options) withDefaults() (*Options, error) {
 		return nil, fmt.Errorf("bloomkv: L0 thresholds compaction=%d stop=%d: need 1 <= compaction <= stop", c.L0CompactionThreshold, c.L0StopWritesThreshold)
 	case c.MaxConcurrentCompactions < 1:
 		return nil, fmt.Errorf("bloomkv: MaxConcurrentCompactions %d must be at least 1", c.MaxConcurrentCompactions)
+	case c.LBaseMaxBytes < 1:
+		return nil, fmt.Errorf("bloomkv: LBaseMaxBytes %d must be positive", c.LBaseMaxBytes)
+	case c.LevelMultiplier < 2:
+		return nil, fmt.Errorf("bloomkv: LevelMultiplier %d must be at least 2", c.LevelMultiplier)
+	case c.TargetFileSize < 1:
+		return nil, fmt.Errorf("bloomkv: TargetFileSize %d must be positive", c.TargetFileSize)
 	}
 	if c.BloomBitsPerKey > 0 {
 		if err := filterblock.ValidateBitsPerKey(c.BloomBitsPerKey); err != nil {

@@ -8,12 +8,14 @@ package memtable
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/google/btree"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 // entryOverhead approximates the memory an entry costs beyond its key and
@@ -63,6 +65,10 @@ type MemTable struct {
 	chunk []byte // arena: the unused tail of the current chunk
 	size  atomic.Int64
 	count atomic.Int64
+	// rangeDels are the range deletions, in the order written; numDels
+	// mirrors their count for lock-free checks.
+	rangeDels []rangedel.Tombstone
+	numDels   atomic.Int32
 }
 
 // New returns an empty MemTable.
@@ -88,7 +94,8 @@ func (m *MemTable) copyIn(b []byte) []byte {
 }
 
 // Add inserts one entry, copying key and value. An entry with the same user
-// key and trailer replaces the old one (the DB never writes one twice).
+// key and trailer replaces the old one (the DB never writes one twice). A
+// KindRangeDelete entry is a range deletion of [key, value).
 func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	m.mu.Lock()
 	m.addLocked(key, value)
@@ -110,6 +117,16 @@ func (m *MemTable) Apply(b Batch) {
 }
 
 func (m *MemTable) addLocked(key base.InternalKey, value []byte) {
+	if key.Kind() == base.KindRangeDelete {
+		// The key is the range's start and the value its end.
+		m.rangeDels = append(m.rangeDels, rangedel.Tombstone{
+			Start: m.copyIn(key.UserKey), End: m.copyIn(value), SeqNum: key.SeqNum(),
+		})
+		m.numDels.Add(1)
+		m.size.Add(int64(len(key.UserKey) + len(value) + entryOverhead))
+		m.count.Add(1)
+		return
+	}
 	e := makeEntry(base.InternalKey{UserKey: m.copyIn(key.UserKey), Trailer: key.Trailer}, m.copyIn(value))
 	if old, replaced := m.tree.ReplaceOrInsert(e); replaced {
 		m.size.Add(-int64(len(old.key.UserKey) + len(old.value) + entryOverhead))
@@ -122,30 +139,59 @@ func (m *MemTable) addLocked(key base.InternalKey, value []byte) {
 // Size returns the approximate memory the entries take, in bytes.
 func (m *MemTable) Size() int64 { return m.size.Load() }
 
-// Len returns the number of entries.
+// Len returns the number of entries, range deletions included.
 func (m *MemTable) Len() int { return int(m.count.Load()) }
 
 // Empty reports whether the table holds no entries.
 func (m *MemTable) Empty() bool { return m.Len() == 0 }
 
-// Get returns the newest entry for userKey written before seq (sequence number
-// below seq): its kind and value (aliasing the table's memory; the caller
-// must not modify it). found is false when there is none.
-func (m *MemTable) Get(userKey []byte, seq base.SeqNum) (value []byte, kind base.Kind, found bool) {
+// Get returns the newest point entry for userKey written before seq
+// (sequence number below seq): its internal key and value (aliasing the
+// table's memory; the caller must not modify them). found is false when
+// there is none. Range deletions are not applied (RangeDelCover).
+func (m *MemTable) Get(userKey []byte, seq base.SeqNum) (value []byte, key base.InternalKey, found bool) {
 	if seq == 0 {
-		return nil, 0, false
+		return nil, key, false
 	}
 	seq = min(seq, base.SeqNumMax+1)
 	pivot := makeEntry(base.MakeInternalKey(userKey, seq-1, base.KindMax), nil)
 	m.mu.RLock()
 	m.tree.AscendGreaterOrEqual(pivot, func(e entry) bool {
 		if bytes.Equal(e.key.UserKey, userKey) {
-			value, kind, found = e.value, e.key.Kind(), true
+			value, key, found = e.value, e.key, true
 		}
 		return false
 	})
 	m.mu.RUnlock()
-	return value, kind, found
+	return value, key, found
+}
+
+// RangeDelCover returns the highest sequence number below seq of the range
+// deletions covering userKey, or 0 when none does.
+func (m *MemTable) RangeDelCover(userKey []byte, seq base.SeqNum) base.SeqNum {
+	if m.numDels.Load() == 0 {
+		return 0
+	}
+	var cover base.SeqNum
+	m.mu.RLock()
+	for _, t := range m.rangeDels {
+		if t.SeqNum < seq && t.SeqNum > cover && t.Covers(userKey) {
+			cover = t.SeqNum
+		}
+	}
+	m.mu.RUnlock()
+	return cover
+}
+
+// RangeDels returns the range deletions written so far, unfragmented. The
+// slice is the caller's; the keys alias the table's memory.
+func (m *MemTable) RangeDels() []rangedel.Tombstone {
+	if m.numDels.Load() == 0 {
+		return nil
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return slices.Clone(m.rangeDels)
 }
 
 // NewIter returns an iterator over a snapshot of the table: entries added

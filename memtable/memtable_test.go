@@ -62,7 +62,8 @@ func TestAgainstModel(t *testing.T) {
 				break
 			}
 		}
-		v, kind, found := m.Get(uk, seq)
+		v, ik, found := m.Get(uk, seq)
+		kind := ik.Kind()
 		if found != (want != nil) || (found && (kind != want.key.Kind() || !bytes.Equal(v, want.value))) {
 			t.Fatalf("Get(%s, %d) = %v %v", uk, seq, found, kind)
 		}

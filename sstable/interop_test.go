@@ -19,6 +19,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 // pebbleEntries reads every point entry and range deletion of a table with
@@ -75,7 +76,7 @@ func pebbleEntries(t *testing.T, data []byte) ([]entry, []RangeDeletion) {
 		span, err := rit.First()
 		for ; span != nil; span, err = rit.Next() {
 			for _, k := range span.Keys {
-				dels = append(dels, RangeDeletion{append([]byte(nil), span.Start...), append([]byte(nil), span.End...), base.SeqNum(k.SeqNum())})
+				dels = append(dels, tomb(append([]byte(nil), span.Start...), append([]byte(nil), span.End...), base.SeqNum(k.SeqNum())))
 			}
 		}
 		if err != nil {
@@ -180,14 +181,14 @@ func writePebbleTable(t *testing.T, spec tableSpec, format pebble.TableFormat, s
 			t.Fatal(err)
 		}
 	}
-	frags := fragment(spec.dels)
+	frags := rangedel.Fragment(spec.dels)
 	for i := 0; i < len(frags); {
 		j := i
 		var seqs []base.SeqNum
-		for ; j < len(frags) && bytes.Equal(frags[j].start, frags[i].start); j++ {
-			seqs = append(seqs, frags[j].seq)
+		for ; j < len(frags) && bytes.Equal(frags[j].Start, frags[i].Start); j++ {
+			seqs = append(seqs, frags[j].SeqNum)
 		}
-		if err := w.Raw().EncodeSpan(pebbleSpan(frags[i].start, frags[i].end, seqs)); err != nil {
+		if err := w.Raw().EncodeSpan(pebbleSpan(frags[i].Start, frags[i].End, seqs)); err != nil {
 			t.Fatal(err)
 		}
 		i = j
@@ -236,8 +237,8 @@ func TestWeReadPebbleTables(t *testing.T) {
 				}
 				sameEntries(t, got, spec.entries, "bloomkv reading Pebble's table")
 				var want []RangeDeletion
-				for _, f := range fragment(spec.dels) {
-					want = append(want, RangeDeletion{f.start, f.end, f.seq})
+				for _, f := range rangedel.Fragment(spec.dels) {
+					want = append(want, f)
 				}
 				sameRangeDels(t, rd.RangeDeletions(), want, "bloomkv reading Pebble's range deletions")
 				if len(spec.dels) > 0 && len(want) == 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 // maxBlockLen bounds a block's stored and decompressed length, so that a
@@ -47,10 +48,7 @@ type ReaderOptions struct {
 
 // RangeDeletion is one fragment of a range deletion: the user keys in
 // [Start, End) written before SeqNum are deleted.
-type RangeDeletion struct {
-	Start, End []byte
-	SeqNum     base.SeqNum
-}
+type RangeDeletion = rangedel.Tombstone
 
 // Reader reads a table. It keeps the index, the filter and the range
 // deletions in memory and reads data blocks through the cache. It is safe for
@@ -209,6 +207,13 @@ func (t *Reader) MayContainHash(hash uint64) (bool, error) {
 // Lookup is Get without the filter, for a caller that has probed it
 // (MayContainHash) and counts its answers.
 func (t *Reader) Lookup(userKey []byte, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
+	value, k, found, err := t.get(userKey, seq)
+	return value, k.Kind(), found, err
+}
+
+// LookupKey is Lookup returning the entry's internal key (its sequence
+// number and kind), which aliases the table's memory like the value.
+func (t *Reader) LookupKey(userKey []byte, seq base.SeqNum) (value []byte, key base.InternalKey, found bool, err error) {
 	return t.get(userKey, seq)
 }
 
@@ -259,14 +264,7 @@ func (t *Reader) loadRangeDels(bh BlockHandle, fragmented bool) error {
 		return it.err
 	}
 	if !fragmented {
-		ts := make([]tombstone, len(t.rangeDels))
-		for i, d := range t.rangeDels {
-			ts[i] = tombstone{d.Start, d.End, d.SeqNum}
-		}
-		t.rangeDels = t.rangeDels[:0]
-		for _, f := range fragment(ts) {
-			t.rangeDels = append(t.rangeDels, RangeDeletion{f.start, f.end, f.seq})
-		}
+		t.rangeDels = rangedel.Fragment(t.rangeDels)
 		return nil
 	}
 	for i := 1; i < len(t.rangeDels); i++ {
@@ -421,7 +419,7 @@ func (t *Reader) Get(userKey []byte, seq base.SeqNum) (value []byte, kind base.K
 	if t.hasFilter {
 		return t.GetHash(userKey, filterblock.Hash(userKey), seq)
 	}
-	return t.get(userKey, seq)
+	return t.Lookup(userKey, seq)
 }
 
 // GetHash is Get for a caller that has already hashed userKey with
@@ -433,12 +431,12 @@ func (t *Reader) GetHash(userKey []byte, hash uint64, seq base.SeqNum) (value []
 			return nil, 0, false, err
 		}
 	}
-	return t.get(userKey, seq)
+	return t.Lookup(userKey, seq)
 }
 
-func (t *Reader) get(userKey []byte, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
+func (t *Reader) get(userKey []byte, seq base.SeqNum) (value []byte, key base.InternalKey, found bool, err error) {
 	if seq == 0 {
-		return nil, 0, false, nil
+		return nil, key, false, nil
 	}
 	seq = min(seq, base.SeqNumMax+1) // above it every entry is visible
 	it, _ := t.iters.Get().(*Iter)
@@ -449,15 +447,15 @@ func (t *Reader) get(userKey []byte, seq base.SeqNum) (value []byte, kind base.K
 	defer t.iters.Put(it)
 	it.seek = base.MakeInternalKey(userKey, seq-1, base.KindMax).Append(it.seek[:0])
 	if !it.seekGEEncoded(it.seek) {
-		return nil, 0, false, it.err
+		return nil, key, false, it.err
 	}
 	k := it.Key()
 	if !bytes.Equal(k.UserKey, userKey) {
-		return nil, 0, false, nil
+		return nil, key, false, nil
 	}
 	// The value aliases a block read into new memory or held by the cache,
 	// never the iterator's reusable buffers (reset with reuse off).
-	return it.Value(), k.Kind(), true, nil
+	return it.Value(), k, true, nil
 }
 
 // ErrIterClosed is returned by an iterator used after Close.

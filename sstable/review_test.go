@@ -9,6 +9,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 // Regression tests for findings of the sstable review.
@@ -18,7 +19,7 @@ func TestTablesWithoutPointKeys(t *testing.T) {
 		for _, bpk := range []int{-1, 10} {
 			var spec tableSpec
 			if withDels {
-				spec.dels = []tombstone{{[]byte("b"), []byte("m"), 5}}
+				spec.dels = []rangedel.Tombstone{tomb([]byte("b"), []byte("m"), 5)}
 			}
 			rd := openTable(t, writeSpec(t, spec, WriterOptions{BloomBitsPerKey: bpk}))
 			if _, _, found, err := rd.Get([]byte("c"), base.SeqNumMax); err != nil || found {
@@ -87,20 +88,20 @@ func TestRocksDBIndexEncodingsRefused(t *testing.T) {
 }
 
 func TestLegacyRangeDeletionsAreFragmented(t *testing.T) {
-	dels := []tombstone{{[]byte("a"), []byte("m"), 3}, {[]byte("f"), []byte("z"), 7}, {[]byte("c"), []byte("h"), 5}}
+	dels := []rangedel.Tombstone{tomb([]byte("a"), []byte("m"), 3), tomb([]byte("f"), []byte("z"), 7), tomb([]byte("c"), []byte("h"), 5)}
 	var buf bytes.Buffer
 	w, _ := NewWriter(&buf, WriterOptions{})
 	w.legacyRangeDels = true
 	for _, d := range dels {
-		w.DeleteRange(d.start, d.end, d.seq)
+		w.DeleteRange(d.Start, d.End, d.SeqNum)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 	rd := openTable(t, buf.Bytes())
 	var want []RangeDeletion
-	for _, f := range fragment(dels) {
-		want = append(want, RangeDeletion{f.start, f.end, f.seq})
+	for _, f := range rangedel.Fragment(dels) {
+		want = append(want, f)
 	}
 	sameRangeDels(t, rd.RangeDeletions(), want, "legacy range deletions")
 	if len(want) < 5 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 // entry is one point entry of a test table.
@@ -20,7 +21,7 @@ type entry struct {
 // tableSpec is a random table's contents.
 type tableSpec struct {
 	entries []entry // sorted by internal key
-	dels    []tombstone
+	dels    []rangedel.Tombstone
 }
 
 // randomSpec returns a table of about n point entries over a small key space
@@ -63,7 +64,7 @@ func randomSpec(r *rand.Rand, n int) tableSpec {
 		if a > b {
 			a, b = b, a
 		}
-		spec.dels = append(spec.dels, tombstone{[]byte(a), []byte(b), base.SeqNum(r.IntN(1000) + 1)})
+		spec.dels = append(spec.dels, tomb([]byte(a), []byte(b), base.SeqNum(r.IntN(1000)+1)))
 	}
 	return spec
 }
@@ -81,7 +82,7 @@ func writeSpec(t testing.TB, spec tableSpec, opts WriterOptions) []byte {
 		}
 	}
 	for _, d := range spec.dels {
-		if err := w.DeleteRange(d.start, d.end, d.seq); err != nil {
+		if err := w.DeleteRange(d.Start, d.End, d.SeqNum); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -224,7 +225,7 @@ func checkTable(t *testing.T, rd *Reader, spec tableSpec, r *rand.Rand) {
 		for _, seq := range []base.SeqNum{1, 500, 1001} {
 			want := false
 			for _, d := range spec.dels {
-				if d.seq < seq && bytes.Compare(d.start, k) <= 0 && bytes.Compare(k, d.end) < 0 {
+				if d.SeqNum < seq && bytes.Compare(d.Start, k) <= 0 && bytes.Compare(k, d.End) < 0 {
 					want = true
 				}
 			}
@@ -253,4 +254,8 @@ func sortSearch(es []entry, f func(entry) bool) int {
 		return -1
 	})
 	return i
+}
+
+func tomb(start, end []byte, seq base.SeqNum) rangedel.Tombstone {
+	return rangedel.Tombstone{Start: start, End: end, SeqNum: seq}
 }

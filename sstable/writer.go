@@ -12,6 +12,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 // FilterPolicyName is the name bloomkv's filter is stored under: the metaindex
@@ -111,18 +112,13 @@ type Writer struct {
 	compressed []byte
 	scratch    []byte
 
-	tombstones []tombstone
+	tombstones []rangedel.Tombstone
 	props      Properties
 	// comparerName is recorded in the properties; tests change it.
 	comparerName string
 	// legacyRangeDels writes range deletions unfragmented under RocksDB's
 	// old block name, as older tables hold them; for tests of the reader.
 	legacyRangeDels bool
-}
-
-type tombstone struct {
-	start, end []byte
-	seq        base.SeqNum
 }
 
 // NewWriter returns a Writer that writes a table to w with opts.
@@ -203,10 +199,10 @@ func (w *Writer) DeleteRange(start, end []byte, seq base.SeqNum) error {
 	if seq > base.SeqNumMax {
 		return fmt.Errorf("sstable: sequence number %d exceeds 2^56-1", seq)
 	}
-	w.tombstones = append(w.tombstones, tombstone{
-		start: append([]byte(nil), start...),
-		end:   append([]byte(nil), end...),
-		seq:   seq,
+	w.tombstones = append(w.tombstones, rangedel.Tombstone{
+		Start:  append([]byte(nil), start...),
+		End:    append([]byte(nil), end...),
+		SeqNum: seq,
 	})
 	w.noteSeq(seq)
 	return nil
@@ -321,17 +317,17 @@ func (w *Writer) finish() error {
 		meta = append(meta, metaEntry{metaFilterName, bh})
 	}
 	if len(w.tombstones) > 0 {
-		frags, name := fragment(w.tombstones), metaRangeDelName
+		frags, name := rangedel.Fragment(w.tombstones), metaRangeDelName
 		if w.legacyRangeDels {
 			frags, name = slices.Clone(w.tombstones), metaRangeDelV1Name
-			slices.SortFunc(frags, func(a, b tombstone) int {
-				return base.CompareInternal(base.MakeInternalKey(a.start, a.seq, base.KindRangeDelete), base.MakeInternalKey(b.start, b.seq, base.KindRangeDelete))
+			slices.SortFunc(frags, func(a, b rangedel.Tombstone) int {
+				return base.CompareInternal(base.MakeInternalKey(a.Start, a.SeqNum, base.KindRangeDelete), base.MakeInternalKey(b.Start, b.SeqNum, base.KindRangeDelete))
 			})
 		}
 		var b blockWriter
 		b.restartInterval = 1
 		for _, f := range frags {
-			b.add(base.MakeInternalKey(f.start, f.seq, base.KindRangeDelete).Append(nil), f.end)
+			b.add(base.MakeInternalKey(f.Start, f.SeqNum, base.KindRangeDelete).Append(nil), f.End)
 		}
 		w.props.NumRangeDeletions = uint64(len(frags))
 		w.props.NumEntries += uint64(len(frags))
@@ -417,33 +413,4 @@ func successor(a []byte) []byte {
 		}
 	}
 	return append([]byte(nil), a...)
-}
-
-// fragment splits possibly overlapping tombstones into non-overlapping
-// fragments: every distinct [start, end) span between boundaries, once for
-// each sequence number covering it, sorted by start then sequence number
-// descending.
-func fragment(ts []tombstone) []tombstone {
-	var bounds [][]byte
-	for _, t := range ts {
-		bounds = append(bounds, t.start, t.end)
-	}
-	slices.SortFunc(bounds, bytes.Compare)
-	bounds = slices.CompactFunc(bounds, bytes.Equal)
-	var out []tombstone
-	for _, t := range ts {
-		i, _ := slices.BinarySearchFunc(bounds, t.start, bytes.Compare)
-		for ; bytes.Compare(bounds[i], t.end) < 0; i++ {
-			out = append(out, tombstone{start: bounds[i], end: bounds[i+1], seq: t.seq})
-		}
-	}
-	slices.SortFunc(out, func(a, b tombstone) int {
-		if c := bytes.Compare(a.start, b.start); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.seq, a.seq)
-	})
-	return slices.CompactFunc(out, func(a, b tombstone) bool {
-		return a.seq == b.seq && bytes.Equal(a.start, b.start)
-	})
 }

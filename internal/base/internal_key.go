@@ -97,6 +97,21 @@ func DecodeInternalKey(enc []byte) (k InternalKey, ok bool) {
 	return InternalKey{UserKey: enc[:n:n], Trailer: Trailer(binary.LittleEndian.Uint64(enc[n:]))}, true
 }
 
+// RangeDeleteSentinelTrailer is the trailer of a table's largest key when
+// that key is the exclusive end of a range deletion: it sorts before every
+// real entry with that user key, so the table holds none of them.
+const RangeDeleteSentinelTrailer = Trailer(SeqNumMax)<<8 | Trailer(KindRangeDelete)
+
+// MakeRangeDeleteSentinel returns the key that bounds a table whose range
+// deletion ends (exclusively) at end.
+func MakeRangeDeleteSentinel(end []byte) InternalKey {
+	return InternalKey{UserKey: end, Trailer: RangeDeleteSentinelTrailer}
+}
+
+// IsExclusiveSentinel reports whether k is a range deletion's exclusive end
+// (MakeRangeDeleteSentinel) rather than a key the table holds.
+func (k InternalKey) IsExclusiveSentinel() bool { return k.Trailer == RangeDeleteSentinelTrailer }
+
 // Clone returns a copy of k that does not alias its user key.
 func (k InternalKey) Clone() InternalKey {
 	return InternalKey{UserKey: append([]byte(nil), k.UserKey...), Trailer: k.Trailer}

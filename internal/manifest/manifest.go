@@ -244,12 +244,67 @@ func (v *Version) Apply(e *VersionEdit) (*Version, error) {
 		files := nv.Levels[l]
 		slices.SortFunc(files, func(a, b *FileMetadata) int { return base.CompareInternal(a.Smallest, b.Smallest) })
 		for i := 1; i < len(files); i++ {
-			if bytes.Compare(files[i-1].Largest.UserKey, files[i].Smallest.UserKey) >= 0 {
+			if !files[i-1].Before(files[i].Smallest.UserKey) {
 				return nil, base.CorruptionErrorf("manifest: L%d tables %s and %s overlap", l, files[i-1], files[i])
 			}
 		}
 	}
 	return nv, nil
+}
+
+// Before reports whether every key of f (and of its range deletions) sorts
+// before userKey.
+func (f *FileMetadata) Before(userKey []byte) bool {
+	c := bytes.Compare(f.Largest.UserKey, userKey)
+	return c < 0 || (c == 0 && f.Largest.IsExclusiveSentinel())
+}
+
+// Overlaps reports whether f's key range meets the user keys in [lo, hi]
+// (inclusive); a nil lo or hi leaves that side open.
+func (f *FileMetadata) Overlaps(lo, hi []byte) bool {
+	if lo != nil && f.Before(lo) {
+		return false
+	}
+	return hi == nil || bytes.Compare(f.Smallest.UserKey, hi) <= 0
+}
+
+// Overlapping returns the tables of level l whose key ranges meet [lo, hi]
+// (inclusive; nil for an open side), in the level's order.
+func (v *Version) Overlapping(l int, lo, hi []byte) []*FileMetadata {
+	var out []*FileMetadata
+	files := v.Levels[l]
+	i := 0
+	if l > 0 && lo != nil {
+		i, _ = slices.BinarySearchFunc(files, lo, func(f *FileMetadata, k []byte) int {
+			if f.Before(k) {
+				return -1
+			}
+			return 1
+		})
+	}
+	for ; i < len(files); i++ {
+		if files[i].Overlaps(lo, hi) {
+			out = append(out, files[i])
+		} else if l > 0 && hi != nil && bytes.Compare(files[i].Smallest.UserKey, hi) > 0 {
+			break
+		}
+	}
+	return out
+}
+
+// Find returns the table of level l ≥ 1 whose key range holds userKey.
+func (v *Version) Find(l int, userKey []byte) *FileMetadata {
+	files := v.Levels[l]
+	i, _ := slices.BinarySearchFunc(files, userKey, func(f *FileMetadata, k []byte) int {
+		if f.Before(k) {
+			return -1
+		}
+		return 1
+	})
+	if i < len(files) && bytes.Compare(files[i].Smallest.UserKey, userKey) <= 0 {
+		return files[i]
+	}
+	return nil
 }
 
 // NumFiles returns the number of tables in level l.

@@ -1,0 +1,162 @@
+package bloomkv
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bloomkv/bloomkv/internal/cache"
+	"github.com/bloomkv/bloomkv/internal/manifest"
+)
+
+// Metrics reports the store's state and counters since Open.
+type Metrics struct {
+	Levels [manifest.NumLevels]LevelMetrics
+	// MemTableSize is the bytes in the mutable memtable;
+	// ImmutableMemTables the frozen ones awaiting a flush.
+	MemTableSize       int64
+	ImmutableMemTables int
+	// WALBytes is the bytes written to the write-ahead log.
+	WALBytes   uint64
+	Flushes    uint64
+	FlushBytes uint64
+	// Compactions counts the merges that rewrote tables, and the bytes they
+	// read and wrote; Moves the compactions that only moved tables down a
+	// level.
+	Compactions                           uint64
+	CompactionBytesIn, CompactionBytesOut uint64
+	Moves                                 uint64
+	BlockCache                            cache.Metrics
+	// Filter counts the table filters' answers to Get: probes, "no"
+	// answers (each a data-block read skipped), and false positives (the
+	// filter said maybe and the table lacked the key).
+	FilterProbes, FilterNegatives, FilterFalsePositives uint64
+	WriteStalls                                         uint64
+	WriteStallDuration                                  time.Duration
+	// Snapshots is the number of open snapshots.
+	Snapshots int
+}
+
+// LevelMetrics describes one level.
+type LevelMetrics struct {
+	Files int
+	Bytes uint64
+	// Score is the level's compaction score: at 1 or more it is due for
+	// compaction (level 0: tables over L0CompactionThreshold; the last
+	// level: always 0; the others: bytes over the level's target).
+	Score float64
+	// BytesWritten is the bytes of tables written into the level (by
+	// flushes for level 0, by compactions below it); BytesRead the bytes
+	// compactions read from it; BytesMoved the bytes moved into it without
+	// a rewrite; Compactions the compactions that wrote into it.
+	BytesWritten, BytesRead, BytesMoved uint64
+	Compactions                         uint64
+}
+
+// WriteAmplification is the bytes written to tables (flushes and
+// compactions) per byte written to the write-ahead log; 0 before any write.
+func (m *Metrics) WriteAmplification() float64 {
+	if m.WALBytes == 0 {
+		return 0
+	}
+	return float64(m.FlushBytes+m.CompactionBytesOut) / float64(m.WALBytes)
+}
+
+// FilterFalsePositiveRate is the share of filter probes that answered maybe
+// for a key the table lacked; 0 before any probe.
+func (m *Metrics) FilterFalsePositiveRate() float64 {
+	if m.FilterProbes == 0 {
+		return 0
+	}
+	return float64(m.FilterFalsePositives) / float64(m.FilterProbes)
+}
+
+// Metrics returns the store's metrics.
+func (d *DB) Metrics() *Metrics {
+	s := d.acquire()
+	defer d.release(s)
+	m := &Metrics{
+		MemTableSize:         s.mem.mt.Size(),
+		ImmutableMemTables:   len(s.imm),
+		WALBytes:             d.metrics.walBytes.Load(),
+		Flushes:              d.metrics.flushes.Load(),
+		FlushBytes:           d.metrics.flushBytes.Load(),
+		Compactions:          d.metrics.compactions.Load(),
+		CompactionBytesIn:    d.metrics.compactBytesIn.Load(),
+		CompactionBytesOut:   d.metrics.compactBytesOut.Load(),
+		Moves:                d.metrics.moves.Load(),
+		BlockCache:           d.cache.Metrics(),
+		FilterProbes:         d.metrics.filterProbes.Load(),
+		FilterNegatives:      d.metrics.filterNegatives.Load(),
+		FilterFalsePositives: d.metrics.filterFalsePositives.Load(),
+		WriteStalls:          d.metrics.stalls.Load(),
+		WriteStallDuration:   time.Duration(d.metrics.stallNanos.Load()),
+	}
+	d.mu.Lock()
+	scores := d.levelScoresLocked(s.version)
+	m.Snapshots = len(d.snapshots)
+	d.mu.Unlock()
+	for l := range manifest.NumLevels {
+		c := &d.metrics.levels[l]
+		m.Levels[l] = LevelMetrics{
+			Files:        s.version.NumFiles(l),
+			Bytes:        s.version.LevelSize(l),
+			Score:        scores[l],
+			BytesWritten: c.bytesWritten.Load(),
+			BytesRead:    c.bytesRead.Load(),
+			BytesMoved:   c.bytesMoved.Load(),
+			Compactions:  c.compactions.Load(),
+		}
+	}
+	return m
+}
+
+// String formats the metrics as a table: one row per level and a total,
+// then the memtable, WAL, cache, filter and stall counters.
+func (m *Metrics) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "level | tables |     size | score |  written |     read |    moved | compactions\n")
+	fmt.Fprintf(&b, "------+--------+----------+-------+----------+----------+----------+------------\n")
+	var files int
+	var size, written, read, moved, compactions uint64
+	for l, lm := range m.Levels {
+		fmt.Fprintf(&b, "   L%d | %6d | %8s | %5.2f | %8s | %8s | %8s | %11d\n", l, lm.Files, humanBytes(lm.Bytes), lm.Score,
+			humanBytes(lm.BytesWritten), humanBytes(lm.BytesRead), humanBytes(lm.BytesMoved), lm.Compactions)
+		files += lm.Files
+		size += lm.Bytes
+		written += lm.BytesWritten
+		read += lm.BytesRead
+		moved += lm.BytesMoved
+		compactions += lm.Compactions
+	}
+	fmt.Fprintf(&b, "total | %6d | %8s |     - | %8s | %8s | %8s | %11d\n", files, humanBytes(size),
+		humanBytes(written), humanBytes(read), humanBytes(moved), compactions)
+	fmt.Fprintf(&b, "memtable: %s (+%d frozen)   WAL written: %s   flushes: %d (%s)   write amplification: %.2f\n",
+		humanBytes(uint64(m.MemTableSize)), m.ImmutableMemTables, humanBytes(m.WALBytes), m.Flushes, humanBytes(m.FlushBytes), m.WriteAmplification())
+	fmt.Fprintf(&b, "compactions: %d (read %s, wrote %s), moves: %d\n",
+		m.Compactions, humanBytes(m.CompactionBytesIn), humanBytes(m.CompactionBytesOut), m.Moves)
+	bc := m.BlockCache
+	hitRate := 0.0
+	if bc.Hits+bc.Misses > 0 {
+		hitRate = 100 * float64(bc.Hits) / float64(bc.Hits+bc.Misses)
+	}
+	fmt.Fprintf(&b, "block cache: %s in use, %d hits, %d misses (%.1f%% hit)\n", humanBytes(uint64(bc.Bytes)), bc.Hits, bc.Misses, hitRate)
+	fmt.Fprintf(&b, "filters: %d probes, %d said no (data-block reads skipped), %d false positives (%.3f%%)\n",
+		m.FilterProbes, m.FilterNegatives, m.FilterFalsePositives, 100*m.FilterFalsePositiveRate())
+	fmt.Fprintf(&b, "write stalls: %d (%s)   open snapshots: %d\n", m.WriteStalls, m.WriteStallDuration.Round(time.Millisecond), m.Snapshots)
+	return b.String()
+}
+
+// humanBytes formats a byte count with a binary unit.
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 4 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[i])
+}

@@ -1,0 +1,514 @@
+package bloomkv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/bloomkv/bloomkv/internal/vfs"
+)
+
+var (
+	modelSeeds = flag.Int("model.seeds", 4, "seeds of the randomized model test (the long mode: 50)")
+	modelOps   = flag.Int("model.ops", 10000, "operations per seed of the randomized model test")
+)
+
+// TestModel runs random operations (sets, deletes, range deletions, batches,
+// gets, bounded iteration both ways, snapshots, flushes, compactions,
+// close-and-reopen) on bloomkv, on an in-memory model and on Pebble, and
+// compares every answer. Long mode: go test -run TestModel -model.seeds 50
+// -model.ops 20000 .
+func TestModel(t *testing.T) {
+	seeds := *modelSeeds
+	if testing.Short() {
+		seeds = min(seeds, 2)
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			runModel(t, uint64(seed), *modelOps)
+		})
+	}
+}
+
+// view is the model's contents: a map, copied for snapshots.
+type view map[string]string
+
+func (v view) apply(op modelWrite) {
+	switch op.kind {
+	case "set":
+		v[op.key] = op.value
+	case "delete":
+		delete(v, op.key)
+	case "deleterange":
+		for k := range v {
+			if k >= op.key && k < op.end {
+				delete(v, k)
+			}
+		}
+	}
+}
+
+func (v view) sortedIn(lower, upper []byte) []string {
+	var out []string
+	for k := range v {
+		if (lower == nil || k >= string(lower)) && (upper == nil || k < string(upper)) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+type modelWrite struct{ kind, key, end, value string }
+
+// modelRun holds the three stores and their snapshots.
+type modelRun struct {
+	t     *testing.T
+	r     *rand.Rand
+	fs    *vfs.MemFS
+	opts  *Options
+	d     *DB
+	p     *pebble.DB
+	model view
+	snaps []modelSnap
+	log   []string // the last operations, for failure messages
+}
+
+type modelSnap struct {
+	d *Snapshot
+	p *pebble.Snapshot
+	m view
+}
+
+func (mr *modelRun) note(format string, args ...any) {
+	mr.log = append(mr.log, fmt.Sprintf(format, args...))
+	if len(mr.log) > 30 {
+		mr.log = mr.log[1:]
+	}
+}
+
+func (mr *modelRun) fatalf(format string, args ...any) {
+	mr.t.Helper()
+	mr.t.Fatalf("%s\nlast operations:\n  %s\nlevels:\n%s", fmt.Sprintf(format, args...), strings.Join(mr.log, "\n  "), mr.d.Metrics())
+}
+
+func (mr *modelRun) key() string {
+	if mr.r.IntN(50) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("k%03d", mr.r.IntN(400))
+}
+
+// seekKey returns a key to seek to: a stored key or one between two. Never
+// the empty key: Pebble's race-mode invariant checks index a seek key's first
+// byte.
+func (mr *modelRun) seekKey() []byte {
+	k := fmt.Sprintf("k%03d", mr.r.IntN(401))
+	if mr.r.IntN(3) == 0 {
+		k += "~"
+	}
+	return []byte(k)
+}
+
+func (mr *modelRun) write() modelWrite {
+	switch n := mr.r.IntN(20); {
+	case n < 13:
+		// Random letters: values that do not compress, so tables grow.
+		v := make([]byte, mr.r.IntN(200))
+		for i := range v {
+			v[i] = 'a' + byte(mr.r.IntN(26))
+		}
+		return modelWrite{kind: "set", key: mr.key(), value: string(v)}
+	case n < 18:
+		return modelWrite{kind: "delete", key: mr.key()}
+	default:
+		a, b := mr.key(), mr.key()
+		if a > b {
+			a, b = b, a
+		}
+		if a == b {
+			b = a + "\x00"
+		}
+		return modelWrite{kind: "deleterange", key: a, end: b}
+	}
+}
+
+func runModel(t *testing.T, seed uint64, ops int) {
+	mr := &modelRun{t: t, r: rand.New(rand.NewPCG(seed, 0x5eed)), fs: vfs.NewMem(), model: view{}}
+	mr.opts = &Options{FS: mr.fs, MemTableSize: 64 << 10, L0CompactionThreshold: 2, L0StopWritesThreshold: 8,
+		LBaseMaxBytes: 8 << 10, LevelMultiplier: 2, TargetFileSize: 4 << 10, BlockSize: 512,
+		MaxConcurrentCompactions: 1 + int(seed%2), Logger: quietLogger()}
+	var merges, moves, deep atomic.Int64 // deep: automatic merges below level 0
+	mr.opts.EventListener.CompactionEnd = func(info CompactionInfo) {
+		switch {
+		case info.Err != nil:
+		case info.Move:
+			moves.Add(1)
+		default:
+			merges.Add(1)
+			if !info.Manual && info.FromLevel > 0 {
+				deep.Add(1)
+			}
+		}
+	}
+	var err error
+	if mr.d, err = Open("/db", mr.opts); err != nil {
+		t.Fatal(err)
+	}
+	if mr.p, err = pebble.Open("/p", &pebble.Options{FS: pebblevfs.NewMem(), Logger: quietPebbleLogger{}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, s := range mr.snaps {
+			s.d.Close()
+			s.p.Close()
+		}
+		mr.d.Close()
+		mr.p.Close()
+	}()
+	for i := 0; i < ops; i++ {
+		switch n := mr.r.IntN(1000); {
+		case n < 450:
+			w := mr.write()
+			mr.note("%d: %s %q %q", i, w.kind, w.key, w.end)
+			mr.applyOne(w)
+		case n < 520:
+			mr.batch(i)
+		case n < 720:
+			mr.get(i)
+		case n < 820:
+			mr.iterate(i)
+		case n < 860:
+			if len(mr.snaps) < 4 {
+				mr.note("%d: snapshot", i)
+				ds, err := mr.d.NewSnapshot()
+				if err != nil {
+					mr.fatalf("NewSnapshot: %v", err)
+				}
+				mr.snaps = append(mr.snaps, modelSnap{d: ds, p: mr.p.NewSnapshot(), m: maps(mr.model)})
+			}
+		case n < 890:
+			if len(mr.snaps) > 0 {
+				j := mr.r.IntN(len(mr.snaps))
+				mr.note("%d: close snapshot %d", i, j)
+				if err := mr.snaps[j].d.Close(); err != nil {
+					mr.fatalf("Snapshot.Close: %v", err)
+				}
+				mr.snaps[j].p.Close()
+				mr.snaps = slices.Delete(mr.snaps, j, j+1)
+			}
+		case n < 930:
+			mr.note("%d: flush", i)
+			if err := mr.d.Flush(); err != nil {
+				mr.fatalf("Flush: %v", err)
+			}
+		case n < 936: // rare, to let automatic compactions fill the levels
+			a, b := mr.key(), mr.key()
+			if a > b {
+				a, b = b, a
+			}
+			if mr.r.IntN(4) == 0 {
+				mr.note("%d: compact all", i)
+				if err := mr.d.Compact(nil, nil); err != nil {
+					mr.fatalf("Compact: %v", err)
+				}
+				a, b = "", "\xff"
+			} else {
+				mr.note("%d: compact [%q, %q]", i, a, b)
+				if err := mr.d.Compact([]byte(a), []byte(b)); err != nil {
+					mr.fatalf("Compact: %v", err)
+				}
+			}
+			if a < b {
+				if err := mr.p.Compact(context.Background(), []byte(a), []byte(b), false); err != nil {
+					mr.fatalf("pebble Compact: %v", err)
+				}
+			}
+		case n < 940:
+			mr.note("%d: reopen", i)
+			for _, s := range mr.snaps {
+				s.d.Close()
+				s.p.Close()
+			}
+			mr.snaps = nil
+			if err := mr.d.Close(); err != nil {
+				mr.fatalf("Close: %v", err)
+			}
+			if mr.d, err = Open("/db", mr.opts); err != nil {
+				mr.fatalf("reopen: %v", err)
+			}
+		default:
+			mr.scanAll(i)
+		}
+	}
+	mr.scanAll(ops)
+	m := mr.d.Metrics()
+	t.Logf("seed %d: %d ops; %d compactions (%d automatic below L0), %d moves; tables per level at the end: %v", seed, ops, merges.Load(), deep.Load(), moves.Load(), levelFiles(m))
+	if ops >= 10000 && (deep.Load() == 0 || moves.Load() == 0) {
+		t.Errorf("%d automatic compactions below L0 and %d moves: the test did not exercise both", deep.Load(), moves.Load())
+	}
+}
+
+func levelFiles(m *Metrics) []int {
+	var out []int
+	for _, l := range m.Levels {
+		out = append(out, l.Files)
+	}
+	return out
+}
+
+func maps(v view) view {
+	c := make(view, len(v))
+	for k, x := range v {
+		c[k] = x
+	}
+	return c
+}
+
+func (mr *modelRun) applyOne(w modelWrite) {
+	var err, perr error
+	switch w.kind {
+	case "set":
+		err = mr.d.Set([]byte(w.key), []byte(w.value), NoSync)
+		perr = mr.p.Set([]byte(w.key), []byte(w.value), pebble.NoSync)
+	case "delete":
+		err = mr.d.Delete([]byte(w.key), NoSync)
+		perr = mr.p.Delete([]byte(w.key), pebble.NoSync)
+	case "deleterange":
+		err = mr.d.DeleteRange([]byte(w.key), []byte(w.end), NoSync)
+		perr = mr.p.DeleteRange([]byte(w.key), []byte(w.end), pebble.NoSync)
+	}
+	if err != nil || perr != nil {
+		mr.fatalf("%s: bloomkv %v, pebble %v", w.kind, err, perr)
+	}
+	mr.model.apply(w)
+}
+
+func (mr *modelRun) batch(i int) {
+	b, pb := mr.d.NewBatch(), mr.p.NewBatch()
+	var ws []modelWrite
+	for n := 1 + mr.r.IntN(6); n > 0; n-- {
+		w := mr.write()
+		ws = append(ws, w)
+		switch w.kind {
+		case "set":
+			b.Set([]byte(w.key), []byte(w.value))
+			pb.Set([]byte(w.key), []byte(w.value), nil)
+		case "delete":
+			b.Delete([]byte(w.key))
+			pb.Delete([]byte(w.key), nil)
+		case "deleterange":
+			b.DeleteRange([]byte(w.key), []byte(w.end))
+			pb.DeleteRange([]byte(w.key), []byte(w.end), nil)
+		}
+	}
+	mr.note("%d: batch %v", i, ws)
+	if err := mr.d.Apply(b, NoSync); err != nil {
+		mr.fatalf("Apply: %v", err)
+	}
+	if err := mr.p.Apply(pb, pebble.NoSync); err != nil {
+		mr.fatalf("pebble Apply: %v", err)
+	}
+	for _, w := range ws {
+		mr.model.apply(w)
+	}
+}
+
+// reader is the DB or a snapshot, with Pebble's and the model's matches.
+type reader struct {
+	name  string
+	get   func([]byte) ([]byte, error)
+	iter  func(*IterOptions) (*Iterator, error)
+	pget  func([]byte) ([]byte, error)
+	piter func(*pebble.IterOptions) (*pebble.Iterator, error)
+	m     view
+}
+
+func (mr *modelRun) pick() reader {
+	pebbleGet := func(g func([]byte) ([]byte, interface{ Close() error }, error)) func([]byte) ([]byte, error) {
+		return func(k []byte) ([]byte, error) {
+			v, c, err := g(k)
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			return bytes.Clone(v), nil
+		}
+	}
+	if len(mr.snaps) > 0 && mr.r.IntN(3) == 0 {
+		j := mr.r.IntN(len(mr.snaps))
+		s := mr.snaps[j]
+		return reader{name: fmt.Sprintf("snapshot %d", j), get: s.d.Get, iter: s.d.NewIter, m: s.m,
+			pget: pebbleGet(func(k []byte) ([]byte, interface{ Close() error }, error) {
+				v, c, err := s.p.Get(k)
+				return v, c, err
+			}), piter: s.p.NewIter}
+	}
+	return reader{name: "db", get: mr.d.Get, iter: mr.d.NewIter, m: mr.model,
+		pget: pebbleGet(func(k []byte) ([]byte, interface{ Close() error }, error) {
+			v, c, err := mr.p.Get(k)
+			return v, c, err
+		}), piter: mr.p.NewIter}
+}
+
+func (mr *modelRun) get(i int) {
+	rd := mr.pick()
+	k := mr.key()
+	got, err := rd.get([]byte(k))
+	pgot, perr := rd.pget([]byte(k))
+	want, ok := rd.m[k]
+	switch {
+	case err != nil && !errors.Is(err, ErrNotFound):
+		mr.fatalf("%d: %s Get(%q): %v", i, rd.name, k, err)
+	case ok != (err == nil) || string(got) != want:
+		mr.fatalf("%d: %s Get(%q) = %q, %v; model %q, %v", i, rd.name, k, got, err, want, ok)
+	case ok != (perr == nil) || string(pgot) != want:
+		mr.fatalf("%d: %s Get(%q): pebble %q, %v; model %q, %v", i, rd.name, k, pgot, perr, want, ok)
+	}
+}
+
+// iterate runs a random walk of positioning and stepping calls on all three.
+func (mr *modelRun) iterate(i int) {
+	rd := mr.pick()
+	var lower, upper []byte
+	if mr.r.IntN(2) == 0 {
+		// The empty key as a lower bound is no bound (and trips Pebble's
+		// race-mode invariant checks, which index a seek key's first byte).
+		if lower = []byte(mr.key()); len(lower) == 0 {
+			lower = nil
+		}
+	}
+	if mr.r.IntN(2) == 0 {
+		// Pebble reads an empty upper bound as none: leave it out.
+		if upper = []byte(mr.key()); len(upper) == 0 {
+			upper = nil
+		}
+		if lower != nil && upper != nil && bytes.Compare(lower, upper) > 0 {
+			lower, upper = upper, lower
+		}
+	}
+	it, err := rd.iter(&IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		mr.fatalf("NewIter: %v", err)
+	}
+	defer it.Close()
+	pit, err := rd.piter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		mr.fatalf("pebble NewIter: %v", err)
+	}
+	defer pit.Close()
+	keys := rd.m.sortedIn(lower, upper)
+	pos := -1 // index into keys; -1 or len(keys) when invalid
+	var ops []string
+	for step := 0; step < 40; step++ {
+		var op string
+		var ok, pok bool
+		switch n := mr.r.IntN(10); {
+		case n == 0 || step == 0 && n < 3:
+			op, ok, pok = "First", it.First(), pit.First()
+			pos = 0
+		case n == 1 || step == 0 && n < 5:
+			op, ok, pok = "Last", it.Last(), pit.Last()
+			pos = len(keys) - 1
+		case n == 2 || step == 0 && n < 8:
+			k := mr.seekKey()
+			op, ok, pok = fmt.Sprintf("SeekGE(%q)", k), it.SeekGE(k), pit.SeekGE(k)
+			if lower != nil && bytes.Compare(k, lower) < 0 {
+				k = lower
+			}
+			pos, _ = slices.BinarySearch(keys, string(k))
+		case n == 3 || step == 0:
+			k := mr.seekKey()
+			op, ok, pok = fmt.Sprintf("SeekLT(%q)", k), it.SeekLT(k), pit.SeekLT(k)
+			if upper != nil && bytes.Compare(k, upper) > 0 {
+				k = upper
+			}
+			p, _ := slices.BinarySearch(keys, string(k))
+			pos = p - 1
+		case n < 7:
+			if pos < 0 || pos >= len(keys) {
+				continue
+			}
+			op, ok, pok = "Next", it.Next(), pit.Next()
+			pos++
+		default:
+			if pos < 0 || pos >= len(keys) {
+				continue
+			}
+			op, ok, pok = "Prev", it.Prev(), pit.Prev()
+			pos--
+		}
+		ops = append(ops, op)
+		want := pos >= 0 && pos < len(keys)
+		if ok != want || ok != it.Valid() {
+			mr.fatalf("%d: %s iter [%q, %q) %v: valid %v, model %v (%d keys), err %v", i, rd.name, lower, upper, ops, ok, want, len(keys), it.Error())
+		}
+		if pok != want {
+			mr.fatalf("%d: %s iter [%q, %q) %v: pebble valid %v, model %v", i, rd.name, lower, upper, ops, pok, want)
+		}
+		if !want {
+			continue
+		}
+		if string(it.Key()) != keys[pos] || string(it.Value()) != rd.m[keys[pos]] {
+			mr.fatalf("%d: %s iter [%q, %q) %v: at %q=%q, model %q=%q", i, rd.name, lower, upper, ops, it.Key(), it.Value(), keys[pos], rd.m[keys[pos]])
+		}
+		if pv, _ := pit.ValueAndErr(); string(pit.Key()) != keys[pos] || string(pv) != rd.m[keys[pos]] {
+			mr.fatalf("%d: %s iter [%q, %q) %v: pebble at %q, model %q", i, rd.name, lower, upper, ops, pit.Key(), keys[pos])
+		}
+	}
+	if err := it.Error(); err != nil {
+		mr.fatalf("iterator: %v", err)
+	}
+}
+
+// scanAll compares a full forward and backward scan with the model.
+func (mr *modelRun) scanAll(i int) {
+	mr.note("%d: scan", i)
+	keys := mr.model.sortedIn(nil, nil)
+	it, err := mr.d.NewIter(nil)
+	if err != nil {
+		mr.fatalf("NewIter: %v", err)
+	}
+	defer it.Close()
+	var got []string
+	for ok := it.First(); ok; ok = it.Next() {
+		got = append(got, string(it.Key()))
+		if string(it.Value()) != mr.model[string(it.Key())] {
+			mr.fatalf("%d: scan: %q=%q, model %q", i, it.Key(), it.Value(), mr.model[string(it.Key())])
+		}
+	}
+	if !slices.Equal(got, keys) {
+		mr.fatalf("%d: forward scan has %d keys, model %d", i, len(got), len(keys))
+	}
+	got = got[:0]
+	for ok := it.Last(); ok; ok = it.Prev() {
+		got = append(got, string(it.Key()))
+	}
+	slices.Reverse(got)
+	if !slices.Equal(got, keys) {
+		mr.fatalf("%d: backward scan has %d keys, model %d", i, len(got), len(keys))
+	}
+	if err := it.Error(); err != nil {
+		mr.fatalf("scan: %v", err)
+	}
+}
+
+// quietPebbleLogger drops Pebble's log lines.
+type quietPebbleLogger struct{}
+
+func (quietPebbleLogger) Infof(string, ...any)  {}
+func (quietPebbleLogger) Errorf(string, ...any) {}
+func (quietPebbleLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,67 @@
+package bloomkv
+
+import (
+	"slices"
+	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// Snapshot is a consistent point-in-time view of the store: reads through it
+// see the writes made before NewSnapshot and none made after. Compactions
+// keep every version an open snapshot can see, so Close it when done.
+type Snapshot struct {
+	d      *DB
+	seq    base.SeqNum // entries below it are visible
+	closed atomic.Bool
+}
+
+// NewSnapshot returns a view of the store as it is now.
+func (d *DB) NewSnapshot() (*Snapshot, error) {
+	if d.closedFlag.Load() {
+		return nil, ErrClosed
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := &Snapshot{d: d, seq: base.SeqNum(d.visibleSeq.Load()) + 1}
+	d.snapshots = append(d.snapshots, s.seq) // visibleSeq only grows: still sorted
+	return s, nil
+}
+
+// Get returns a copy of the value key held when the snapshot was taken, or
+// ErrNotFound.
+func (s *Snapshot) Get(key []byte) ([]byte, error) {
+	if s.closed.Load() || s.d.closedFlag.Load() {
+		return nil, ErrClosed
+	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	st := s.d.acquire()
+	defer s.d.release(st)
+	return s.d.get(st, key, s.seq)
+}
+
+// NewIter returns an iterator over the snapshot's view. A nil o means no
+// bounds.
+func (s *Snapshot) NewIter(o *IterOptions) (*Iterator, error) {
+	if s.closed.Load() || s.d.closedFlag.Load() {
+		return nil, ErrClosed
+	}
+	return s.d.newIter(s.seq, o), nil
+}
+
+// Close releases the snapshot: compactions may drop what only it could see.
+// Later calls return ErrClosed.
+func (s *Snapshot) Close() error {
+	if s.closed.Swap(true) {
+		return ErrClosed
+	}
+	d := s.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i := slices.Index(d.snapshots, s.seq); i >= 0 {
+		d.snapshots = slices.Delete(d.snapshots, i, i+1)
+	}
+	return nil
+}
