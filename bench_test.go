@@ -99,15 +99,16 @@ func BenchmarkGetMemtable(b *testing.B) {
 	})
 }
 
-// levelsDB builds a store of n keys (100-byte values) spread over several
-// levels by automatic compaction, on the operating system's file system.
+// levelsDB builds a store of n keys (100-byte values), written in random
+// order and spread over several overlapping levels by automatic compaction,
+// on the operating system's file system.
 func levelsDB(b *testing.B, n int) *DB {
 	d, err := Open(b.TempDir(), &Options{Logger: quietLogger(), LBaseMaxBytes: 4 << 20, TargetFileSize: 1 << 20, CacheSize: 64 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { d.Close() })
-	fillKeys(b, d, n, 100)
+	fillKeysOrder(b, d, n, 100, true)
 	if err := d.Flush(); err != nil {
 		b.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func levelsDB(b *testing.B, n int) *DB {
 }
 
 // BenchmarkGetLevels reads present and absent keys of a 200k-key store whose
-// tables lie on several levels (L0 to L3 with these targets).
+// tables lie on several levels (L1 and L2, overlapping, with these targets).
 func BenchmarkGetLevels(b *testing.B) {
 	const n = 200_000
 	d := levelsDB(b, n)

@@ -494,6 +494,12 @@ func (d *DB) Compact(start, end []byte) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	// Close waits for background work, this call included.
+	d.bgWG.Add(1)
+	defer d.bgWG.Done()
 	for l := 0; l < manifest.NumLevels-1; l++ {
 		for {
 			if d.closed {
@@ -529,5 +535,53 @@ func (d *DB) Compact(start, end []byte) error {
 			break
 		}
 	}
-	return nil
+	return d.compactLastLevelLocked(start, end)
+}
+
+// compactLastLevelLocked rewrites the last level's tables in [start, end]
+// that hold deletions (kept there for snapshots since closed, or moved there
+// whole), so that Compact leaves none that no snapshot needs.
+func (d *DB) compactLastLevelLocked(start, end []byte) error {
+	const last = manifest.NumLevels - 1
+	for {
+		if d.closed {
+			return ErrClosed
+		}
+		if d.bgErr != nil {
+			return d.bgErr
+		}
+		// All the range's tables or none: outputs cover the inputs' whole
+		// span, which must not take in a table left out.
+		inputs := d.version.Overlapping(last, start, end)
+		deletions := false
+		for _, f := range inputs {
+			r, err := d.tables.get(f.FileNum)
+			if err != nil {
+				return err
+			}
+			deletions = deletions || r.Properties().NumDeletions > 0
+		}
+		if !deletions {
+			return nil
+		}
+		c := &compaction{level: last, outputLevel: last, manual: true, bottom: true}
+		c.inputs[0] = inputs
+		c.lo, c.hi = keyRange(inputs)
+		free := true
+		for _, f := range inputs {
+			free = free && !d.busy[f.FileNum]
+		}
+		for _, r := range d.running {
+			free = free && !(r.outputLevel == last && overlaps(r.lo, r.hi, c.lo, c.hi))
+		}
+		if !free {
+			d.cond.Wait()
+			continue
+		}
+		c.snapshots = slices.Clone(d.snapshots)
+		d.startLocked(c)
+		err := d.runLocked(c)
+		d.cond.Broadcast()
+		return err
+	}
 }

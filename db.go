@@ -550,9 +550,12 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	seq := base.SeqNum(d.visibleSeq.Load()) + 1
+	// The state first, then the sequence number: a compaction in the state
+	// kept the newest version of each key below the visible sequence
+	// number of its time, which the one read now is at or above.
 	s := d.acquire()
 	defer d.release(s)
+	seq := base.SeqNum(d.visibleSeq.Load()) + 1
 	return d.get(s, key, seq)
 }
 
@@ -734,6 +737,7 @@ func (d *DB) Close() error {
 	d.closed = true
 	d.cond.Broadcast()
 	d.mu.Unlock()
+	// From here no Compact starts; bgWG.Wait below waits for those running.
 	d.commitMu.Lock()
 	for len(d.queue) > 0 {
 		d.commitCond.Wait()

@@ -50,11 +50,13 @@ func (d *DB) NewIter(o *IterOptions) (*Iterator, error) {
 	if d.closedFlag.Load() {
 		return nil, ErrClosed
 	}
-	return d.newIter(base.SeqNum(d.visibleSeq.Load())+1, o), nil
+	s := d.acquire() // before the sequence number, as in Get
+	return d.newIter(s, base.SeqNum(d.visibleSeq.Load())+1, o), nil
 }
 
-func (d *DB) newIter(seq base.SeqNum, o *IterOptions) *Iterator {
-	it := &Iterator{d: d, s: d.acquire(), seq: seq}
+// newIter returns an iterator reading s at seq; it owns the reference to s.
+func (d *DB) newIter(s *readState, seq base.SeqNum, o *IterOptions) *Iterator {
+	it := &Iterator{d: d, s: s, seq: seq}
 	if o != nil {
 		it.lower = bytes.Clone(o.LowerBound)
 		it.upper = bytes.Clone(o.UpperBound)
@@ -71,7 +73,6 @@ func (d *DB) newIter(seq base.SeqNum, o *IterOptions) *Iterator {
 			}
 		}
 	}
-	s := it.s
 	for _, m := range append([]*memEntry{s.mem}, s.imm...) {
 		it.m.iters = append(it.m.iters, &memIter{m.mt.NewIter()})
 		visible(m.mt.RangeDels())
@@ -219,12 +220,16 @@ func (it *Iterator) Close() error {
 		return ErrClosed
 	}
 	it.closed, it.valid = true, false
+	err := it.err
+	if err == nil {
+		err = it.m.err()
+	}
 	it.m.close()
 	it.d.release(it.s)
-	if errors.Is(it.err, ErrClosed) {
+	if errors.Is(err, ErrClosed) {
 		return nil
 	}
-	return it.err
+	return err
 }
 
 func (it *Iterator) usable() bool {

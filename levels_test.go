@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/bloomkv/bloomkv/internal/vfs"
 )
@@ -12,16 +15,27 @@ import (
 // fillKeys writes keys 2i for i in [0, n) (random values of valueSize
 // bytes, which do not compress) in batches, so that the odd keys in between
 // are absent.
-func fillKeys(tb testing.TB, d *DB, n, valueSize int) {
+func fillKeys(tb testing.TB, d *DB, n, valueSize int) { fillKeysOrder(tb, d, n, valueSize, false) }
+
+// fillKeysOrder is fillKeys writing in random order when shuffle, so that
+// the levels' key ranges overlap.
+func fillKeysOrder(tb testing.TB, d *DB, n, valueSize int, shuffle bool) {
 	tb.Helper()
 	b := d.NewBatch()
 	v := make([]byte, valueSize)
 	r := rand.New(rand.NewPCG(uint64(n), 1))
-	for i := range n {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	if shuffle {
+		r.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	for i, k := range order {
 		for j := range v {
 			v[j] = byte(r.Uint32())
 		}
-		if err := b.Set(levelKey(2*i), v); err != nil {
+		if err := b.Set(levelKey(2*k), v); err != nil {
 			tb.Fatal(err)
 		}
 		if b.Count() == 1000 || i == n-1 {
@@ -148,4 +162,156 @@ func waitForCompactions(t testing.TB, d *DB) {
 		}
 		d.cond.Wait()
 	}
+}
+
+// TestIteratorReportsReadErrors: a table read failing mid-scan stops the
+// iterator, and both Error and Close report it (a review found Close
+// returning nil for a scan cut short).
+func TestIteratorReportsReadErrors(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	d := mustOpen(t, "/db", &Options{FS: efs, Logger: quietLogger(), CacheSize: 1})
+	defer d.Close()
+	fillKeys(t, d, 3000, 100)
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	it, err := d.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if n++; n == 100 {
+			efs.SetInjector(func(op vfs.Op, name string) error {
+				if op == vfs.OpRead && strings.HasSuffix(name, ".sst") {
+					return vfs.ErrInjected
+				}
+				return nil
+			})
+		}
+	}
+	efs.SetInjector(nil)
+	if n >= 3000 {
+		t.Fatalf("the scan read all %d keys despite the failing reads", n)
+	}
+	if err := it.Error(); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Error() = %v, want the injected read error", err)
+	}
+	if err := it.Close(); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Close() = %v, want the injected read error", err)
+	}
+}
+
+// TestCloseWaitsForCompact: Close waits for a Compact under way (a review
+// found Close returning, and releasing the directory, while Compact still
+// wrote tables).
+func TestCloseWaitsForCompact(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	o := &Options{FS: vfs.NewMem(), Logger: quietLogger()}
+	o.EventListener.CompactionBegin = func(info CompactionInfo) {
+		if info.Manual {
+			once.Do(func() { close(started); <-release })
+		}
+	}
+	d := mustOpen(t, "/db", o)
+	fillKeys(t, d, 1000, 10)
+	compacted := make(chan error, 1)
+	go func() { compacted <- d.Compact(nil, nil) }()
+	<-started
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while Compact was running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	<-compacted // finished or stopped with ErrClosed; either way before Close returned
+}
+
+// TestCompactDropsWhatSnapshotsNoLongerNeed: deletions kept in the last
+// level for an open snapshot are dropped by the next Compact after the
+// snapshot closes, and the snapshot read its view throughout.
+func TestCompactDropsWhatSnapshotsNoLongerNeed(t *testing.T) {
+	d := mustOpen(t, "/db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+	defer d.Close()
+	fillKeys(t, d, 1000, 10)
+	snap, err := d.NewSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeleteRange(levelKey(0), levelKey(1000), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Delete(levelKey(1500), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	deletions := func() (n uint64) {
+		s := d.acquire()
+		defer d.release(s)
+		for _, f := range s.version.Levels[6] {
+			r, err := d.tables.get(f.FileNum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += r.Properties().NumDeletions
+		}
+		return n
+	}
+	if deletions() == 0 {
+		t.Fatal("the compaction dropped deletions an open snapshot needs")
+	}
+	for _, k := range []int{0, 998, 1500} {
+		if _, err := snap.Get(levelKey(k)); err != nil {
+			t.Fatalf("snapshot Get(%s): %v", levelKey(k), err)
+		}
+		if _, err := d.Get(levelKey(k)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get(%s) = %v after its deletion", levelKey(k), err)
+		}
+	}
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snap.Get(levelKey(0)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get on a closed snapshot: %v", err)
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := deletions(); n != 0 {
+		t.Fatalf("%d deletions left in the last level with no snapshot open", n)
+	}
+	for _, k := range []int{0, 998, 1500} {
+		if _, err := d.Get(levelKey(k)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get(%s) = %v after compaction", levelKey(k), err)
+		}
+	}
+	if _, err := d.Get(levelKey(1000)); err != nil { // the range's end is not in it
+		t.Fatalf("Get(%s) = %v", levelKey(1000), err)
+	}
+}
+
+// TestRangeArguments: an inverted range is refused with a clear error; an
+// empty one does nothing.
+func TestRangeArguments(t *testing.T) {
+	d := mustOpen(t, "/db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+	defer d.Close()
+	if err := d.DeleteRange([]byte("b"), []byte("a"), NoSync); err == nil || !strings.Contains(err.Error(), "start after its end") {
+		t.Fatalf("inverted DeleteRange: %v", err)
+	}
+	if err := d.Compact([]byte("b"), []byte("a")); err == nil {
+		t.Fatal("inverted Compact accepted")
+	}
+	d.Set([]byte("a"), []byte("1"), NoSync)
+	if err := d.DeleteRange([]byte("a"), []byte("a"), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, d, "a", "1")
 }

@@ -80,12 +80,12 @@ type CompactionInfo struct {
 	// Score is the level's score that called for the compaction (0 for a
 	// manual one): its size over its target, or for level 0 its table count
 	// over L0CompactionThreshold.
-	Score float64
-	Inputs             []uint64 // table file numbers read
-	Outputs            []uint64 // table file numbers written; set at CompactionEnd
-	BytesIn, BytesOut  uint64
-	Duration           time.Duration
-	Err                error
+	Score             float64
+	Inputs            []uint64 // table file numbers read
+	Outputs           []uint64 // table file numbers written; set at CompactionEnd
+	BytesIn, BytesOut uint64
+	Duration          time.Duration
+	Err               error
 }
 
 // FlushInfo describes a flush of a memtable to a table.

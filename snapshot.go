@@ -48,7 +48,7 @@ func (s *Snapshot) NewIter(o *IterOptions) (*Iterator, error) {
 	if s.closed.Load() || s.d.closedFlag.Load() {
 		return nil, ErrClosed
 	}
-	return s.d.newIter(s.seq, o), nil
+	return s.d.newIter(s.d.acquire(), s.seq, o), nil
 }
 
 // Close releases the snapshot: compactions may drop what only it could see.

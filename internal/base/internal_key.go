@@ -112,9 +112,10 @@ func MakeRangeDeleteSentinel(end []byte) InternalKey {
 // (MakeRangeDeleteSentinel) rather than a key the table holds.
 func (k InternalKey) IsExclusiveSentinel() bool { return k.Trailer == RangeDeleteSentinelTrailer }
 
-// Clone returns a copy of k that does not alias its user key.
+// Clone returns a copy of k that does not alias its user key. The copy of an
+// empty user key is empty, not nil (callers read nil as "no bound").
 func (k InternalKey) Clone() InternalKey {
-	return InternalKey{UserKey: append([]byte(nil), k.UserKey...), Trailer: k.Trailer}
+	return InternalKey{UserKey: append(make([]byte, 0, len(k.UserKey)), k.UserKey...), Trailer: k.Trailer}
 }
 
 func (k InternalKey) String() string {
