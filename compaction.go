@@ -64,16 +64,21 @@ func (d *DB) levelMaxBytes(l int) float64 {
 	return n
 }
 
-// levelScores returns each level's compaction score: level 0's table count
-// over L0CompactionThreshold, the others' bytes (less those being compacted
-// away) over their target. The last level scores 0.
+// levelScoresLocked returns each level's compaction score: level 0's table
+// count over L0CompactionThreshold, the others' bytes (less those being
+// compacted away) over their target. The last level scores 0.
 func (d *DB) levelScoresLocked(v *manifest.Version) [manifest.NumLevels]float64 {
+	return d.levelScores(v, d.busy)
+}
+
+// levelScores is levelScoresLocked with the busy tables given (nil: none).
+func (d *DB) levelScores(v *manifest.Version, busy map[uint64]bool) [manifest.NumLevels]float64 {
 	var s [manifest.NumLevels]float64
 	s[0] = float64(len(v.Levels[0])) / float64(d.opts.L0CompactionThreshold)
 	for l := 1; l < manifest.NumLevels-1; l++ {
 		var size uint64
 		for _, f := range v.Levels[l] {
-			if !d.busy[f.FileNum] {
+			if !busy[f.FileNum] {
 				size += f.Size
 			}
 		}

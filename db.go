@@ -111,6 +111,7 @@ type dbMetrics struct {
 	walBytes, flushes, flushBytes                       atomic.Uint64
 	compactions, compactBytesIn, compactBytesOut        atomic.Uint64
 	moves                                               atomic.Uint64
+	snapshots                                           atomic.Int64
 	stalls                                              atomic.Uint64
 	stallNanos                                          atomic.Int64
 	levels                                              [manifest.NumLevels]levelCounters

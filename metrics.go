@@ -43,7 +43,8 @@ type LevelMetrics struct {
 	Bytes uint64
 	// Score is the level's compaction score: at 1 or more it is due for
 	// compaction (level 0: tables over L0CompactionThreshold; the last
-	// level: always 0; the others: bytes over the level's target).
+	// level: always 0; the others: bytes over the level's target, counting
+	// tables a running compaction is moving out).
 	Score float64
 	// BytesWritten is the bytes of tables written into the level (by
 	// flushes for level 0, by compactions below it); BytesRead the bytes
@@ -92,10 +93,10 @@ func (d *DB) Metrics() *Metrics {
 		WriteStalls:          d.metrics.stalls.Load(),
 		WriteStallDuration:   time.Duration(d.metrics.stallNanos.Load()),
 	}
-	d.mu.Lock()
-	scores := d.levelScoresLocked(s.version)
-	m.Snapshots = len(d.snapshots)
-	d.mu.Unlock()
+	// No d.mu: Metrics may be called while the DB holds it (from an
+	// EventListener, or by code holding a lock a listener takes).
+	scores := d.levelScores(s.version, nil)
+	m.Snapshots = int(d.metrics.snapshots.Load())
 	for l := range manifest.NumLevels {
 		c := &d.metrics.levels[l]
 		m.Levels[l] = LevelMetrics{

@@ -25,6 +25,7 @@ func (d *DB) NewSnapshot() (*Snapshot, error) {
 	defer d.mu.Unlock()
 	s := &Snapshot{d: d, seq: base.SeqNum(d.visibleSeq.Load()) + 1}
 	d.snapshots = append(d.snapshots, s.seq) // visibleSeq only grows: still sorted
+	d.metrics.snapshots.Add(1)
 	return s, nil
 }
 
@@ -62,6 +63,7 @@ func (s *Snapshot) Close() error {
 	defer d.mu.Unlock()
 	if i := slices.Index(d.snapshots, s.seq); i >= 0 {
 		d.snapshots = slices.Delete(d.snapshots, i, i+1)
+		d.metrics.snapshots.Add(-1)
 	}
 	return nil
 }
