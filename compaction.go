@@ -47,7 +47,7 @@ func (c *compaction) stripe(seq base.SeqNum) int {
 // seq's stripe and above seq (the newest snapshot not seeing it), or
 // SeqNumMax+1.
 func (c *compaction) stripeCeiling(seq base.SeqNum) base.SeqNum {
-	i := sort.Search(len(c.snapshots), func(i int) bool { return seq < c.snapshots[i] })
+	i := c.stripe(seq)
 	if i == len(c.snapshots) {
 		return base.SeqNumMax + 1
 	}
@@ -148,15 +148,8 @@ func (d *DB) setupLocked(l int, inputs []*manifest.FileMetadata) *compaction {
 	if len(c.inputs[1]) > 0 {
 		c.lo, c.hi = keyRange(c.all())
 	}
-	for _, f := range c.all() {
-		if d.busy[f.FileNum] {
-			return nil
-		}
-	}
-	for _, r := range d.running {
-		if r.outputLevel == c.outputLevel && overlaps(r.lo, r.hi, c.lo, c.hi) {
-			return nil
-		}
+	if d.conflictsLocked(c) {
+		return nil
 	}
 	c.bottom = true
 	for ll := c.outputLevel + 1; ll < manifest.NumLevels && c.bottom; ll++ {
@@ -172,6 +165,22 @@ func (d *DB) setupLocked(l int, inputs []*manifest.FileMetadata) *compaction {
 	c.move = len(c.inputs[1]) == 0 && (l > 0 || len(inputs) == 1)
 	c.snapshots = slices.Clone(d.snapshots)
 	return c
+}
+
+// conflictsLocked reports whether c needs a table a running compaction holds,
+// or would write into a range a running compaction writes into.
+func (d *DB) conflictsLocked(c *compaction) bool {
+	for _, f := range c.all() {
+		if d.busy[f.FileNum] {
+			return true
+		}
+	}
+	for _, r := range d.running {
+		if r.outputLevel == c.outputLevel && overlaps(r.lo, r.hi, c.lo, c.hi) {
+			return true
+		}
+	}
+	return false
 }
 
 // startLocked marks a picked compaction's tables busy.
@@ -572,14 +581,7 @@ func (d *DB) compactLastLevelLocked(start, end []byte) error {
 		c := &compaction{level: last, outputLevel: last, manual: true, bottom: true}
 		c.inputs[0] = inputs
 		c.lo, c.hi = keyRange(inputs)
-		free := true
-		for _, f := range inputs {
-			free = free && !d.busy[f.FileNum]
-		}
-		for _, r := range d.running {
-			free = free && !(r.outputLevel == last && overlaps(r.lo, r.hi, c.lo, c.hi))
-		}
-		if !free {
+		if d.conflictsLocked(c) {
 			d.cond.Wait()
 			continue
 		}
