@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batchrepr"
 )
 
 // The largest key, value and batch bloomkv accepts; larger ones are refused
@@ -22,7 +23,7 @@ const (
 var ErrTooLarge = errors.New("bloomkv: too large")
 
 // batchHeaderLen is the encoded batch header: sequence number and count.
-const batchHeaderLen = 12
+const batchHeaderLen = batchrepr.HeaderLen
 
 // A Batch is a set of writes applied atomically by DB.Apply: after a crash
 // either all of them are in the store or none is. Its encoding is LevelDB's
@@ -130,71 +131,4 @@ func (b *Batch) Reset() {
 // setSeq records the sequence number of the batch's first write.
 func (b *Batch) setSeq(seq base.SeqNum) {
 	binary.LittleEndian.PutUint64(b.data, uint64(seq))
-}
-
-// batchEntry is one decoded write.
-type batchEntry struct {
-	kind       base.Kind
-	key, value []byte
-}
-
-// decodeBatch checks an encoded batch (a WAL record) and calls fn for each
-// write with its sequence number. Errors wrap ErrCorruption and name the
-// offset within the record.
-func decodeBatch(data []byte, fn func(seq base.SeqNum, e batchEntry)) (base.SeqNum, uint32, error) {
-	if len(data) < batchHeaderLen {
-		return 0, 0, base.CorruptionErrorf("batch of %d bytes is shorter than its header", len(data))
-	}
-	seq := base.SeqNum(binary.LittleEndian.Uint64(data))
-	count := binary.LittleEndian.Uint32(data[8:])
-	if seq > base.SeqNumMax || uint64(seq)+uint64(count) > uint64(base.SeqNumMax)+1 {
-		return 0, 0, base.CorruptionErrorf("batch sequence numbers %d+%d out of range", seq, count)
-	}
-	off := batchHeaderLen
-	for i := uint32(0); i < count; i++ {
-		if off >= len(data) {
-			return 0, 0, base.CorruptionErrorf("batch ends after %d of %d entries at offset %d", i, count, off)
-		}
-		kind := base.Kind(data[off])
-		if kind != base.KindSet && kind != base.KindDelete && kind != base.KindRangeDelete {
-			return 0, 0, base.CorruptionErrorf("batch entry %d: unknown kind %d at offset %d", i, kind, off)
-		}
-		off++
-		key, n, err := lengthPrefixed(data, off)
-		if err != nil {
-			return 0, 0, base.CorruptionErrorf("batch entry %d key: %w", i, err)
-		}
-		off = n
-		var value []byte
-		if kind != base.KindDelete {
-			if value, n, err = lengthPrefixed(data, off); err != nil {
-				return 0, 0, base.CorruptionErrorf("batch entry %d value: %w", i, err)
-			}
-			off = n
-			if kind == base.KindRangeDelete && bytes.Compare(key, value) >= 0 {
-				return 0, 0, base.CorruptionErrorf("batch entry %d: empty or inverted range deletion at offset %d", i, off)
-			}
-		}
-		if fn != nil {
-			fn(seq+base.SeqNum(i), batchEntry{kind, key, value})
-		}
-	}
-	if off != len(data) {
-		return 0, 0, base.CorruptionErrorf("batch has %d bytes after its %d entries at offset %d", len(data)-off, count, off)
-	}
-	return seq, count, nil
-}
-
-// lengthPrefixed decodes a varint-prefixed byte string at off, returning it
-// and the offset after it.
-func lengthPrefixed(data []byte, off int) ([]byte, int, error) {
-	n, l := binary.Uvarint(data[off:])
-	if l <= 0 {
-		return nil, 0, fmt.Errorf("bad length varint at offset %d", off)
-	}
-	off += l
-	if n > uint64(len(data)-off) {
-		return nil, 0, fmt.Errorf("length %d at offset %d overruns the batch", n, off-l)
-	}
-	return data[off : off+int(n) : off+int(n)], off + int(n), nil
 }

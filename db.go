@@ -21,6 +21,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batchrepr"
 	"github.com/bloomkv/bloomkv/internal/cache"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
@@ -137,11 +138,20 @@ func Open(dir string, opts *Options) (*DB, error) {
 			return nil, fmt.Errorf("bloomkv: creating %s: %w", dir, err)
 		}
 	}
-	if d.lock, err = d.fs.Lock(vfs.Join(dir, lockName)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) && o.ReadOnly {
+	if o.ReadOnly {
+		// Look before locking: locking creates LOCK, and a read-only open
+		// writes nothing where there is no store.
+		f, err := d.fs.Open(vfs.Join(dir, currentName))
+		if err != nil {
 			return nil, fmt.Errorf("bloomkv: opening %s read-only: no store there: %w", dir, err)
 		}
-		return nil, fmt.Errorf("bloomkv: %s is in use by another process or DB: %w", dir, err)
+		f.Close()
+	}
+	if d.lock, err = d.fs.Lock(vfs.Join(dir, lockName)); err != nil {
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("bloomkv: %s is in use by another process or DB: %w", dir, err)
+		}
+		return nil, fmt.Errorf("bloomkv: locking %s: %w", dir, err)
 	}
 	d.cache = cache.New(o.CacheSize, cache.Options{})
 	d.tables = &tableCache{fs: d.fs, dir: dir, cache: d.cache, tables: map[uint64]*openTable{}}
@@ -352,7 +362,7 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 			if tornIn != "" {
 				return nil, base.CorruptionErrorf("bloomkv: %s ends torn but a later log, %s, holds records", tornIn, name)
 			}
-			seq, count, err := decodeBatch(rec, nil)
+			seq, count, err := batchrepr.Decode(rec, nil)
 			if err != nil {
 				return nil, fmt.Errorf("bloomkv: %s: %w", name, err)
 			}
@@ -376,8 +386,8 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 type walBatch []byte
 
 func (b walBatch) Each(fn func(key base.InternalKey, value []byte)) {
-	decodeBatch(b, func(seq base.SeqNum, e batchEntry) {
-		fn(base.MakeInternalKey(e.key, seq, e.kind), e.value)
+	batchrepr.Decode(b, func(seq base.SeqNum, e batchrepr.Entry) {
+		fn(base.MakeInternalKey(e.Key, seq, e.Kind), e.Value)
 	})
 }
 

@@ -400,3 +400,21 @@ func (f *Filter) Stats() Info {
 	info.BitsSetInLines = popcountBytes(f.lines)
 	return info
 }
+
+// EstimateKeys estimates how many distinct keys the filter holds from the
+// bits set, line by line: each key sets k distinct bits of its 512-bit line,
+// so a line that x keys hit has about 512·(1-(1-k/512)^x) bits set, and
+// x ≈ ln(1 - set/512) / ln(1 - k/512). A line with every bit set counts as
+// if one bit were clear. Inspection tools compare it with the stated count.
+func (f *Filter) EstimateKeys() float64 {
+	if f.numLines == 0 || f.k == 0 {
+		return 0
+	}
+	per := math.Log1p(-float64(f.k) / lineBits)
+	var total float64
+	for l := uint64(0); l < f.numLines; l++ {
+		set := popcountBytes(f.lines[l*LineBytes : (l+1)*LineBytes])
+		total += math.Log1p(-min(float64(set), lineBits-1)/lineBits) / per
+	}
+	return total
+}

@@ -169,6 +169,22 @@ func TestSizeAndInfo(t *testing.T) {
 	}
 }
 
+func TestEstimateKeys(t *testing.T) {
+	for _, c := range []struct{ n, bpk int }{{100, 10}, {20000, 10}, {20000, 4}, {20000, 20}} {
+		f, err := Decode(encodeKeys(c.bpk, randomKeys(5, c.n, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if est := f.EstimateKeys(); math.Abs(est-float64(c.n)) > 0.05*float64(c.n)+3 {
+			t.Errorf("%d keys at %d bits/key: estimated %.1f", c.n, c.bpk, est)
+		}
+	}
+	empty, err := Decode(encodeKeys(10, nil))
+	if err != nil || empty.EstimateKeys() != 0 {
+		t.Fatalf("empty filter: %v, estimate %v", err, empty.EstimateKeys())
+	}
+}
+
 func TestConsecutiveDuplicatesCountOnce(t *testing.T) {
 	keys := randomKeys(4, 500, 0)
 	once, twice := NewBuilder(10), NewBuilder(10)

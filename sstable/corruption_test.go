@@ -57,6 +57,21 @@ func readAll(data []byte, probes [][]byte) (tableContents, error) {
 		}
 		c.gets = append(c.gets, fmt.Sprintf("%v/%v/%q", found, kind, v))
 	}
+	// The inspection paths read every block their own way: no panics, and
+	// a table that read back cleanly above has sound blocks.
+	for _, b := range rd.Layout().Blocks {
+		if b.Err == nil && b.Kind != BlockFilter {
+			if err := rd.BlockRecords(b, func(k, v []byte) bool { return true }); err != nil {
+				return c, fmt.Errorf("block records of a sound block: %w", err)
+			}
+		}
+	}
+	rd.Check()
+	if f, err := rd.TableFilter(); err == nil && f != nil {
+		for _, p := range probes {
+			f.MayContain(p)
+		}
+	}
 	return c, nil
 }
 

@@ -2,8 +2,10 @@ package sstable
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 )
@@ -132,4 +134,40 @@ func (p *Properties) decode(it *blockIter) error {
 		}
 	}
 	return it.err
+}
+
+// rocksDBNumeric are RocksDB's numeric properties that bloomkv stores under
+// User, uvarint-encoded like the others.
+var rocksDBNumeric = map[string]bool{
+	"rocksdb.column.family.id": true, "rocksdb.creation.time": true, "rocksdb.file.creation.time": true,
+	"rocksdb.fixed.key.length": true, "rocksdb.format.version": true, "rocksdb.index.key.is.user.key": true,
+	"rocksdb.index.value.is.delta.encoded": true, "rocksdb.merge.operands": true, "rocksdb.oldest.key.time": true,
+	"rocksdb.num.filter_entries": true, "rocksdb.top-level.index.size": true, "rocksdb.index.partitions": true,
+	"rocksdb.external_sst_file.version": true, "rocksdb.external_sst_file.global_seqno": true,
+}
+
+// DescribeProperty returns a property's stored value for display: the
+// numbers bloomkv interprets in decimal, printable strings quoted, anything
+// else in hex.
+func DescribeProperty(name string, value []byte) string {
+	var p Properties
+	if _, ok := p.uints()[name]; ok || rocksDBNumeric[name] {
+		if n, l := binary.Uvarint(value); l > 0 && l == len(value) {
+			return strconv.FormatUint(n, 10)
+		}
+	}
+	if name == propIndexType && len(value) == 4 {
+		return strconv.FormatUint(uint64(binary.LittleEndian.Uint32(value)), 10)
+	}
+	printable := true
+	for _, c := range value {
+		if c < 0x20 || c >= 0x7f {
+			printable = false
+			break
+		}
+	}
+	if printable {
+		return strconv.Quote(string(value))
+	}
+	return "0x" + hex.EncodeToString(value)
 }

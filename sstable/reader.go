@@ -65,7 +65,8 @@ type Reader struct {
 	hasFilter bool
 	rangeDels []RangeDeletion
 	props     Properties
-	iters     sync.Pool // *Iter for Get
+	meta      map[string]BlockHandle // the metaindex: meta blocks by name
+	iters     sync.Pool              // *Iter for Get
 }
 
 // NewReader opens the table of size bytes that r holds. It checks the footer
@@ -113,6 +114,7 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	if mi.err != nil {
 		return nil, mi.err
 	}
+	t.meta = handles
 	if bh, ok := handles[metaPropertiesName]; ok {
 		b, err := t.readBlock(bh, "properties")
 		if err != nil {

@@ -136,6 +136,7 @@ type Reader struct {
 	tornAt   int64
 	tornWhy  string
 	rec      []byte
+	recOff   int64
 	finished bool
 }
 
@@ -154,6 +155,10 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 func (r *Reader) TornTail() (offset int64, why string, torn bool) {
 	return r.tornAt, r.tornWhy, r.torn
 }
+
+// Offset returns the file offset at which the record Next last returned
+// begins (its first chunk's header).
+func (r *Reader) Offset() int64 { return r.recOff }
 
 // Next returns the next record; it aliases the Reader's memory until the next
 // call. At the end of the log, clean or torn, it returns io.EOF.
@@ -187,6 +192,7 @@ func (r *Reader) Next() ([]byte, error) {
 			recStart = c.at
 			r.rec = append(r.rec, c.payload...)
 			if c.typ == typeFull {
+				r.recOff = int64(recStart)
 				return r.rec, nil
 			}
 			inRecord = true
@@ -196,6 +202,7 @@ func (r *Reader) Next() ([]byte, error) {
 			}
 			r.rec = append(r.rec, c.payload...)
 			if c.typ == typeLast {
+				r.recOff = int64(recStart)
 				return r.rec, nil
 			}
 		}

@@ -94,6 +94,23 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+func TestRecordOffsets(t *testing.T) {
+	recs := records(1)
+	data, offs := writeLog(t, recs)
+	r, err := NewReader(bytes.NewReader(data), "test.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if r.Offset() != offs[i] {
+			t.Fatalf("record %d: Offset %d, the writer wrote it at %d", i, r.Offset(), offs[i])
+		}
+	}
+}
+
 func TestAppendToExistingLog(t *testing.T) {
 	recs := records(2)
 	data, _ := writeLog(t, recs[:10])

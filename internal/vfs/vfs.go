@@ -127,6 +127,11 @@ func (osFS) SyncDir(dir string) error {
 
 func (osFS) Lock(name string) (io.Closer, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		// A store on a read-only mount or owned by another user can still
+		// be locked (flock needs no write access) for reading.
+		f, err = os.Open(name)
+	}
 	if err != nil {
 		return nil, err
 	}

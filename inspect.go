@@ -1,0 +1,196 @@
+package bloomkv
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/sstable"
+)
+
+// TableInfo describes one table of the store.
+type TableInfo struct {
+	Level   int
+	FileNum uint64
+	// Name is the table's file name within the store's directory.
+	Name string
+	Size uint64
+	// Smallest and Largest bound the user keys of the table's entries and
+	// range deletions. LargestExclusive is true when Largest is the end of
+	// a range deletion, which the table does not hold.
+	Smallest, Largest []byte
+	LargestExclusive  bool
+	// SmallestSeq and LargestSeq bound its sequence numbers.
+	SmallestSeq, LargestSeq uint64
+}
+
+// SSTables returns the store's tables level by level: level 0 newest first,
+// the other levels in key order.
+func (d *DB) SSTables() ([][]TableInfo, error) {
+	if d.closedFlag.Load() {
+		return nil, ErrClosed
+	}
+	s := d.acquire()
+	defer d.release(s)
+	out := make([][]TableInfo, manifest.NumLevels)
+	for l, files := range s.version.Levels {
+		for _, f := range files {
+			out[l] = append(out[l], TableInfo{
+				Level: l, FileNum: f.FileNum, Name: tableName(f.FileNum), Size: f.Size,
+				Smallest: bytes.Clone(f.Smallest.UserKey), Largest: bytes.Clone(f.Largest.UserKey),
+				LargestExclusive: f.Largest.IsExclusiveSentinel(),
+				SmallestSeq:      uint64(f.SmallestSeq), LargestSeq: uint64(f.LargestSeq),
+			})
+		}
+	}
+	return out, nil
+}
+
+// CheckStats counts what Check read.
+type CheckStats struct {
+	Tables, Blocks int
+	// Entries and RangeDeletions count the tables' point entries and
+	// range-deletion fragments; LiveKeys the keys a full scan of the store
+	// returns.
+	Entries, RangeDeletions, LiveKeys uint64
+}
+
+// CheckError lists the problems Check found. It wraps each of them, so
+// errors.Is(err, ErrCorruption) reports a damaged store.
+type CheckError struct {
+	Problems []error
+	// More counts the problems found beyond those listed.
+	More int
+}
+
+// Error names the first problem and counts the others.
+func (e *CheckError) Error() string {
+	if n := len(e.Problems) - 1 + e.More; n > 0 {
+		return fmt.Sprintf("%v (and %d more problems)", e.Problems[0], n)
+	}
+	return e.Problems[0].Error()
+}
+
+// Unwrap returns the problems.
+func (e *CheckError) Unwrap() []error { return e.Problems }
+
+// maxCheckProblems bounds the problems Check collects.
+const maxCheckProblems = 1000
+
+// Check verifies the whole store as it is now: every table of the current
+// version, block by block (checksums, key order, index separators, every key
+// in its table's filter, range deletions, properties), that each table's
+// size, key range and sequence numbers are those the manifest records and
+// that no sequence number is beyond the store's last, and, when the tables
+// are sound, that a full scan returns keys in strictly increasing order. It
+// reads every block, does not stop at the first problem, and returns a
+// *CheckError listing them.
+func (d *DB) Check() (CheckStats, error) {
+	var st CheckStats
+	if d.closedFlag.Load() {
+		return st, ErrClosed
+	}
+	s := d.acquire()
+	readSeq := base.SeqNum(d.visibleSeq.Load()) + 1
+	d.mu.Lock()
+	lastSeq := d.lastSeq // assigned, perhaps not yet visible: the bound for tables
+	d.mu.Unlock()
+	var problems []error
+	more := 0
+	problem := func(err error) {
+		if len(problems) < maxCheckProblems {
+			problems = append(problems, err)
+		} else {
+			more++
+		}
+	}
+	for l, files := range s.version.Levels {
+		for _, f := range files {
+			st.Tables++
+			r, err := d.tables.get(f.FileNum)
+			if err != nil {
+				problem(fmt.Errorf("bloomkv: L%d table %s: %w", l, d.path(tableName(f.FileNum)), err))
+				continue
+			}
+			rep := r.Check()
+			st.Blocks += rep.Blocks
+			st.Entries += rep.Entries
+			st.RangeDeletions += uint64(rep.RangeDeletions)
+			for _, p := range rep.Problems {
+				problem(p)
+			}
+			more += rep.MoreProblems
+			if !rep.Complete {
+				continue // its ranges are partial: comparing them says nothing more
+			}
+			for _, err := range checkTableMeta(d.path(tableName(f.FileNum)), l, f, r, rep, lastSeq) {
+				problem(err)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		// A damaged table would fail the scan with a problem already listed.
+		d.release(s)
+		return st, &CheckError{Problems: problems, More: more}
+	}
+	it := d.newIter(s, readSeq, nil) // owns the reference to s
+	var prev []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		if st.LiveKeys > 0 && bytes.Compare(prev, it.Key()) >= 0 {
+			problem(base.CorruptionErrorf("bloomkv: %s: a full scan returns %q after %q", d.dir, it.Key(), prev))
+		}
+		prev = append(prev[:0], it.Key()...)
+		st.LiveKeys++
+	}
+	if err := it.Close(); err != nil {
+		problem(fmt.Errorf("bloomkv: %s: full scan: %w", d.dir, err))
+	}
+	if len(problems) > 0 {
+		return st, &CheckError{Problems: problems, More: more}
+	}
+	return st, nil
+}
+
+// checkTableMeta compares a table's contents with what the manifest says of
+// it.
+func checkTableMeta(name string, level int, f *manifest.FileMetadata, r *sstable.Reader, rep *sstable.CheckReport, lastSeq base.SeqNum) []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, base.CorruptionErrorf("bloomkv: L%d table %s: "+format, append([]any{level, name}, args...)...))
+	}
+	if r.Size() != f.Size {
+		bad("%d bytes, the manifest records %d", r.Size(), f.Size)
+	}
+	// The bounds a table of these contents gets when written (tableBuilder).
+	var lo, hi base.InternalKey
+	have := false
+	extend := func(a, b base.InternalKey) {
+		if !have || base.CompareInternal(a, lo) < 0 {
+			lo = a
+		}
+		if !have || base.CompareInternal(b, hi) > 0 {
+			hi = b
+		}
+		have = true
+	}
+	if rep.Smallest != nil {
+		extend(*rep.Smallest, *rep.Largest)
+	}
+	for _, t := range r.RangeDeletions() {
+		extend(base.MakeInternalKey(t.Start, t.SeqNum, base.KindRangeDelete), base.MakeRangeDeleteSentinel(t.End))
+	}
+	switch {
+	case !have:
+		bad("holds no entries")
+	case base.CompareInternal(lo, f.Smallest) != 0 || base.CompareInternal(hi, f.Largest) != 0:
+		bad("holds keys %s to %s, the manifest records %s to %s", lo, hi, f.Smallest, f.Largest)
+	}
+	if have && (rep.SmallestSeq != f.SmallestSeq || rep.LargestSeq != f.LargestSeq) {
+		bad("holds sequence numbers %d to %d, the manifest records %d to %d", rep.SmallestSeq, rep.LargestSeq, f.SmallestSeq, f.LargestSeq)
+	}
+	if have && rep.LargestSeq > lastSeq {
+		bad("holds sequence number %d, beyond the store's last, %d", rep.LargestSeq, lastSeq)
+	}
+	return errs
+}

@@ -1,0 +1,622 @@
+package sstable
+
+// Inspection: the blocks a table is made of, their entries, its filter, and a
+// full consistency check. These serve tools (tools/bloomkv) and the store's
+// Check, not the read path; they read blocks without the cache.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/bloomkv/bloomkv/filterblock"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rocksbloom"
+)
+
+// BlockKind says what a block of a table holds.
+type BlockKind uint8
+
+// The kinds of block.
+const (
+	BlockData BlockKind = iota + 1
+	BlockIndex
+	BlockIndexPartition
+	BlockMetaindex
+	BlockProperties
+	BlockFilter
+	BlockRangeDel
+	// BlockMeta is a meta block bloomkv does not interpret.
+	BlockMeta
+)
+
+func (k BlockKind) String() string {
+	switch k {
+	case BlockData:
+		return "data"
+	case BlockIndex:
+		return "index"
+	case BlockIndexPartition:
+		return "index-partition"
+	case BlockMetaindex:
+		return "metaindex"
+	case BlockProperties:
+		return "properties"
+	case BlockFilter:
+		return "filter"
+	case BlockRangeDel:
+		return "range-del"
+	case BlockMeta:
+		return "meta"
+	}
+	return fmt.Sprintf("BlockKind(%d)", uint8(k))
+}
+
+// BlockInfo describes one block of a table.
+type BlockInfo struct {
+	Kind BlockKind
+	// Name is the block's name in the metaindex, for meta blocks.
+	Name   string
+	Handle BlockHandle
+	// Compression is the block's trailer type byte.
+	Compression Compression
+	// Err says why the block is unsound (checksum mismatch, bad
+	// compression, malformed entries or filter); nil when it is sound.
+	Err error
+}
+
+// Layout is the block structure of a table.
+type Layout struct {
+	Format TableFormat
+	// FormatVersion is the RocksDB format version (0 for LevelDB tables).
+	FormatVersion uint32
+	// Blocks are the table's blocks in file order.
+	Blocks []BlockInfo
+	// FooterOffset and FooterLength place the footer, which ends the file.
+	FooterOffset, FooterLength uint64
+}
+
+// Point-deletion kinds of RocksDB and Pebble that bloomkv does not write but
+// counts, as they do, among a table's deletions.
+const (
+	kindSingleDelete base.Kind = 7
+	kindDeleteSized  base.Kind = 23
+)
+
+// rocksFilterName is the metaindex name of the RocksDB built-in Bloom filter
+// that Pebble writes.
+const rocksFilterName = "fullfilter." + rocksbloom.PolicyName
+
+// Layout reads every block of the table, verifying each, and returns where
+// they lie. A block that fails verification is listed with its Err; data
+// blocks behind an unsound index partition cannot be found and are missing.
+func (t *Reader) Layout() *Layout { return t.layout(true) }
+
+// Blocks returns where the table's blocks lie without reading them, beyond
+// the index partitions that locate the data blocks: Compression is not
+// filled in, and Err only for a partition that cannot be read.
+func (t *Reader) Blocks() *Layout { return t.layout(false) }
+
+func (t *Reader) layout(verify bool) *Layout {
+	l := &Layout{Format: t.footer.format, FormatVersion: t.footer.version}
+	l.FooterLength = levelDBFooterLen
+	if t.footer.format == TableFormatRocksDBv2 {
+		l.FooterLength = rocksDBFooterLen
+	}
+	l.FooterOffset = t.size - l.FooterLength
+	type at struct {
+		off  uint64
+		kind BlockKind
+	}
+	listed := map[at]int{}
+	add := func(kind BlockKind, name string, bh BlockHandle, err error) {
+		if i, ok := listed[at{bh.Offset, kind}]; ok {
+			// Listed already: an error found reading its entries.
+			if l.Blocks[i].Err == nil {
+				l.Blocks[i].Err = err
+			}
+			return
+		}
+		b := BlockInfo{Kind: kind, Name: name, Handle: bh, Err: err}
+		if verify && err == nil {
+			b = t.inspect(kind, name, bh)
+		}
+		listed[at{bh.Offset, kind}] = len(l.Blocks)
+		l.Blocks = append(l.Blocks, b)
+	}
+	add(BlockMetaindex, "", t.footer.metaindex, nil)
+	for name, bh := range t.meta {
+		kind := BlockMeta
+		switch {
+		case name == metaPropertiesName:
+			kind = BlockProperties
+		case name == metaRangeDelName || name == metaRangeDelV1Name:
+			kind = BlockRangeDel
+		case strings.HasPrefix(name, "fullfilter.") || strings.HasPrefix(name, "filter.") || strings.HasPrefix(name, "partitionedfilter."):
+			kind = BlockFilter
+		}
+		add(kind, name, bh, nil)
+	}
+	add(BlockIndex, "", t.footer.index, nil)
+	t.eachDataHandle(func(kind BlockKind, bh BlockHandle, _ []byte, err error) bool {
+		add(kind, "", bh, err)
+		return true
+	})
+	slices.SortFunc(l.Blocks, func(a, b BlockInfo) int {
+		if a.Handle.Offset != b.Handle.Offset {
+			return cmpUint(a.Handle.Offset, b.Handle.Offset)
+		}
+		return int(a.Kind) - int(b.Kind)
+	})
+	return l
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// inspect reads and verifies one block.
+func (t *Reader) inspect(kind BlockKind, name string, bh BlockHandle) BlockInfo {
+	info := BlockInfo{Kind: kind, Name: name, Handle: bh}
+	var typ [1]byte
+	if bh.Offset <= t.size && bh.Length < t.size-bh.Offset {
+		if err := t.readAt(typ[:], bh.Offset+bh.Length); err == nil {
+			info.Compression = Compression(typ[0])
+		}
+	}
+	_, info.Err = t.readKind(kind, name, bh)
+	return info
+}
+
+// readKind reads, verifies and decodes the block at bh as a block of kind:
+// filters are decoded as filters, other blocks' entries are walked.
+func (t *Reader) readKind(kind BlockKind, name string, bh BlockHandle) ([]byte, error) {
+	label := kind.String()
+	if kind == BlockFilter {
+		label = "filter"
+	}
+	b, err := t.readBlock(bh, label)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case kind == BlockFilter:
+		// A filter format bloomkv does not read has its checksum checked only.
+		if _, err := t.decodeTableFilter(name, bh, b); err != nil {
+			return nil, err
+		}
+	default:
+		var it blockIter
+		if err := it.init(b, true, t.where(label, bh)); err != nil {
+			return nil, err
+		}
+		for ok := it.first(); ok; ok = it.next() {
+		}
+		if it.err != nil {
+			return nil, it.err
+		}
+	}
+	return b, nil
+}
+
+// eachDataHandle calls fn with the handle of every data block in index order,
+// with the index entry's key (the block's separator), or with the handle of
+// an index partition that cannot be read and the error, until fn returns
+// false.
+func (t *Reader) eachDataHandle(fn func(kind BlockKind, bh BlockHandle, sep []byte, err error) bool) {
+	index := t.index
+	if index == nil { // held by the cache: read it again
+		var err error
+		if index, err = t.readBlock(t.footer.index, "index"); err != nil {
+			fn(BlockIndex, t.footer.index, nil, err)
+			return
+		}
+	}
+	var top blockIter
+	if err := top.init(index, false, t.where("index", t.footer.index)); err != nil {
+		fn(BlockIndex, t.footer.index, nil, err)
+		return
+	}
+	twoLevel := t.props.IndexType == indexTypeTwoLevel
+	for ok := top.first(); ok; ok = top.next() {
+		bh, n := decodeHandle(top.value)
+		if n == 0 {
+			fn(BlockIndex, t.footer.index, nil, top.corrupt(top.offset, fmt.Sprintf("bad block handle %x", top.value)))
+			return
+		}
+		if !twoLevel {
+			if !fn(BlockData, bh, top.key, nil) {
+				return
+			}
+			continue
+		}
+		if !fn(BlockIndexPartition, bh, top.key, nil) {
+			return
+		}
+		b, err := t.readBlock(bh, BlockIndexPartition.String())
+		var part blockIter
+		if err == nil {
+			err = part.init(b, false, t.where(BlockIndexPartition.String(), bh))
+		}
+		if err != nil {
+			if !fn(BlockIndexPartition, bh, nil, err) {
+				return
+			}
+			continue
+		}
+		for ok := part.first(); ok; ok = part.next() {
+			dh, n := decodeHandle(part.value)
+			if n == 0 {
+				part.corrupt(part.offset, fmt.Sprintf("bad block handle %x", part.value))
+				break
+			}
+			if !fn(BlockData, dh, part.key, nil) {
+				return
+			}
+		}
+		if part.err != nil && !fn(BlockIndexPartition, bh, nil, part.err) {
+			return
+		}
+	}
+	if top.err != nil {
+		fn(BlockIndex, t.footer.index, nil, top.err)
+	}
+}
+
+// BlockRecords calls fn with each entry of block b, keys as stored (internal
+// keys in data, index and range-deletion blocks; names in the metaindex and
+// properties) and values as stored (block handles in index blocks and the
+// metaindex), until fn returns false. Filter blocks hold bits, not entries:
+// for them it returns an error. Keys and values are valid only during fn.
+func (t *Reader) BlockRecords(b BlockInfo, fn func(key, value []byte) bool) error {
+	if b.Kind == BlockFilter {
+		return fmt.Errorf("sstable: %s: filter block %s holds no entries", t.opts.FileName, b.Handle)
+	}
+	data, err := t.readBlock(b.Handle, b.Kind.String())
+	if err != nil {
+		return err
+	}
+	var it blockIter
+	if err := it.init(data, true, t.where(b.Kind.String(), b.Handle)); err != nil {
+		return err
+	}
+	for ok := it.first(); ok; ok = it.next() {
+		if !fn(it.key, it.value) {
+			return nil
+		}
+	}
+	return it.err
+}
+
+// DecodeBlockHandle decodes the block handle at the start of b (an index or
+// metaindex value), returning it and its encoded length, or n = 0 when b
+// does not start with one. Bytes after the handle (Pebble stores block
+// properties there) are not its concern.
+func DecodeBlockHandle(b []byte) (h BlockHandle, n int) { return decodeHandle(b) }
+
+// TableFilter is a table's whole-table filter, bloomkv's blocked Bloom filter
+// or the RocksDB built-in Bloom filter that Pebble writes, described for
+// inspection.
+type TableFilter struct {
+	// Policy is the filter policy's name.
+	Policy string
+	// Lines, LineBits and Probes are the filter's geometry: Lines cache
+	// lines of LineBits bits, Probes bits tested per key within one line.
+	Lines, LineBits, Probes int
+	// DistinctProbes is true when a key's probes are distinct bits
+	// (bloomkv's); RocksDB's may repeat.
+	DistinctProbes bool
+	// StatedKeys is the key count the filter records (-1 when its format
+	// records none) and BitsPerKey the bits/key it was built for (0 when
+	// not recorded).
+	StatedKeys int64
+	BitsPerKey int
+	// BitsSet is the number of bits set; EstimatedKeys the number of keys
+	// estimated from them.
+	BitsSet       uint64
+	EstimatedKeys float64
+	// Size is the filter block's length in bytes.
+	Size int
+
+	mayContain func(key []byte) bool
+}
+
+// MayContain probes the filter: false means the table lacks key.
+func (f *TableFilter) MayContain(key []byte) bool { return f.mayContain(key) }
+
+// ExpectedFPRate returns the false-positive rate the filter's geometry
+// predicts when it holds keys keys, for an ideal hash.
+func (f *TableFilter) ExpectedFPRate(keys uint64) float64 {
+	if keys == 0 {
+		return 0
+	}
+	bpk := float64(f.Lines) * float64(f.LineBits) / float64(keys)
+	if f.DistinctProbes && f.LineBits == filterblock.LineBytes*8 {
+		return filterblock.ExpectedFPRate(bpk, f.Probes)
+	}
+	return filterblock.TheoreticalFPRate(bpk, f.Probes)
+}
+
+// TableFilter returns the table's filter, bloomkv's or RocksDB's built-in
+// Bloom filter, or nil when it has neither.
+func (t *Reader) TableFilter() (*TableFilter, error) {
+	for _, name := range []string{metaFilterName, rocksFilterName} {
+		if bh, ok := t.meta[name]; ok {
+			b, err := t.readBlock(bh, "filter")
+			if err != nil {
+				return nil, err
+			}
+			return t.decodeTableFilter(name, bh, b)
+		}
+	}
+	return nil, nil
+}
+
+// decodeTableFilter decodes the filter block b stored under name in the
+// metaindex; nil when bloomkv does not read that filter's format.
+func (t *Reader) decodeTableFilter(name string, bh BlockHandle, b []byte) (*TableFilter, error) {
+	var tf *TableFilter
+	var err error
+	switch name {
+	case metaFilterName:
+		var f filterblock.Filter
+		if f, err = filterblock.Decode(b); err == nil {
+			info := f.Stats()
+			tf = &TableFilter{
+				Policy: FilterPolicyName, Lines: info.Lines, LineBits: filterblock.LineBytes * 8, Probes: info.Probes,
+				DistinctProbes: true, StatedKeys: int64(info.Keys), BitsPerKey: info.BitsPerKey,
+				BitsSet: info.BitsSetInLines, EstimatedKeys: f.EstimateKeys(), Size: info.EncodedLength,
+				mayContain: f.MayContain,
+			}
+		}
+	case rocksFilterName:
+		var f rocksbloom.Filter
+		if f, err = rocksbloom.Decode(b); err == nil {
+			tf = &TableFilter{
+				Policy: rocksbloom.PolicyName, Lines: f.Lines(), LineBits: f.LineBits(), Probes: f.Probes(),
+				StatedKeys: -1, BitsSet: f.BitsSet(), EstimatedKeys: f.EstimateKeys(), Size: len(b),
+				mayContain: f.MayContain,
+			}
+		}
+	}
+	if errors.Is(err, rocksbloom.ErrUnsupported) {
+		return nil, nil // a format bloomkv does not read, like any other
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, bh, err)
+	}
+	return tf, nil
+}
+
+// CheckReport is what Check found.
+type CheckReport struct {
+	// Blocks is the number of blocks read and verified.
+	Blocks int
+	// Entries is the number of point entries walked, UserKeys the distinct
+	// user keys among them (each probed in the filter when there is one),
+	// RangeDeletions the range-deletion fragments.
+	Entries, UserKeys uint64
+	RangeDeletions    int
+	// SmallestSeq and LargestSeq bound the sequence numbers seen.
+	SmallestSeq, LargestSeq base.SeqNum
+	// Smallest and Largest are the first and last point keys read (nil
+	// when none was).
+	Smallest, Largest *base.InternalKey
+	// Complete is true when every data block was read: the counts, key
+	// and sequence ranges above are then the table's, not a part of it.
+	Complete bool
+	// Problems lists what is wrong, at most MaxCheckProblems of them;
+	// MoreProblems counts those left out.
+	Problems     []error
+	MoreProblems int
+}
+
+// MaxCheckProblems bounds the problems a CheckReport lists.
+const MaxCheckProblems = 100
+
+func (r *CheckReport) problem(err error) {
+	if len(r.Problems) < MaxCheckProblems {
+		r.Problems = append(r.Problems, err)
+	} else {
+		r.MoreProblems++
+	}
+}
+
+// Err returns the first problem, noting how many more there are, or nil.
+func (r *CheckReport) Err() error {
+	if len(r.Problems) == 0 {
+		return nil
+	}
+	if n := len(r.Problems) - 1 + r.MoreProblems; n > 0 {
+		return fmt.Errorf("%w (and %d more problems)", r.Problems[0], n)
+	}
+	return r.Problems[0]
+}
+
+// Check verifies the whole table: the checksum and structure of every block;
+// that point keys are in strictly increasing internal-key order, within and
+// across blocks; that each index separator lies between its block's last key
+// and the next block's first; that every user key passes the table's filter
+// (a filter must have no false negatives); that range deletions are sound;
+// and that the properties' counts match the entries. It reads every block
+// and does not stop at the first problem.
+func (t *Reader) Check() *CheckReport {
+	r := &CheckReport{}
+	layout := t.Layout()
+	bad := map[uint64]bool{}
+	for _, b := range layout.Blocks {
+		r.Blocks++
+		if b.Err != nil {
+			r.problem(b.Err)
+			bad[b.Handle.Offset] = true
+		}
+	}
+	filter, err := t.TableFilter()
+	if err != nil {
+		filter = nil // already a problem: its block is in the layout
+	}
+	var (
+		prev, prevSep, last   []byte // encoded internal keys; last is the last read
+		prevUser              []byte
+		deletions, dataBlocks uint64
+		haveSeq               bool
+		unread                bool // a block could not be read: counts are partial
+		smallest, largest     base.InternalKey
+	)
+	t.eachDataHandle(func(kind BlockKind, bh BlockHandle, sep []byte, err error) bool {
+		if err != nil {
+			if !bad[bh.Offset] {
+				r.problem(err)
+			}
+			unread = true
+			return true
+		}
+		if kind != BlockData {
+			return true
+		}
+		dataBlocks++
+		where := t.where("data", bh)
+		if _, ok := base.DecodeInternalKey(sep); !ok {
+			r.problem(corruptionf("%s: index entry for data block %s: separator %x is not an internal key", t.opts.FileName, bh, sep))
+		}
+		if bad[bh.Offset] {
+			prev, prevSep = nil, append(prevSep[:0], sep...)
+			unread = true
+			return true
+		}
+		b, err := t.readBlock(bh, "data")
+		var it blockIter
+		if err == nil {
+			err = it.init(b, false, where)
+		}
+		if err != nil {
+			r.problem(err)
+			unread = true
+			return true
+		}
+		first := true
+		for ok := it.first(); ok; ok = it.next() {
+			k, ok := base.DecodeInternalKey(it.key)
+			if !ok {
+				r.problem(it.corrupt(it.offset, fmt.Sprintf("key %x is not an internal key", it.key)))
+				break
+			}
+			if first && prevSep != nil && base.CompareEncoded(prevSep, it.key) >= 0 {
+				r.problem(corruptionf("%s: data block %s: first key %s does not sort after the previous block's separator", t.opts.FileName, bh, k))
+			}
+			first = false
+			if prev != nil && base.CompareEncoded(prev, it.key) >= 0 {
+				r.problem(corruptionf("%s: data block %s: offset %d in block: key %s is out of order after %s", t.opts.FileName, bh, it.offset, k, mustDecode(prev)))
+			}
+			if base.CompareEncoded(it.key, sep) > 0 {
+				r.problem(corruptionf("%s: data block %s: offset %d in block: key %s sorts after the block's index separator %s", t.opts.FileName, bh, it.offset, k, mustDecode(sep)))
+			}
+			prev = append(prev[:0], it.key...)
+			last = append(last[:0], it.key...)
+			r.Entries++
+			switch k.Kind() {
+			case base.KindDelete, kindSingleDelete, kindDeleteSized:
+				deletions++
+			}
+			if !haveSeq {
+				r.SmallestSeq, r.LargestSeq, haveSeq = k.SeqNum(), k.SeqNum(), true
+			}
+			r.SmallestSeq, r.LargestSeq = min(r.SmallestSeq, k.SeqNum()), max(r.LargestSeq, k.SeqNum())
+			if r.Entries == 1 {
+				smallest = k.Clone()
+			}
+			if r.UserKeys == 0 || !bytes.Equal(prevUser, k.UserKey) {
+				r.UserKeys++
+				prevUser = append(prevUser[:0], k.UserKey...)
+				if filter != nil && !filter.MayContain(k.UserKey) {
+					r.problem(corruptionf("%s: data block %s: offset %d in block: key %q fails the table's %s filter (a false negative)", t.opts.FileName, bh, it.offset, k.UserKey, filter.Policy))
+				}
+			}
+		}
+		if it.err != nil {
+			r.problem(it.err)
+		}
+		prevSep = append(prevSep[:0], sep...)
+		return true
+	})
+	if last != nil {
+		largest = mustDecode(last).Clone()
+		r.Smallest, r.Largest = &smallest, &largest
+	}
+	for _, d := range t.rangeDels {
+		r.RangeDeletions++
+		if !haveSeq {
+			r.SmallestSeq, r.LargestSeq, haveSeq = d.SeqNum, d.SeqNum, true
+		}
+		r.SmallestSeq, r.LargestSeq = min(r.SmallestSeq, d.SeqNum), max(r.LargestSeq, d.SeqNum)
+	}
+	r.Complete = !unread
+	if r.Complete {
+		t.checkProperties(r, dataBlocks, deletions)
+	}
+	t.checkFooterPadding(r, layout)
+	return r
+}
+
+// checkFooterPadding checks that the footer's bytes after its two block
+// handles are zero, as every writer leaves them. Readers ignore them, so
+// only a check notices a flipped bit there.
+func (t *Reader) checkFooterPadding(r *CheckReport, l *Layout) {
+	ft := make([]byte, l.FooterLength)
+	if err := t.readAt(ft, l.FooterOffset); err != nil {
+		r.problem(err)
+		return
+	}
+	start := 0 // the handles' 40 bytes: after the checksum type in RocksDB's footer
+	if l.Format == TableFormatRocksDBv2 {
+		start = 1
+	}
+	handles := ft[start : start+40]
+	_, n1 := decodeHandle(handles)
+	_, n2 := decodeHandle(handles[n1:])
+	for i, c := range handles[n1+n2:] {
+		if c != 0 {
+			off := l.FooterOffset + uint64(start+n1+n2+i)
+			r.problem(corruptionf("%s: footer at offset %d: padding byte at offset %d is %#x, not zero", t.opts.FileName, l.FooterOffset, off, c))
+			return
+		}
+	}
+}
+
+// checkProperties compares the properties' counts with what Check counted.
+func (t *Reader) checkProperties(r *CheckReport, dataBlocks, deletions uint64) {
+	if _, ok := t.meta[metaPropertiesName]; !ok {
+		return
+	}
+	p := &t.props
+	mismatch := func(what string, stated, counted uint64) {
+		if stated != counted {
+			r.problem(corruptionf("%s: properties state %d %s, the table holds %d", t.opts.FileName, stated, what, counted))
+		}
+	}
+	mismatch("data blocks", p.NumDataBlocks, dataBlocks)
+	if _, v1 := t.meta[metaRangeDelV1Name]; !v1 {
+		// Fragments as stored: one entry per fragment and sequence number.
+		dels := uint64(len(t.rangeDels))
+		mismatch("entries", p.NumEntries, r.Entries+dels)
+		mismatch("range deletions", p.NumRangeDeletions, dels)
+		mismatch("deletions", p.NumDeletions, deletions+dels)
+	}
+	if p.LargestSeqNum != 0 && (r.SmallestSeq < p.SmallestSeqNum || r.LargestSeq > p.LargestSeqNum) {
+		r.problem(corruptionf("%s: properties state sequence numbers %d-%d, the table holds %d-%d", t.opts.FileName, p.SmallestSeqNum, p.LargestSeqNum, r.SmallestSeq, r.LargestSeq))
+	}
+}
+
+// mustDecode decodes an internal key already known to be well formed.
+func mustDecode(enc []byte) base.InternalKey {
+	k, _ := base.DecodeInternalKey(enc)
+	return k
+}

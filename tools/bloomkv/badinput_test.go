@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	pebble "github.com/cockroachdb/pebble/v2/sstable"
+)
+
+// fileCommands are the commands that read one file, to be run on every
+// damaged file whatever its kind.
+var fileCommands = [][]string{
+	{"sstable", "properties"},
+	{"sstable", "layout", "-v"},
+	{"sstable", "scan"},
+	{"sstable", "check"},
+	{"sstable", "filter", "--probes", "200"},
+	{"wal", "dump"},
+	{"manifest", "dump"},
+}
+
+// expectOneLine asserts that a run either succeeded quietly or failed with
+// status 1 and one line on stderr naming the file, and never printed a Go
+// stack trace.
+func expectOneLine(t *testing.T, args []string, name, stderr string, code int) {
+	t.Helper()
+	switch {
+	case strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic"):
+		t.Fatalf("%v: stack trace:\n%s", args, stderr)
+	case code == 0 && stderr != "":
+		t.Fatalf("%v: exit 0 with stderr %q", args, stderr)
+	case code == 0:
+	case code != 1:
+		t.Fatalf("%v: exit %d, want 0 or 1 (stderr %q)", args, code, stderr)
+	case strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "bloomkv: ") || !strings.Contains(stderr, name):
+		t.Fatalf("%v: want one line on stderr naming %s, got %q", args, name, stderr)
+	}
+}
+
+// damaged returns variants of data: truncations and single bit flips.
+func damaged(r *rand.Rand, data []byte, flips int) [][]byte {
+	var out [][]byte
+	for _, n := range []int{0, 1, 7, len(data) / 2, len(data) - 54, len(data) - 49, len(data) - 8, len(data) - 1} {
+		if n >= 0 && n < len(data) {
+			out = append(out, data[:n])
+		}
+	}
+	for range 8 {
+		out = append(out, data[:r.IntN(len(data))])
+	}
+	for range flips {
+		d := bytes.Clone(data)
+		d[r.IntN(len(d))] ^= 1 << r.IntN(8)
+		out = append(out, d)
+	}
+	return out
+}
+
+// TestBadInput runs every file command on truncated and bit-flipped
+// tables (ours in both formats, Pebble's), WALs and manifests, on garbage,
+// on missing files and on a directory; and every store command on stores
+// with damaged files. Each run must end with status 0, or 1 and one line on
+// stderr naming the file; a damaged table must fail sstable check.
+func TestBadInput(t *testing.T) {
+	f := newFixture(t)
+	pebbleTable := filepath.Join(f.dir, "pebble.sst")
+	writePebbleTable(t, pebbleTable, pebble.TableFormatRocksDBv2, 300)
+	r := rand.New(rand.NewPCG(7, 8))
+	flips := 60
+	if testing.Short() {
+		flips = 15
+	}
+	sources := []string{f.table, f.ldbTable, pebbleTable, f.wal, f.manifest}
+	bad := filepath.Join(t.TempDir(), "bad")
+	runs := 0
+	for _, src := range sources {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		isTable := strings.HasSuffix(src, ".sst")
+		for i, d := range damaged(r, data, flips) {
+			if err := os.WriteFile(bad, d, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, cmd := range fileCommands {
+				args := append(append([]string(nil), cmd...), bad)
+				_, errOut, code := runTool(args...)
+				runs++
+				expectOneLine(t, args, bad, errOut, code)
+				if isTable && cmd[1] == "check" && code == 0 {
+					diff := -1
+					for j := range min(len(d), len(data)) {
+						if d[j] != data[j] {
+							diff = j
+						}
+					}
+					t.Fatalf("%s variant %d (%d of %d bytes, differs at %d): sstable check found nothing wrong", filepath.Base(src), i, len(d), len(data), diff)
+				}
+			}
+		}
+	}
+	// Garbage, an empty file, a missing file, a directory, a JSON run.
+	garbage := filepath.Join(f.dir, "garbage")
+	g := make([]byte, 5000)
+	for i := range g {
+		g[i] = byte(r.Uint32())
+	}
+	os.WriteFile(garbage, g, 0o644)
+	empty := filepath.Join(f.dir, "empty")
+	os.WriteFile(empty, nil, 0o644)
+	for _, name := range []string{garbage, empty, filepath.Join(f.dir, "missing"), f.dir} {
+		for _, cmd := range fileCommands {
+			for _, js := range []bool{false, true} {
+				args := append(append([]string(nil), cmd...), name)
+				if js {
+					args = append([]string{"--json"}, args...)
+				}
+				_, errOut, code := runTool(args...)
+				runs++
+				expectOneLine(t, args, name, errOut, code)
+				// Nothing is read from garbage; an empty file is a
+				// valid (new) WAL, and nothing else.
+				if code == 0 && (name != empty || cmd[0] != "wal") {
+					t.Fatalf("%v: accepted", args)
+				}
+			}
+		}
+	}
+	// Several files, one bad: the good ones are still read, one line for
+	// the bad one, status 1.
+	out, errOut, code := runTool("sstable", "check", f.table, garbage, f.ldbTable)
+	if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, garbage) || strings.Count(out, ": ok:") != 2 {
+		t.Fatalf("mixed files: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// A directory that holds no store: an error, and nothing written there.
+	emptyDir := t.TempDir()
+	for _, cmd := range [][]string{{"db", "lsm", emptyDir}, {"db", "check", emptyDir}, {"db", "get", emptyDir, "k"}} {
+		_, errOut, code := runTool(cmd...)
+		expectOneLine(t, cmd, emptyDir, errOut, code)
+		if names, _ := os.ReadDir(emptyDir); code != 1 || len(names) != 0 {
+			t.Fatalf("%v: exit %d, left %v in the directory", cmd, code, names)
+		}
+	}
+	// Arguments that look like cobra's usage messages are still data: an
+	// absent key is a failure (1), not a usage mistake (2).
+	for _, key := range []string{"unknown command", "accepts 1 arg", "invalid argument"} {
+		_, errOut, code := runTool("db", "get", f.db, key)
+		if code != 1 || !strings.Contains(errOut, "not found") {
+			t.Fatalf("db get %q: exit %d, stderr %q", key, code, errOut)
+		}
+	}
+	runs += storeDamage(t, r, f)
+	t.Logf("%d runs on damaged input", runs)
+}
+
+// storeDamage runs the store commands on copies of the fixture's store with
+// one file damaged, and returns the number of runs.
+func storeDamage(t *testing.T, r *rand.Rand, f *fixture) int {
+	names, err := os.ReadDir(f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, victim := range names {
+		if victim.Name() == "LOCK" {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(f.db, victim.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) == 0 {
+			continue
+		}
+		variants := damaged(r, data, 6)
+		for i, d := range variants {
+			dir := filepath.Join(t.TempDir(), "db")
+			copyDir(t, f.db, dir)
+			if err := os.WriteFile(filepath.Join(dir, victim.Name()), d, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, "user001"}, {"db", "scan", dir}, {"db", "check", dir}} {
+				_, errOut, code := runTool(cmd...)
+				runs++
+				expectOneLine(t, cmd, dir, errOut, code)
+				if cmd[1] == "check" && code == 0 && strings.HasSuffix(victim.Name(), ".sst") {
+					t.Fatalf("%s variant %d (%d of %d bytes): db check found nothing wrong", victim.Name(), i, len(d), len(data))
+				}
+			}
+		}
+	}
+	return runs
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(from, n.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, n.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestProcess runs the built command as a process: exit statuses and
+// stderr as a shell user sees them.
+func TestProcess(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "bloomkv")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	f := newFixture(t)
+	truncated := filepath.Join(f.dir, "truncated.sst")
+	data, _ := os.ReadFile(f.table)
+	os.WriteFile(truncated, data[:len(data)/2], 0o644)
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stdout string // a substring
+		stderr string // a substring; "" means empty
+	}{
+		{[]string{"--help"}, 0, "sstable", ""},
+		{[]string{"sstable", "check", "--help"}, 0, "false negatives", ""},
+		{[]string{"sstable", "check", f.table}, 0, ": ok:", ""},
+		{[]string{"sstable", "check", truncated}, 1, "", truncated},
+		{[]string{"sstable", "properties", filepath.Join(f.dir, "nope.sst")}, 1, "", "no such file"},
+		{[]string{"db", "get", f.db, "absent-key"}, 1, "", "not found"},
+		{[]string{"sstable", "frobnicate"}, 2, "", "unknown command"},
+		{[]string{"sstable", "scan", "--count", "x", f.table}, 2, "", "invalid argument"},
+		{[]string{"wal", "dump"}, 2, "", "accepts 1 arg"},
+	} {
+		cmd := exec.Command(bin, c.args...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.code || !strings.Contains(out.String(), c.stdout) || (c.stderr == "") != (errOut.Len() == 0) || !strings.Contains(errOut.String(), c.stderr) {
+			t.Errorf("%v: exit %d, stdout %.200q, stderr %q", c.args, code, out.String(), errOut.String())
+		}
+		if strings.Count(errOut.String(), "\n") > 1 || strings.Contains(errOut.String(), "goroutine ") {
+			t.Errorf("%v: stderr is more than one line: %q", c.args, errOut.String())
+		}
+	}
+}

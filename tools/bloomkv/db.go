@@ -1,0 +1,258 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bloomkv/bloomkv"
+)
+
+func dbCmd(e *env) *cobra.Command {
+	return group("db", "Inspect a whole store, read-only (it must not be open elsewhere)",
+		lsmCmd(e), getCmd(e), dbScanCmd(e), dbCheckCmd(e))
+}
+
+// openDB opens the store in dir read-only. Nothing is written: the
+// write-ahead logs are replayed into memory, not flushed.
+func openDB(dir string) (*bloomkv.DB, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	return bloomkv.Open(dir, &bloomkv.Options{
+		ReadOnly: true,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+}
+
+// withDB runs fn on the store in dir and closes it.
+func withDB(dir string, fn func(d *bloomkv.DB) error) error {
+	d, err := openDB(dir)
+	if err != nil {
+		return err
+	}
+	err = fn(d)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type lsmTableOut struct {
+	File        string `json:"file"`
+	Size        uint64 `json:"size"`
+	Smallest    string `json:"smallest"`
+	Largest     string `json:"largest"`
+	Exclusive   bool   `json:"largest_exclusive,omitempty"`
+	SmallestSeq uint64 `json:"smallest_seq"`
+	LargestSeq  uint64 `json:"largest_seq"`
+}
+
+type lsmLevelOut struct {
+	Level  int           `json:"level"`
+	Tables []lsmTableOut `json:"tables"`
+	Size   uint64        `json:"size"`
+}
+
+type lsmOut struct {
+	Dir    string        `json:"dir"`
+	Tables int           `json:"tables"`
+	Size   uint64        `json:"size"`
+	Levels []lsmLevelOut `json:"levels"`
+}
+
+func lsmCmd(e *env) *cobra.Command {
+	var fm formats
+	c := &cobra.Command{
+		Use:   "lsm DIR",
+		Short: "Print the store's levels: tables, sizes and key ranges",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, a []string) error {
+			return withDB(a[0], func(d *bloomkv.DB) error { return e.lsm(a[0], d, &fm) })
+		},
+	}
+	fm.register(c, e, formatQuoted)
+	return c
+}
+
+func (e *env) lsm(dir string, d *bloomkv.DB, fm *formats) error {
+	levels, err := d.SSTables()
+	if err != nil {
+		return err
+	}
+	out := lsmOut{Dir: dir}
+	for l, tables := range levels {
+		lo := lsmLevelOut{Level: l, Tables: []lsmTableOut{}}
+		for _, t := range tables {
+			lo.Tables = append(lo.Tables, lsmTableOut{File: t.Name, Size: t.Size, Smallest: fm.k(t.Smallest),
+				Largest: fm.k(t.Largest), Exclusive: t.LargestExclusive, SmallestSeq: t.SmallestSeq, LargestSeq: t.LargestSeq})
+			lo.Size += t.Size
+		}
+		out.Tables += len(tables)
+		out.Size += lo.Size
+		out.Levels = append(out.Levels, lo)
+	}
+	if e.json {
+		e.emit(out)
+		return nil
+	}
+	e.printf("%s: %s, %d bytes (%s)\n", dir, plural(out.Tables, "table"), out.Size, humanBytes(out.Size))
+	for _, l := range out.Levels {
+		e.printf("  L%d: %s, %d bytes\n", l.Level, plural(len(l.Tables), "table"), l.Size)
+		for _, t := range l.Tables {
+			end := "]"
+			if t.Exclusive {
+				end = ")"
+			}
+			e.printf("    %s  %8d bytes  [%s, %s%s  seqs %d-%d\n", t.File, t.Size, t.Smallest, t.Largest, end, t.SmallestSeq, t.LargestSeq)
+		}
+	}
+	return nil
+}
+
+func getCmd(e *env) *cobra.Command {
+	var fm formats
+	c := &cobra.Command{
+		Use:   "get DIR KEY",
+		Short: "Print the value of KEY (exit status 1 when absent)",
+		Args:  args(cobra.ExactArgs(2)),
+		RunE: func(c *cobra.Command, a []string) error {
+			key, err := parseKey(a[1])
+			if err != nil {
+				return err
+			}
+			return withDB(a[0], func(d *bloomkv.DB) error {
+				v, err := d.Get(key)
+				if errors.Is(err, bloomkv.ErrNotFound) {
+					return fmt.Errorf("%s: key %s not found", a[0], quoteKey(key))
+				}
+				if err != nil {
+					return err
+				}
+				if e.json {
+					e.emit(kvOut{Key: fm.k(key), Value: fm.v(v)})
+				} else {
+					e.printf("%s\n", fm.v(v))
+				}
+				return nil
+			})
+		},
+	}
+	fm.register(c, e, formatQuoted)
+	return c
+}
+
+func dbScanCmd(e *env) *cobra.Command {
+	var fm formats
+	var b bounds
+	c := &cobra.Command{
+		Use:   "scan DIR",
+		Short: "Print the store's live keys and values in order",
+		Long: `Print the store's live keys and values (the newest version of each key,
+deletions applied) from --start (inclusive) to --end (exclusive), at most
+--count of them.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, a []string) error {
+			if err := b.parse(c); err != nil {
+				return err
+			}
+			return withDB(a[0], func(d *bloomkv.DB) error { return e.dbScan(d, &fm, &b) })
+		},
+	}
+	b.register(c)
+	fm.register(c, e, formatQuoted)
+	return c
+}
+
+func (e *env) dbScan(d *bloomkv.DB, fm *formats, b *bounds) error {
+	it, err := d.NewIter(&bloomkv.IterOptions{LowerBound: b.start, UpperBound: b.end})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for ok := it.First(); ok && (b.count == 0 || n < b.count); ok = it.Next() {
+		n++
+		if e.json {
+			e.emit(kvOut{Key: fm.k(it.Key()), Value: fm.v(it.Value())})
+			continue
+		}
+		e.printf("%s\n", strings.TrimRight(fm.k(it.Key())+" "+fm.v(it.Value()), " "))
+	}
+	return it.Close()
+}
+
+// kvOut is a key and its value (empty values kept).
+type kvOut struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+type dbCheckOut struct {
+	Dir            string   `json:"dir"`
+	OK             bool     `json:"ok"`
+	Tables         int      `json:"tables"`
+	Blocks         int      `json:"blocks"`
+	Entries        uint64   `json:"entries"`
+	RangeDeletions uint64   `json:"range_deletions"`
+	LiveKeys       uint64   `json:"live_keys"`
+	Problems       []string `json:"problems,omitempty"`
+}
+
+func dbCheckCmd(e *env) *cobra.Command {
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "check DIR",
+		Short: "Verify every table and the store's consistency (DB.Check)",
+		Long: `Verify the store: every table block by block (checksums, key order,
+index separators, every key in its filter, properties), that each table's
+size, key range and sequence numbers are those the manifest records, and
+that a full scan returns keys in order. Problems are reported on stderr (the
+first and how many more; -v lists them all on stdout); the exit status is 1.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, a []string) error {
+			return withDB(a[0], func(d *bloomkv.DB) error {
+				st, err := d.Check()
+				out := dbCheckOut{Dir: a[0], OK: err == nil, Tables: st.Tables, Blocks: st.Blocks, Entries: st.Entries,
+					RangeDeletions: st.RangeDeletions, LiveKeys: st.LiveKeys}
+				var ce *bloomkv.CheckError
+				if errors.As(err, &ce) {
+					for _, p := range ce.Problems {
+						out.Problems = append(out.Problems, p.Error())
+					}
+				} else if err != nil {
+					return err
+				}
+				if e.json {
+					e.emit(out)
+				} else {
+					status := "ok"
+					if !out.OK {
+						status = plural(len(out.Problems), "problem")
+					}
+					e.printf("%s: %s: %s, %s, %s, %s, %s\n", out.Dir, status, plural(out.Tables, "table"), plural(out.Blocks, "block"),
+						plural(out.Entries, "entry"), plural(out.RangeDeletions, "range deletion"), plural(out.LiveKeys, "live key"))
+					if verbose {
+						for _, p := range out.Problems {
+							e.printf("  %s\n", p)
+						}
+					}
+				}
+				if err != nil {
+					e.fail(err)
+				}
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every problem")
+	return c
+}

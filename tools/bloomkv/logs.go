@@ -1,0 +1,300 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batchrepr"
+	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/record"
+)
+
+func walCmd(e *env) *cobra.Command {
+	var fm formats
+	dump := &cobra.Command{
+		Use:   "dump FILE",
+		Short: "Print every batch of a write-ahead log",
+		Long: `Print every record of a write-ahead log (NNNNNN.log): its file offset,
+the batch's first sequence number and count, and each write (SET key value,
+DEL key, RANGEDEL start end). A torn tail (a write cut off by a crash) is
+reported and ends the log, as recovery would; damage before the end is an
+error naming the offset.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, a []string) error { return e.walDump(a[0], &fm) },
+	}
+	fm.register(dump, e, formatQuoted)
+	return group("wal", "Inspect write-ahead logs", dump)
+}
+
+func manifestCmd(e *env) *cobra.Command {
+	var fm formats
+	dump := &cobra.Command{
+		Use:   "dump FILE",
+		Short: "Print every version edit of a manifest and the version they build",
+		Long: `Print every version edit of a manifest (MANIFEST-NNNNNN): comparer,
+log number, next file number, last sequence number, tables added (level,
+file, size, key and sequence ranges) and removed; then the version the edits
+build, level by level. Damage is an error naming the edit and offset.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, a []string) error { return e.manifestDump(a[0], &fm) },
+	}
+	fm.register(dump, e, formatQuoted)
+	return group("manifest", "Inspect manifests", dump)
+}
+
+// openLog opens a log-format file (WAL or manifest).
+func openLog(name string) (*record.Reader, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory, not a log", name)
+	}
+	return record.NewReader(f, name)
+}
+
+type walEntryOut struct {
+	Seq   uint64  `json:"seq"`
+	Kind  string  `json:"kind"`
+	Key   string  `json:"key"`
+	Value *string `json:"value,omitempty"` // a set's value, a range deletion's end; nil for a deletion
+}
+
+type walRecordOut struct {
+	File    string        `json:"file"`
+	Offset  int64         `json:"offset"`
+	Seq     uint64        `json:"seq"`
+	Count   uint32        `json:"count"`
+	Entries []walEntryOut `json:"entries"`
+}
+
+type logEndOut struct {
+	File     string `json:"file"`
+	End      string `json:"end"` // "clean" or "torn"
+	Records  int    `json:"records"`
+	TornAt   int64  `json:"torn_at,omitempty"`
+	TornWhy  string `json:"torn_why,omitempty"`
+	Entries  uint64 `json:"entries,omitempty"`
+	FirstSeq uint64 `json:"first_seq,omitempty"`
+	LastSeq  uint64 `json:"last_seq,omitempty"`
+}
+
+func (e *env) walDump(name string, fm *formats) error {
+	r, err := openLog(name)
+	if err != nil {
+		return err
+	}
+	if !e.json {
+		e.printf("%s\n", name)
+	}
+	end := logEndOut{File: name, End: "clean"}
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		out := walRecordOut{File: name, Offset: r.Offset()}
+		seq, count, err := batchrepr.Decode(rec, func(seq base.SeqNum, en batchrepr.Entry) {
+			o := walEntryOut{Seq: uint64(seq), Kind: en.Kind.String(), Key: fm.k(en.Key)}
+			var v string
+			switch en.Kind {
+			case base.KindSet:
+				v = fm.v(en.Value)
+				o.Value = &v
+			case base.KindRangeDelete:
+				v = fm.k(en.Value)
+				o.Value = &v
+			}
+			out.Entries = append(out.Entries, o)
+		})
+		if err != nil {
+			return fmt.Errorf("%s: record at offset %d: %w", name, r.Offset(), err)
+		}
+		out.Seq, out.Count = uint64(seq), count
+		end.Records++
+		end.Entries += uint64(count)
+		if count > 0 {
+			if end.FirstSeq == 0 {
+				end.FirstSeq = uint64(seq)
+			}
+			end.LastSeq = uint64(seq) + uint64(count) - 1
+		}
+		if e.json {
+			e.emit(out)
+			continue
+		}
+		e.printf("  offset %d: batch seq %d, %s\n", out.Offset, out.Seq, plural(out.Count, "entry"))
+		for _, en := range out.Entries {
+			v := ""
+			if en.Value != nil {
+				v = *en.Value
+			}
+			e.printf("%s\n", strings.TrimRight(fmt.Sprintf("    %-8s %s %s", en.Kind, en.Key, v), " "))
+		}
+	}
+	if off, why, torn := r.TornTail(); torn {
+		if end.Records == 0 && off == 0 {
+			return fmt.Errorf("%s: not a log: no record at offset 0 (%s)", name, why)
+		}
+		end.End, end.TornAt, end.TornWhy = "torn", off, why
+	}
+	if e.json {
+		e.emit(end)
+		return nil
+	}
+	e.printf("  end: %s", end.End)
+	if end.End == "torn" {
+		e.printf(" at offset %d (%s): recovery drops the tail", end.TornAt, end.TornWhy)
+	}
+	e.printf("\n  %s, %s", plural(end.Records, "record"), plural(end.Entries, "entry"))
+	if end.Entries > 0 {
+		e.printf(", sequence numbers %d-%d", end.FirstSeq, end.LastSeq)
+	}
+	e.printf("\n")
+	return nil
+}
+
+type tableMetaOut struct {
+	Level       int    `json:"level"`
+	File        uint64 `json:"file"`
+	Size        uint64 `json:"size"`
+	Smallest    string `json:"smallest"`
+	Largest     string `json:"largest"`
+	SmallestSeq uint64 `json:"smallest_seq"`
+	LargestSeq  uint64 `json:"largest_seq"`
+}
+
+type editOut struct {
+	File        string         `json:"file"`
+	Edit        int            `json:"edit"`
+	Offset      int64          `json:"offset"`
+	Comparer    string         `json:"comparer,omitempty"`
+	LogNumber   uint64         `json:"log_number,omitempty"`
+	NextFileNum uint64         `json:"next_file_num,omitempty"`
+	LastSeq     uint64         `json:"last_seq,omitempty"`
+	Added       []tableMetaOut `json:"added,omitempty"`
+	Deleted     []tableMetaOut `json:"deleted,omitempty"`
+}
+
+type versionOut struct {
+	File    string           `json:"file"`
+	Edits   int              `json:"edits"`
+	End     string           `json:"end"`
+	TornAt  int64            `json:"torn_at,omitempty"`
+	TornWhy string           `json:"torn_why,omitempty"`
+	Levels  [][]tableMetaOut `json:"levels"`
+}
+
+func metaOut(fm *formats, l int, f *manifest.FileMetadata) tableMetaOut {
+	return tableMetaOut{Level: l, File: f.FileNum, Size: f.Size, Smallest: fm.ikey(f.Smallest), Largest: fm.ikey(f.Largest),
+		SmallestSeq: uint64(f.SmallestSeq), LargestSeq: uint64(f.LargestSeq)}
+}
+
+func (e *env) manifestDump(name string, fm *formats) error {
+	r, err := openLog(name)
+	if err != nil {
+		return err
+	}
+	if !e.json {
+		e.printf("%s\n", name)
+	}
+	v := &manifest.Version{}
+	n := 0
+	for ; ; n++ {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		ed, err := manifest.Decode(rec)
+		if err != nil {
+			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, r.Offset(), err)
+		}
+		out := editOut{File: name, Edit: n, Offset: r.Offset(), Comparer: ed.ComparerName, LogNumber: ed.LogNumber,
+			NextFileNum: ed.NextFileNum, LastSeq: uint64(ed.LastSeq)}
+		for _, nf := range ed.NewFiles {
+			out.Added = append(out.Added, metaOut(fm, nf.Level, nf.Meta))
+		}
+		for _, df := range ed.DeletedFiles {
+			out.Deleted = append(out.Deleted, tableMetaOut{Level: df.Level, File: df.FileNum})
+		}
+		if v, err = v.Apply(ed); err != nil {
+			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, r.Offset(), err)
+		}
+		if e.json {
+			e.emit(out)
+			continue
+		}
+		e.printf("  edit %d (offset %d)\n", n, out.Offset)
+		if out.Comparer != "" {
+			e.printf("    comparer         %s\n", out.Comparer)
+		}
+		if out.LogNumber != 0 {
+			e.printf("    log number       %d\n", out.LogNumber)
+		}
+		if out.NextFileNum != 0 {
+			e.printf("    next file        %d\n", out.NextFileNum)
+		}
+		if out.LastSeq != 0 {
+			e.printf("    last sequence    %d\n", out.LastSeq)
+		}
+		for _, a := range out.Added {
+			e.printf("    add    L%d %06d  %d bytes  %s .. %s  seqs %d-%d\n", a.Level, a.File, a.Size, a.Smallest, a.Largest, a.SmallestSeq, a.LargestSeq)
+		}
+		for _, d := range out.Deleted {
+			e.printf("    delete L%d %06d\n", d.Level, d.File)
+		}
+	}
+	vo := versionOut{File: name, Edits: n, End: "clean", Levels: make([][]tableMetaOut, manifest.NumLevels)}
+	off, why, torn := r.TornTail()
+	if n == 0 {
+		if torn {
+			return fmt.Errorf("%s: not a manifest: no record at offset 0 (%s)", name, why)
+		}
+		return fmt.Errorf("%s: not a manifest: it holds no version edits", name)
+	}
+	if torn {
+		vo.End, vo.TornAt, vo.TornWhy = "torn", off, why
+	}
+	for l, files := range v.Levels {
+		vo.Levels[l] = []tableMetaOut{}
+		for _, f := range files {
+			vo.Levels[l] = append(vo.Levels[l], metaOut(fm, l, f))
+		}
+	}
+	if e.json {
+		e.emit(vo)
+		return nil
+	}
+	e.printf("  end: %s", vo.End)
+	if vo.End == "torn" {
+		e.printf(" at offset %d (%s): recovery drops the tail", vo.TornAt, vo.TornWhy)
+	}
+	e.printf("\n  version after %d edits:\n", n)
+	for l, files := range vo.Levels {
+		if len(files) == 0 {
+			continue
+		}
+		var size uint64
+		for _, f := range files {
+			size += f.Size
+		}
+		e.printf("    L%d: %s, %d bytes\n", l, plural(len(files), "table"), size)
+		for _, f := range files {
+			e.printf("      %06d  %d bytes  %s .. %s\n", f.File, f.Size, f.Smallest, f.Largest)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+// Command bloomkv inspects a store's files offline: sstables (bloomkv's, and
+// those Pebble writes in the LevelDB and RocksDBv2 formats), write-ahead
+// logs, manifests and whole stores. It only reads.
+//
+//	go run ./tools/bloomkv sstable properties FILE...
+//	go run ./tools/bloomkv sstable layout [-v] FILE...
+//	go run ./tools/bloomkv sstable scan [--start K] [--end K] [--count N] FILE...
+//	go run ./tools/bloomkv sstable check FILE...
+//	go run ./tools/bloomkv sstable filter [--probes N] FILE...
+//	go run ./tools/bloomkv wal dump FILE
+//	go run ./tools/bloomkv manifest dump FILE
+//	go run ./tools/bloomkv db lsm|check DIR
+//	go run ./tools/bloomkv db get DIR KEY
+//	go run ./tools/bloomkv db scan DIR [--start K] [--end K] [--count N]
+//
+// Every command takes --json for one JSON object per line instead of text.
+// A file that cannot be read is reported in one line on stderr, naming the
+// file (and the block and offset where known), and the exit status is 1;
+// the other files of the command are still read. Usage mistakes exit with 2.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1 // a file could not be read, a check failed, a key is absent
+	exitUsage = 2
+)
+
+// usageError marks a mistake in the command line.
+type usageError struct{ error }
+
+// env is what every command writes to.
+type env struct {
+	out, errOut io.Writer
+	json        bool
+	failed      bool
+	running     bool // a command's run began: its errors are failures, not usage
+}
+
+// fail reports err in one line on stderr and remembers that the command
+// failed.
+func (e *env) fail(err error) {
+	e.failed = true
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	fmt.Fprintf(e.errOut, "bloomkv: %s\n", strings.TrimPrefix(msg, "bloomkv: "))
+}
+
+// run executes the command line argv and returns the exit status.
+func run(argv []string, stdout, stderr io.Writer) int {
+	e := &env{out: stdout, errOut: stderr}
+	root := &cobra.Command{
+		Use:   "bloomkv",
+		Short: "Inspect bloomkv stores and sstables offline (read-only)",
+		Long: `bloomkv reads a store's files without the application: sstables
+(bloomkv's, and Pebble's in the LevelDB and RocksDBv2 formats), write-ahead
+logs, manifests and whole stores. It never writes to them.
+
+Keys given as arguments are taken literally, or as hex after "hex:"
+(hex:00ff). With --json every command prints one JSON object per line.
+A file that cannot be read is reported in one line on stderr and the exit
+status is 1; a usage mistake exits with 2.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			return usageError{fmt.Errorf("bloomkv needs a command")}
+		},
+		PersistentPreRun: func(*cobra.Command, []string) { e.running = true },
+	}
+	root.PersistentFlags().BoolVar(&e.json, "json", false, "print one JSON object per line instead of text")
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(argv)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(sstableCmd(e), walCmd(e), manifestCmd(e), dbCmd(e))
+
+	err := root.Execute()
+	switch {
+	case err == nil:
+		if e.failed {
+			return exitFail
+		}
+		return exitOK
+	case isUsage(err, e.running):
+		fmt.Fprintf(stderr, "bloomkv: %v (see --help)\n", err)
+		return exitUsage
+	default:
+		e.fail(err)
+		return exitFail
+	}
+}
+
+// isUsage reports whether err is a command-line mistake: ours (bad flags,
+// argument counts, key syntax), or one cobra raises before any command runs
+// (an unknown command). Errors of a running command are failures.
+func isUsage(err error, running bool) bool {
+	var u usageError
+	return errors.As(err, &u) || !running
+}
+
+// args returns cobra's check of a command's argument count, marked as a
+// usage error.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(c *cobra.Command, a []string) error {
+		if err := check(c, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// group returns a command that only holds subcommands.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			return usageError{fmt.Errorf("%s needs a subcommand", c.CommandPath())}
+		},
+	}
+	c.AddCommand(subs...)
+	return c
+}

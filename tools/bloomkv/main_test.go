@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/sstable"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+// runTool runs a command line in-process and returns its output and status.
+func runTool(args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// writeTable writes a table of n keys "key000".."key<n-1>" (every seventh
+// a deletion, values of varied length) and two range deletions.
+func writeTable(t testing.TB, path string, n int, opts sstable.WriterOptions) {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := sstable.NewWriter(&buf, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		seq := base.SeqNum(1000 + i)
+		if i%7 == 3 {
+			err = w.Add(base.MakeInternalKey(fmt.Appendf(nil, "key%03d", i), seq, base.KindDelete), nil)
+		} else {
+			err = w.Add(base.MakeInternalKey(fmt.Appendf(nil, "key%03d", i), seq, base.KindSet), bytes.Repeat([]byte{byte('a' + i%26)}, 5+i%40))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opts.TableFormat != sstable.TableFormatLevelDB {
+		if err := w.DeleteRange([]byte("key010"), []byte("key020"), 2000); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.DeleteRange([]byte("key015"), []byte("key030"), 2001); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeStore writes a store with two flushed tables and writes left in its
+// WAL, and returns its directory.
+func writeStore(t testing.TB, dir string) string {
+	t.Helper()
+	db := filepath.Join(dir, "db")
+	d, err := bloomkv.Open(db, &bloomkv.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		b := d.NewBatch()
+		for i := range 50 {
+			b.Set(fmt.Appendf(nil, "user%03d", i*2+round), fmt.Appendf(nil, "value-%d-%d", round, i))
+		}
+		if err := d.Apply(b, bloomkv.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Delete([]byte("user004"), bloomkv.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeleteRange([]byte("user010"), []byte("user020"), bloomkv.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Set([]byte("user000"), []byte("newest"), bloomkv.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// storeFile returns the path of the store's one file whose name matches
+// pattern.
+func storeFile(t testing.TB, db, pattern string) string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(db, pattern))
+	if err != nil || len(m) != 1 {
+		t.Fatalf("%s in %s: %v %v", pattern, db, m, err)
+	}
+	return m[0]
+}
+
+// fixture is a directory of files every command runs on.
+type fixture struct {
+	dir, table, ldbTable, db, wal, manifest string
+	tables                                  []string
+}
+
+func newFixture(t testing.TB) *fixture {
+	dir := t.TempDir()
+	f := &fixture{dir: dir, table: filepath.Join(dir, "ours.sst"), ldbTable: filepath.Join(dir, "leveldb.sst")}
+	writeTable(t, f.table, 200, sstable.WriterOptions{BlockSize: 512})
+	writeTable(t, f.ldbTable, 40, sstable.WriterOptions{TableFormat: sstable.TableFormatLevelDB, DisableCompression: true})
+	f.db = writeStore(t, dir)
+	f.wal = storeFile(t, f.db, "*.log")
+	f.manifest = storeFile(t, f.db, "MANIFEST-*")
+	f.tables, _ = filepath.Glob(filepath.Join(f.db, "*.sst"))
+	slices.Sort(f.tables)
+	return f
+}
+
+// goldenCases are the command lines of the golden tests.
+func (f *fixture) goldenCases() []struct {
+	name string
+	args []string
+} {
+	return []struct {
+		name string
+		args []string
+	}{
+		{"sstable-properties", []string{"sstable", "properties", f.table, f.ldbTable}},
+		{"sstable-layout", []string{"sstable", "layout", f.table}},
+		{"sstable-layout-v", []string{"sstable", "layout", "-v", "--value-format", "quoted", f.ldbTable}},
+		{"sstable-scan", []string{"sstable", "scan", f.table}},
+		{"sstable-scan-bounds", []string{"sstable", "scan", "--start", "key012", "--end", "hex:6b6579303230", "--count", "6", "--key-format", "hex", "--value-format", "size", f.table}},
+		{"sstable-check", []string{"sstable", "check", f.table, f.ldbTable}},
+		{"sstable-filter", []string{"sstable", "filter", "--probes", "20000", f.table}},
+		{"wal-dump", []string{"wal", "dump", f.wal}},
+		{"manifest-dump", []string{"manifest", "dump", f.manifest}},
+		{"db-lsm", []string{"db", "lsm", f.db}},
+		{"db-get", []string{"db", "get", f.db, "user000"}},
+		{"db-scan", []string{"db", "scan", "--start", "user000", "--end", "user030", f.db}},
+		{"db-check", []string{"db", "check", f.db}},
+	}
+}
+
+// TestGolden runs every command on the fixture, in text and JSON, and
+// compares the output with testdata/golden (go test -update rewrites it).
+func TestGolden(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range f.goldenCases() {
+		for _, js := range []bool{false, true} {
+			args, ext := c.args, ".txt"
+			if js {
+				args, ext = append([]string{"--json"}, c.args...), ".json"
+			}
+			t.Run(c.name+ext, func(t *testing.T) {
+				out, errOut, code := runTool(args...)
+				if code != 0 || errOut != "" {
+					t.Fatalf("exit %d, stderr %q", code, errOut)
+				}
+				if js {
+					for i, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+						if !json.Valid([]byte(line)) {
+							t.Fatalf("line %d is not JSON: %s", i+1, line)
+						}
+					}
+				}
+				got := strings.ReplaceAll(out, f.dir, "$TMP")
+				path := filepath.Join("testdata", "golden", c.name+ext)
+				if *update {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run go test -update to write it)", err)
+				}
+				if got != string(want) {
+					t.Fatalf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+				}
+			})
+		}
+	}
+}

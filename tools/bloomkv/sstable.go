@@ -1,0 +1,688 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/sstable"
+)
+
+func sstableCmd(e *env) *cobra.Command {
+	return group("sstable", "Inspect sstables: properties, layout, scan, check, filter",
+		propertiesCmd(e), layoutCmd(e), scanCmd(e), checkCmd(e), filterCmd(e))
+}
+
+// table is an open sstable file.
+type table struct {
+	name string
+	f    *os.File
+	r    *sstable.Reader
+}
+
+func openTable(name string) (*table, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s is a directory, not a table", name)
+	}
+	r, err := sstable.NewReader(f, st.Size(), sstable.ReaderOptions{FileName: name})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &table{name: name, f: f, r: r}, nil
+}
+
+// eachTable opens every file and calls fn; a file that cannot be opened is
+// reported and skipped.
+func (e *env) eachTable(files []string, fn func(t *table) error) error {
+	for _, name := range files {
+		t, err := openTable(name)
+		if err == nil {
+			err = fn(t)
+			t.f.Close()
+		}
+		if err != nil {
+			e.fail(err)
+		}
+	}
+	return nil
+}
+
+// blockSizes sums the bytes of each kind of block, trailers included.
+func blockSizes(l *sstable.Layout) map[sstable.BlockKind]uint64 {
+	sizes := map[sstable.BlockKind]uint64{}
+	for _, b := range l.Blocks {
+		sizes[b.Kind] += b.Handle.Length + 5
+	}
+	return sizes
+}
+
+// keyRange returns a table's smallest and largest keys, points and range
+// deletions both (nil when it has none), and whether the largest is a range
+// deletion's exclusive end.
+func keyRange(r *sstable.Reader) (lo, hi *base.InternalKey, err error) {
+	it := r.NewIter()
+	if it.First() {
+		k := it.Key().Clone()
+		lo = &k
+	}
+	if it.Last() {
+		k := it.Key().Clone()
+		hi = &k
+	}
+	if err := it.Close(); err != nil {
+		return nil, nil, err
+	}
+	for _, d := range r.RangeDeletions() {
+		s := base.MakeInternalKey(d.Start, d.SeqNum, base.KindRangeDelete)
+		if lo == nil || base.CompareInternal(s, *lo) < 0 {
+			lo = &s
+		}
+		end := base.MakeRangeDeleteSentinel(d.End)
+		if hi == nil || base.CompareInternal(end, *hi) > 0 {
+			hi = &end
+		}
+	}
+	return lo, hi, nil
+}
+
+// seqRange returns the sequence numbers a table holds: from bloomkv's
+// properties, or by reading every entry.
+func seqRange(r *sstable.Reader) (lo, hi base.SeqNum, err error) {
+	if p := r.Properties(); p.LargestSeqNum != 0 {
+		return p.SmallestSeqNum, p.LargestSeqNum, nil
+	}
+	first := true
+	note := func(s base.SeqNum) {
+		if first {
+			lo, hi, first = s, s, false
+		}
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	it := r.NewIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		note(it.Key().SeqNum())
+	}
+	if err := it.Close(); err != nil {
+		return 0, 0, err
+	}
+	for _, d := range r.RangeDeletions() {
+		note(d.SeqNum)
+	}
+	return lo, hi, nil
+}
+
+type propertiesOut struct {
+	File             string            `json:"file"`
+	Format           string            `json:"format"`
+	FormatVersion    uint32            `json:"format_version"`
+	FileSize         uint64            `json:"file_size"`
+	DataSize         uint64            `json:"data_size"`
+	IndexSize        uint64            `json:"index_size"`
+	FilterSize       uint64            `json:"filter_size"`
+	MetaSize         uint64            `json:"meta_size"`
+	DataBlocks       int               `json:"data_blocks"`
+	IndexType        string            `json:"index_type"`
+	Entries          uint64            `json:"entries"`
+	Deletions        uint64            `json:"deletions"`
+	RangeDeletions   uint64            `json:"range_deletions"`
+	RawKeySize       uint64            `json:"raw_key_size"`
+	RawValueSize     uint64            `json:"raw_value_size"`
+	Compression      string            `json:"compression"`
+	Comparer         string            `json:"comparer"`
+	FilterPolicy     string            `json:"filter_policy"`
+	FilterBitsPerKey float64           `json:"filter_bits_per_key"`
+	SmallestSeq      uint64            `json:"smallest_seq"`
+	LargestSeq       uint64            `json:"largest_seq"`
+	Smallest         string            `json:"smallest_key,omitempty"`
+	Largest          string            `json:"largest_key,omitempty"`
+	Properties       map[string]string `json:"properties"`
+}
+
+func propertiesCmd(e *env) *cobra.Command {
+	var fm formats
+	c := &cobra.Command{
+		Use:   "properties FILE...",
+		Short: "Print a table's format, sizes, counts, compression, filter, sequence and key range",
+		Long: `Print a table's format, sizes (file, data, index, filter, other meta
+blocks; blocks with their trailers), entries, deletions, range deletions, raw
+key and value sizes, compression, comparer, filter policy and bits per key,
+sequence-number range, smallest and largest key, and every stored property.
+Counts are the ones the table's properties block states.`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, files []string) error {
+			return e.eachTable(files, func(t *table) error { return e.properties(t, &fm) })
+		},
+	}
+	fm.register(c, e, formatQuoted)
+	return c
+}
+
+func (e *env) properties(t *table, fm *formats) error {
+	r, p := t.r, t.r.Properties()
+	l := r.Blocks() // where the blocks lie, without reading them all
+	sizes := blockSizes(l)
+	out := propertiesOut{
+		File: t.name, Format: l.Format.String(), FormatVersion: l.FormatVersion, FileSize: r.Size(),
+		DataSize: sizes[sstable.BlockData], IndexSize: sizes[sstable.BlockIndex] + sizes[sstable.BlockIndexPartition],
+		FilterSize: sizes[sstable.BlockFilter],
+		MetaSize:   sizes[sstable.BlockMetaindex] + sizes[sstable.BlockProperties] + sizes[sstable.BlockRangeDel] + sizes[sstable.BlockMeta],
+		IndexType:  "single block", Entries: p.NumEntries, Deletions: p.NumDeletions, RangeDeletions: p.NumRangeDeletions,
+		RawKeySize: p.RawKeySize, RawValueSize: p.RawValueSize, Compression: p.CompressionName, Comparer: p.ComparerName,
+		FilterPolicy: p.FilterPolicy, Properties: map[string]string{},
+	}
+	for _, b := range l.Blocks {
+		if b.Kind == sstable.BlockData {
+			out.DataBlocks++
+		}
+		if b.Kind == sstable.BlockProperties && b.Err == nil {
+			err := r.BlockRecords(b, func(k, v []byte) bool {
+				out.Properties[string(k)] = sstable.DescribeProperty(string(k), v)
+				return true
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if p.IndexType == 2 {
+		out.IndexType = "two-level"
+	}
+	f, err := r.TableFilter()
+	if err != nil {
+		return err
+	}
+	if f != nil {
+		out.FilterPolicy = f.Policy
+		var keys uint64
+		switch {
+		case f.StatedKeys >= 0:
+			keys = uint64(f.StatedKeys)
+		case p.NumEntries >= p.NumRangeDeletions:
+			keys = p.NumEntries - p.NumRangeDeletions // RocksDB states no key count
+		}
+		if keys > 0 {
+			out.FilterBitsPerKey = float64(f.Lines*f.LineBits) / float64(keys)
+		}
+	}
+	lo, hi, err := seqRange(r)
+	if err != nil {
+		return err
+	}
+	out.SmallestSeq, out.LargestSeq = uint64(lo), uint64(hi)
+	small, large, err := keyRange(r)
+	if err != nil {
+		return err
+	}
+	if small != nil {
+		out.Smallest, out.Largest = fm.ikey(*small), fm.ikey(*large)
+	}
+	if e.json {
+		e.emit(out)
+		return nil
+	}
+	e.printf("%s\n", t.name)
+	e.printf("  format             %s (version %d)\n", out.Format, out.FormatVersion)
+	e.printf("  file size          %d (%s)\n", out.FileSize, humanBytes(out.FileSize))
+	e.printf("  data               %d in %s\n", out.DataSize, plural(out.DataBlocks, "block"))
+	e.printf("  index              %d (%s)\n", out.IndexSize, out.IndexType)
+	e.printf("  filter             %d\n", out.FilterSize)
+	e.printf("  other meta blocks  %d\n", out.MetaSize)
+	e.printf("  entries            %d (deletions %d, range deletions %d)\n", out.Entries, out.Deletions, out.RangeDeletions)
+	e.printf("  raw key size       %d\n", out.RawKeySize)
+	e.printf("  raw value size     %d\n", out.RawValueSize)
+	e.printf("  compression        %s\n", orNone(out.Compression))
+	e.printf("  comparer           %s\n", orNone(out.Comparer))
+	if out.FilterPolicy != "" {
+		e.printf("  filter policy      %s, %.2f bits/key\n", out.FilterPolicy, out.FilterBitsPerKey)
+	} else {
+		e.printf("  filter policy      (none)\n")
+	}
+	e.printf("  sequence numbers   %d-%d\n", out.SmallestSeq, out.LargestSeq)
+	e.printf("  smallest key       %s\n", orNone(out.Smallest))
+	e.printf("  largest key        %s\n", orNone(out.Largest))
+	names := make([]string, 0, len(out.Properties))
+	for n := range out.Properties {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	e.printf("  stored properties:\n")
+	for _, n := range names {
+		e.printf("    %-40s %s\n", n, out.Properties[n])
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+type blockOut struct {
+	Offset      uint64      `json:"offset"`
+	Length      uint64      `json:"length"`
+	Kind        string      `json:"kind"`
+	Name        string      `json:"name,omitempty"`
+	Compression string      `json:"compression,omitempty"`
+	Checksum    string      `json:"checksum"`
+	Error       string      `json:"error,omitempty"`
+	Records     []recordOut `json:"records,omitempty"`
+}
+
+type recordOut struct {
+	Key   string `json:"key"`
+	Value string `json:"value,omitempty"`
+}
+
+type layoutOut struct {
+	File          string     `json:"file"`
+	Format        string     `json:"format"`
+	FormatVersion uint32     `json:"format_version"`
+	FileSize      uint64     `json:"file_size"`
+	Blocks        []blockOut `json:"blocks"`
+}
+
+func layoutCmd(e *env) *cobra.Command {
+	var fm formats
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "layout FILE...",
+		Short: "List every block with offset, length, compression and checksum status",
+		Long: `List every block of a table in file order: offset, length (without the
+5-byte trailer), kind, compression and whether its checksum and contents
+are sound, then the footer. With -v, list each block's records: entries of
+data blocks, separators and handles of index blocks, names and handles of
+the metaindex, properties, range deletions, and a filter's geometry.`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, files []string) error {
+			return e.eachTable(files, func(t *table) error { return e.layout(t, &fm, verbose) })
+		},
+	}
+	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "list each block's records")
+	fm.register(c, e, formatSize)
+	return c
+}
+
+func (e *env) layout(t *table, fm *formats, verbose bool) error {
+	r := t.r
+	l := r.Layout()
+	out := layoutOut{File: t.name, Format: l.Format.String(), FormatVersion: l.FormatVersion, FileSize: r.Size()}
+	var bad error
+	for _, b := range l.Blocks {
+		bo := blockOut{Offset: b.Handle.Offset, Length: b.Handle.Length, Kind: b.Kind.String(), Name: b.Name,
+			Compression: b.Compression.String(), Checksum: "ok"}
+		if b.Err != nil {
+			bo.Checksum, bo.Error = "bad", b.Err.Error()
+			if bad == nil {
+				bad = b.Err
+			}
+		} else if verbose {
+			recs, err := blockRecords(t, b, fm)
+			if err != nil {
+				return err
+			}
+			bo.Records = recs
+		}
+		out.Blocks = append(out.Blocks, bo)
+	}
+	out.Blocks = append(out.Blocks, blockOut{Offset: l.FooterOffset, Length: l.FooterLength, Kind: "footer", Checksum: "n/a"})
+	if e.json {
+		e.emit(out)
+	} else {
+		e.printf("%s: %s (version %d), %d bytes, %s\n", t.name, out.Format, out.FormatVersion, out.FileSize, plural(len(l.Blocks), "block"))
+		e.printf("  %10s %8s  %-15s  %-13s  %s\n", "offset", "length", "kind", "compression", "checksum")
+		for _, b := range out.Blocks {
+			status := b.Checksum
+			if b.Error != "" {
+				status += ": " + b.Error
+			}
+			if b.Name != "" && b.Kind != "properties" && b.Kind != "range-del" {
+				status += "  " + b.Name
+			}
+			e.printf("  %10d %8d  %-15s  %-13s  %s\n", b.Offset, b.Length, b.Kind, b.Compression, status)
+			for _, rec := range b.Records {
+				if rec.Value != "" {
+					e.printf("      %s %s\n", rec.Key, rec.Value)
+				} else {
+					e.printf("      %s\n", rec.Key)
+				}
+			}
+		}
+	}
+	if bad != nil {
+		e.fail(bad)
+	}
+	return nil
+}
+
+// blockRecords describes a sound block's records for layout -v.
+func blockRecords(t *table, b sstable.BlockInfo, fm *formats) ([]recordOut, error) {
+	r := t.r
+	var out []recordOut
+	if b.Kind == sstable.BlockFilter {
+		f, err := r.TableFilter()
+		if err != nil {
+			return nil, err
+		}
+		if f == nil || b.Name != "fullfilter."+f.Policy {
+			return []recordOut{{Key: "filter in a format bloomkv does not read"}}, nil
+		}
+		return []recordOut{{Key: fmt.Sprintf("%d lines of %d bits, k=%d, %d bits set", f.Lines, f.LineBits, f.Probes, f.BitsSet)}}, nil
+	}
+	var ferr error
+	err := r.BlockRecords(b, func(k, v []byte) bool {
+		switch b.Kind {
+		case sstable.BlockData:
+			ik, ok := base.DecodeInternalKey(k)
+			if !ok {
+				ferr = fmt.Errorf("%s: %s block %s: key %x is not an internal key", t.name, b.Kind, b.Handle, k)
+				return false
+			}
+			out = append(out, recordOut{fm.ikey(ik), fm.v(v)})
+		case sstable.BlockIndex, sstable.BlockIndexPartition:
+			ik, _ := base.DecodeInternalKey(k)
+			h, _ := sstable.DecodeBlockHandle(v)
+			out = append(out, recordOut{fm.ikey(ik), "-> " + h.String()})
+		case sstable.BlockMetaindex:
+			h, _ := sstable.DecodeBlockHandle(v)
+			out = append(out, recordOut{string(k), "-> " + h.String()})
+		case sstable.BlockProperties:
+			out = append(out, recordOut{string(k), "= " + sstable.DescribeProperty(string(k), v)})
+		case sstable.BlockRangeDel:
+			ik, _ := base.DecodeInternalKey(k)
+			out = append(out, recordOut{fmt.Sprintf("[%s, %s) #%d", fm.k(ik.UserKey), fm.k(v), ik.SeqNum()), ""})
+		default:
+			out = append(out, recordOut{quoteKey(k), fm.v(v)})
+		}
+		return true
+	})
+	if ferr != nil {
+		return nil, ferr
+	}
+	return out, err
+}
+
+type scanOut struct {
+	File  string  `json:"file"`
+	Key   string  `json:"key"`
+	Seq   uint64  `json:"seq"`
+	Kind  string  `json:"kind"`
+	Value *string `json:"value,omitempty"` // nil for a deletion
+	End   string  `json:"end,omitempty"`   // a range deletion's exclusive end
+}
+
+func scanCmd(e *env) *cobra.Command {
+	var fm formats
+	var b bounds
+	c := &cobra.Command{
+		Use:   "scan FILE...",
+		Short: "Print a table's entries and range deletions in key order",
+		Long: `Print a table's point entries (key#seq,kind and value) and range
+deletions ([start, end)#seq) in key order, from --start (inclusive) to --end
+(exclusive), at most --count of them.`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, files []string) error {
+			if err := b.parse(c); err != nil {
+				return err
+			}
+			return e.eachTable(files, func(t *table) error { return e.scan(t, &fm, &b) })
+		},
+	}
+	b.register(c)
+	fm.register(c, e, formatQuoted)
+	return c
+}
+
+func (e *env) scan(t *table, fm *formats, b *bounds) error {
+	r := t.r
+	var dels []sstable.RangeDeletion
+	for _, d := range r.RangeDeletions() {
+		if (b.end == nil || bytes.Compare(d.Start, b.end) < 0) && (b.start == nil || bytes.Compare(d.End, b.start) > 0) {
+			dels = append(dels, d)
+		}
+	}
+	it := r.NewIter()
+	ok := false
+	if b.start != nil {
+		ok = it.SeekGE(b.start)
+	} else {
+		ok = it.First()
+	}
+	if !e.json {
+		e.printf("%s\n", t.name)
+	}
+	n := 0
+	more := func() bool { return b.count == 0 || n < b.count }
+	print := func(o scanOut) {
+		n++
+		if e.json {
+			e.emit(o)
+			return
+		}
+		key := fmt.Sprintf("%s#%d,%s", o.Key, o.Seq, o.Kind)
+		switch {
+		case o.End != "":
+			e.printf("  [%s, %s)#%d,%s\n", o.Key, o.End, o.Seq, o.Kind)
+		case o.Value != nil:
+			e.printf("%s\n", strings.TrimRight("  "+key+" "+*o.Value, " "))
+		default:
+			e.printf("  %s\n", key)
+		}
+	}
+	for more() {
+		ok = ok && (b.end == nil || bytes.Compare(it.Key().UserKey, b.end) < 0)
+		// Range deletions come before the points at or after their start.
+		if len(dels) > 0 && (!ok || bytes.Compare(dels[0].Start, it.Key().UserKey) <= 0) {
+			d := dels[0]
+			dels = dels[1:]
+			print(scanOut{File: t.name, Key: fm.k(d.Start), End: fm.k(d.End), Seq: uint64(d.SeqNum), Kind: base.KindRangeDelete.String()})
+			continue
+		}
+		if !ok {
+			break
+		}
+		k := it.Key()
+		o := scanOut{File: t.name, Key: fm.k(k.UserKey), Seq: uint64(k.SeqNum()), Kind: k.Kind().String()}
+		if k.Kind() == base.KindSet {
+			v := fm.v(it.Value())
+			o.Value = &v
+		}
+		print(o)
+		ok = it.Next()
+	}
+	return it.Close()
+}
+
+type checkOut struct {
+	File           string   `json:"file"`
+	OK             bool     `json:"ok"`
+	Blocks         int      `json:"blocks"`
+	Entries        uint64   `json:"entries"`
+	UserKeys       uint64   `json:"user_keys"`
+	RangeDeletions int      `json:"range_deletions"`
+	Filter         string   `json:"filter,omitempty"`
+	Problems       []string `json:"problems,omitempty"`
+	MoreProblems   int      `json:"more_problems,omitempty"`
+}
+
+func checkCmd(e *env) *cobra.Command {
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "check FILE...",
+		Short: "Verify checksums, key order, and that every key passes the table's filter",
+		Long: `Read every block of a table and verify its checksum and structure, that
+point keys are in strictly increasing order within and across blocks, that
+each index separator lies between its block and the next, that every user
+key passes the table's filter (bloomkv's or Pebble's: a filter must have no
+false negatives), and that the properties' counts match. A table with
+problems is reported on stderr (the first problem and how many more; -v
+lists them all on stdout) and the exit status is 1.`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, files []string) error {
+			return e.eachTable(files, func(t *table) error { return e.check(t, verbose) })
+		},
+	}
+	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every problem")
+	return c
+}
+
+func (e *env) check(t *table, verbose bool) error {
+	rep := t.r.Check()
+	out := checkOut{File: t.name, OK: len(rep.Problems) == 0, Blocks: rep.Blocks, Entries: rep.Entries,
+		UserKeys: rep.UserKeys, RangeDeletions: rep.RangeDeletions, MoreProblems: rep.MoreProblems}
+	if f, err := t.r.TableFilter(); err == nil && f != nil {
+		out.Filter = f.Policy
+	}
+	for _, p := range rep.Problems {
+		out.Problems = append(out.Problems, p.Error())
+	}
+	if e.json {
+		e.emit(out)
+	} else {
+		status := "ok"
+		if !out.OK {
+			status = plural(len(out.Problems)+out.MoreProblems, "problem")
+		}
+		filter := "no filter"
+		if out.Filter != "" {
+			filter = fmt.Sprintf("all %d user keys pass the %s filter", out.UserKeys, out.Filter)
+			if !out.OK {
+				filter = out.Filter + " filter probed"
+			}
+		}
+		e.printf("%s: %s: %s, %s, %s; %s\n", t.name, status, plural(out.Blocks, "block"), plural(out.Entries, "entry"), plural(out.RangeDeletions, "range deletion"), filter)
+		if verbose {
+			for _, p := range out.Problems {
+				e.printf("  %s\n", p)
+			}
+		}
+	}
+	if err := rep.Err(); err != nil {
+		e.fail(err)
+	}
+	return nil
+}
+
+type filterOut struct {
+	File           string  `json:"file"`
+	Policy         string  `json:"policy"`
+	Lines          int     `json:"lines"`
+	LineBits       int     `json:"line_bits"`
+	Probes         int     `json:"k"`
+	FilterBytes    int     `json:"filter_bytes"`
+	Keys           uint64  `json:"keys"`
+	StatedKeys     int64   `json:"stated_keys"`
+	EstimatedKeys  float64 `json:"estimated_keys"`
+	BitsPerKey     float64 `json:"bits_per_key"`
+	BitsSet        uint64  `json:"bits_set"`
+	FillRatio      float64 `json:"fill_ratio"`
+	ExpectedFPRate float64 `json:"expected_fp_rate"`
+	AbsentProbes   int     `json:"absent_probes"`
+	FalsePositives int     `json:"false_positives"`
+	MeasuredFPRate float64 `json:"measured_fp_rate"`
+}
+
+func filterCmd(e *env) *cobra.Command {
+	var probes int
+	var seed uint64
+	c := &cobra.Command{
+		Use:   "filter FILE...",
+		Short: "Measure a table's filter: geometry, bits set, estimated keys, false-positive rates",
+		Long: `Describe a table's filter (bloomkv's blocked Bloom filter, or the
+RocksDB built-in Bloom filter Pebble writes): lines, k, bits per key, the
+fraction of bits set, the key count estimated from the bits set next to the
+real count of distinct user keys, the false-positive rate the geometry
+predicts, and the rate measured on --probes random keys the table does not
+hold (drawn from --seed, so runs repeat).`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, files []string) error {
+			if probes < 0 {
+				return usageError{fmt.Errorf("--probes %d is negative", probes)}
+			}
+			return e.eachTable(files, func(t *table) error { return e.filter(t, probes, seed) })
+		},
+	}
+	c.Flags().IntVar(&probes, "probes", 100000, "random absent keys to measure the false-positive rate on")
+	c.Flags().Uint64Var(&seed, "seed", 1, "seed of the random absent keys")
+	return c
+}
+
+func (e *env) filter(t *table, probes int, seed uint64) error {
+	f, err := t.r.TableFilter()
+	if err != nil {
+		return err
+	}
+	if f == nil {
+		return fmt.Errorf("%s: the table has no filter bloomkv can read (policy %q)", t.name, t.r.Properties().FilterPolicy)
+	}
+	keys := map[string]struct{}{}
+	it := t.r.NewIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		keys[string(it.Key().UserKey)] = struct{}{}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	bits := uint64(f.Lines * f.LineBits)
+	out := filterOut{File: t.name, Policy: f.Policy, Lines: f.Lines, LineBits: f.LineBits, Probes: f.Probes,
+		FilterBytes: f.Size, Keys: uint64(len(keys)), StatedKeys: f.StatedKeys, EstimatedKeys: f.EstimatedKeys,
+		BitsSet: f.BitsSet, ExpectedFPRate: f.ExpectedFPRate(uint64(len(keys))), AbsentProbes: probes}
+	if len(keys) > 0 {
+		out.BitsPerKey = float64(bits) / float64(len(keys))
+	}
+	if bits > 0 {
+		out.FillRatio = float64(f.BitsSet) / float64(bits)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x62666b))
+	key := make([]byte, 16)
+	for i := 0; i < probes; {
+		for j := range key {
+			key[j] = byte(rng.Uint32())
+		}
+		if _, ok := keys[string(key)]; ok {
+			continue // not absent
+		}
+		i++
+		if f.MayContain(key) {
+			out.FalsePositives++
+		}
+	}
+	if probes > 0 {
+		out.MeasuredFPRate = float64(out.FalsePositives) / float64(probes)
+	}
+	if e.json {
+		e.emit(out)
+		return nil
+	}
+	stated := "not recorded"
+	if out.StatedKeys >= 0 {
+		stated = fmt.Sprint(out.StatedKeys)
+	}
+	e.printf("%s\n", t.name)
+	e.printf("  policy               %s\n", out.Policy)
+	e.printf("  lines                %d of %d bits (%d bytes with the trailer)\n", out.Lines, out.LineBits, out.FilterBytes)
+	e.printf("  probes per key (k)   %d\n", out.Probes)
+	e.printf("  bits per key         %.2f\n", out.BitsPerKey)
+	e.printf("  bits set             %d of %d (%.1f%%)\n", out.BitsSet, bits, 100*out.FillRatio)
+	e.printf("  keys                 %d distinct user keys; filter states %s; estimated from the bits set %.1f\n", out.Keys, stated, out.EstimatedKeys)
+	e.printf("  false-positive rate  %s expected for an ideal hash, %s measured (%d of %d absent keys)\n", percent(out.ExpectedFPRate), percent(out.MeasuredFPRate), out.FalsePositives, out.AbsentProbes)
+	return nil
+}
