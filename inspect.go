@@ -163,28 +163,16 @@ func checkTableMeta(name string, level int, f *manifest.FileMetadata, r *sstable
 		bad("%d bytes, the manifest records %d", r.Size(), f.Size)
 	}
 	// The bounds a table of these contents gets when written (tableBuilder).
-	var lo, hi base.InternalKey
-	have := false
-	extend := func(a, b base.InternalKey) {
-		if !have || base.CompareInternal(a, lo) < 0 {
-			lo = a
-		}
-		if !have || base.CompareInternal(b, hi) > 0 {
-			hi = b
-		}
-		have = true
+	lo, hi, err := r.KeyRange()
+	if err != nil {
+		return append(errs, err)
 	}
-	if rep.Smallest != nil {
-		extend(*rep.Smallest, *rep.Largest)
-	}
-	for _, t := range r.RangeDeletions() {
-		extend(base.MakeInternalKey(t.Start, t.SeqNum, base.KindRangeDelete), base.MakeRangeDeleteSentinel(t.End))
-	}
+	have := lo != nil
 	switch {
 	case !have:
 		bad("holds no entries")
-	case base.CompareInternal(lo, f.Smallest) != 0 || base.CompareInternal(hi, f.Largest) != 0:
-		bad("holds keys %s to %s, the manifest records %s to %s", lo, hi, f.Smallest, f.Largest)
+	case base.CompareInternal(*lo, f.Smallest) != 0 || base.CompareInternal(*hi, f.Largest) != 0:
+		bad("holds keys %s to %s, the manifest records %s to %s", *lo, *hi, f.Smallest, f.Largest)
 	}
 	if have && (rep.SmallestSeq != f.SmallestSeq || rep.LargestSeq != f.LargestSeq) {
 		bad("holds sequence numbers %d to %d, the manifest records %d to %d", rep.SmallestSeq, rep.LargestSeq, f.SmallestSeq, f.LargestSeq)

@@ -6,6 +6,7 @@ package sstable
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -146,21 +147,11 @@ func (t *Reader) layout(verify bool) *Layout {
 	})
 	slices.SortFunc(l.Blocks, func(a, b BlockInfo) int {
 		if a.Handle.Offset != b.Handle.Offset {
-			return cmpUint(a.Handle.Offset, b.Handle.Offset)
+			return cmp.Compare(a.Handle.Offset, b.Handle.Offset)
 		}
 		return int(a.Kind) - int(b.Kind)
 	})
 	return l
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // inspect reads and verifies one block.
@@ -172,39 +163,29 @@ func (t *Reader) inspect(kind BlockKind, name string, bh BlockHandle) BlockInfo 
 			info.Compression = Compression(typ[0])
 		}
 	}
-	_, info.Err = t.readKind(kind, name, bh)
+	info.Err = t.verifyBlock(kind, name, bh)
 	return info
 }
 
-// readKind reads, verifies and decodes the block at bh as a block of kind:
-// filters are decoded as filters, other blocks' entries are walked.
-func (t *Reader) readKind(kind BlockKind, name string, bh BlockHandle) ([]byte, error) {
-	label := kind.String()
-	if kind == BlockFilter {
-		label = "filter"
-	}
-	b, err := t.readBlock(bh, label)
+// verifyBlock reads the block at bh, checks its checksum, and decodes it as
+// a block of kind: a filter as its filter format, others entry by entry.
+func (t *Reader) verifyBlock(kind BlockKind, name string, bh BlockHandle) error {
+	b, err := t.readBlock(bh, kind.String())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	switch {
-	case kind == BlockFilter:
+	if kind == BlockFilter {
 		// A filter format bloomkv does not read has its checksum checked only.
-		if _, err := t.decodeTableFilter(name, bh, b); err != nil {
-			return nil, err
-		}
-	default:
-		var it blockIter
-		if err := it.init(b, true, t.where(label, bh)); err != nil {
-			return nil, err
-		}
-		for ok := it.first(); ok; ok = it.next() {
-		}
-		if it.err != nil {
-			return nil, it.err
-		}
+		_, err := t.decodeTableFilter(name, bh, b)
+		return err
 	}
-	return b, nil
+	var it blockIter
+	if err := it.init(b, true, t.where(kind.String(), bh)); err != nil {
+		return err
+	}
+	for ok := it.first(); ok; ok = it.next() {
+	}
+	return it.err
 }
 
 // eachDataHandle calls fn with the handle of every data block in index order,
@@ -212,13 +193,10 @@ func (t *Reader) readKind(kind BlockKind, name string, bh BlockHandle) ([]byte, 
 // an index partition that cannot be read and the error, until fn returns
 // false.
 func (t *Reader) eachDataHandle(fn func(kind BlockKind, bh BlockHandle, sep []byte, err error) bool) {
-	index := t.index
-	if index == nil { // held by the cache: read it again
-		var err error
-		if index, err = t.readBlock(t.footer.index, "index"); err != nil {
-			fn(BlockIndex, t.footer.index, nil, err)
-			return
-		}
+	index, err := t.indexBlock()
+	if err != nil {
+		fn(BlockIndex, t.footer.index, nil, err)
+		return
 	}
 	var top blockIter
 	if err := top.init(index, false, t.where("index", t.footer.index)); err != nil {
@@ -294,6 +272,39 @@ func (t *Reader) BlockRecords(b BlockInfo, fn func(key, value []byte) bool) erro
 		}
 	}
 	return it.err
+}
+
+// BlockTrailerLen is the length of the trailer after every block: the
+// compression type and the masked CRC32C.
+const BlockTrailerLen = blockTrailerLen
+
+// KeyRange returns the smallest and largest keys of the table, of its points
+// and its range deletions both (a range deletion's end as an exclusive
+// sentinel), as the store records a table's bounds; nil when it holds none.
+func (t *Reader) KeyRange() (lo, hi *base.InternalKey, err error) {
+	it := t.NewIter()
+	if it.First() {
+		k := it.Key().Clone()
+		lo = &k
+	}
+	if it.Last() {
+		k := it.Key().Clone()
+		hi = &k
+	}
+	if err := it.Close(); err != nil {
+		return nil, nil, err
+	}
+	for _, d := range t.rangeDels {
+		s := base.MakeInternalKey(d.Start, d.SeqNum, base.KindRangeDelete)
+		if lo == nil || base.CompareInternal(s, *lo) < 0 {
+			lo = &s
+		}
+		end := base.MakeRangeDeleteSentinel(d.End)
+		if hi == nil || base.CompareInternal(end, *hi) > 0 {
+			hi = &end
+		}
+	}
+	return lo, hi, nil
 }
 
 // DecodeBlockHandle decodes the block handle at the start of b (an index or
@@ -450,10 +461,15 @@ func (r *CheckReport) Err() error {
 // and does not stop at the first problem.
 func (t *Reader) Check() *CheckReport {
 	r := &CheckReport{}
-	layout := t.Layout()
+	// Data blocks are verified by the key walk below, which reads each
+	// once; the others here.
+	layout := t.Blocks()
 	bad := map[uint64]bool{}
 	for _, b := range layout.Blocks {
 		r.Blocks++
+		if b.Err == nil && b.Kind != BlockData {
+			b = t.inspect(b.Kind, b.Name, b.Handle)
+		}
 		if b.Err != nil {
 			r.problem(b.Err)
 			bad[b.Handle.Offset] = true

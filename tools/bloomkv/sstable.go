@@ -50,7 +50,7 @@ func openTable(name string) (*table, error) {
 
 // eachTable opens every file and calls fn; a file that cannot be opened is
 // reported and skipped.
-func (e *env) eachTable(files []string, fn func(t *table) error) error {
+func (e *env) eachTable(files []string, fn func(t *table) error) {
 	for _, name := range files {
 		t, err := openTable(name)
 		if err == nil {
@@ -61,45 +61,15 @@ func (e *env) eachTable(files []string, fn func(t *table) error) error {
 			e.fail(err)
 		}
 	}
-	return nil
 }
 
 // blockSizes sums the bytes of each kind of block, trailers included.
 func blockSizes(l *sstable.Layout) map[sstable.BlockKind]uint64 {
 	sizes := map[sstable.BlockKind]uint64{}
 	for _, b := range l.Blocks {
-		sizes[b.Kind] += b.Handle.Length + 5
+		sizes[b.Kind] += b.Handle.Length + sstable.BlockTrailerLen
 	}
 	return sizes
-}
-
-// keyRange returns a table's smallest and largest keys, points and range
-// deletions both (nil when it has none), and whether the largest is a range
-// deletion's exclusive end.
-func keyRange(r *sstable.Reader) (lo, hi *base.InternalKey, err error) {
-	it := r.NewIter()
-	if it.First() {
-		k := it.Key().Clone()
-		lo = &k
-	}
-	if it.Last() {
-		k := it.Key().Clone()
-		hi = &k
-	}
-	if err := it.Close(); err != nil {
-		return nil, nil, err
-	}
-	for _, d := range r.RangeDeletions() {
-		s := base.MakeInternalKey(d.Start, d.SeqNum, base.KindRangeDelete)
-		if lo == nil || base.CompareInternal(s, *lo) < 0 {
-			lo = &s
-		}
-		end := base.MakeRangeDeleteSentinel(d.End)
-		if hi == nil || base.CompareInternal(end, *hi) > 0 {
-			hi = &end
-		}
-	}
-	return lo, hi, nil
 }
 
 // seqRange returns the sequence numbers a table holds: from bloomkv's
@@ -167,7 +137,8 @@ sequence-number range, smallest and largest key, and every stored property.
 Counts are the ones the table's properties block states.`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, files []string) error {
-			return e.eachTable(files, func(t *table) error { return e.properties(t, &fm) })
+			e.eachTable(files, func(t *table) error { return e.properties(t, &fm) })
+			return nil
 		},
 	}
 	fm.register(c, e, formatQuoted)
@@ -226,7 +197,7 @@ func (e *env) properties(t *table, fm *formats) error {
 		return err
 	}
 	out.SmallestSeq, out.LargestSeq = uint64(lo), uint64(hi)
-	small, large, err := keyRange(r)
+	small, large, err := r.KeyRange()
 	if err != nil {
 		return err
 	}
@@ -313,7 +284,8 @@ data blocks, separators and handles of index blocks, names and handles of
 the metaindex, properties, range deletions, and a filter's geometry.`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, files []string) error {
-			return e.eachTable(files, func(t *table) error { return e.layout(t, &fm, verbose) })
+			e.eachTable(files, func(t *table) error { return e.layout(t, &fm, verbose) })
+			return nil
 		},
 	}
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "list each block's records")
@@ -443,7 +415,8 @@ deletions ([start, end)#seq) in key order, from --start (inclusive) to --end
 			if err := b.parse(c); err != nil {
 				return err
 			}
-			return e.eachTable(files, func(t *table) error { return e.scan(t, &fm, &b) })
+			e.eachTable(files, func(t *table) error { return e.scan(t, &fm, &b) })
+			return nil
 		},
 	}
 	b.register(c)
@@ -537,7 +510,8 @@ problems is reported on stderr (the first problem and how many more; -v
 lists them all on stdout) and the exit status is 1.`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, files []string) error {
-			return e.eachTable(files, func(t *table) error { return e.check(t, verbose) })
+			e.eachTable(files, func(t *table) error { return e.check(t, verbose) })
+			return nil
 		},
 	}
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every problem")
@@ -617,7 +591,8 @@ hold (drawn from --seed, so runs repeat).`,
 			if probes < 0 {
 				return usageError{fmt.Errorf("--probes %d is negative", probes)}
 			}
-			return e.eachTable(files, func(t *table) error { return e.filter(t, probes, seed) })
+			e.eachTable(files, func(t *table) error { return e.filter(t, probes, seed) })
+			return nil
 		},
 	}
 	c.Flags().IntVar(&probes, "probes", 100000, "random absent keys to measure the false-positive rate on")
