@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bloomkv/bloomkv/internal/cache"
+	"github.com/bloomkv/bloomkv/internal/humanize"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 )
 
@@ -121,8 +122,8 @@ func (m *Metrics) String() string {
 	var files int
 	var size, written, read, moved, compactions uint64
 	for l, lm := range m.Levels {
-		fmt.Fprintf(&b, "   L%d | %6d | %8s | %5.2f | %8s | %8s | %8s | %11d\n", l, lm.Files, humanBytes(lm.Bytes), lm.Score,
-			humanBytes(lm.BytesWritten), humanBytes(lm.BytesRead), humanBytes(lm.BytesMoved), lm.Compactions)
+		fmt.Fprintf(&b, "   L%d | %6d | %8s | %5.2f | %8s | %8s | %8s | %11d\n", l, lm.Files, humanize.Bytes(lm.Bytes), lm.Score,
+			humanize.Bytes(lm.BytesWritten), humanize.Bytes(lm.BytesRead), humanize.Bytes(lm.BytesMoved), lm.Compactions)
 		files += lm.Files
 		size += lm.Bytes
 		written += lm.BytesWritten
@@ -130,34 +131,20 @@ func (m *Metrics) String() string {
 		moved += lm.BytesMoved
 		compactions += lm.Compactions
 	}
-	fmt.Fprintf(&b, "total | %6d | %8s |     - | %8s | %8s | %8s | %11d\n", files, humanBytes(size),
-		humanBytes(written), humanBytes(read), humanBytes(moved), compactions)
+	fmt.Fprintf(&b, "total | %6d | %8s |     - | %8s | %8s | %8s | %11d\n", files, humanize.Bytes(size),
+		humanize.Bytes(written), humanize.Bytes(read), humanize.Bytes(moved), compactions)
 	fmt.Fprintf(&b, "memtable: %s (+%d frozen)   WAL written: %s   flushes: %d (%s)   write amplification: %.2f\n",
-		humanBytes(uint64(m.MemTableSize)), m.ImmutableMemTables, humanBytes(m.WALBytes), m.Flushes, humanBytes(m.FlushBytes), m.WriteAmplification())
+		humanize.Bytes(uint64(m.MemTableSize)), m.ImmutableMemTables, humanize.Bytes(m.WALBytes), m.Flushes, humanize.Bytes(m.FlushBytes), m.WriteAmplification())
 	fmt.Fprintf(&b, "compactions: %d (read %s, wrote %s), moves: %d\n",
-		m.Compactions, humanBytes(m.CompactionBytesIn), humanBytes(m.CompactionBytesOut), m.Moves)
+		m.Compactions, humanize.Bytes(m.CompactionBytesIn), humanize.Bytes(m.CompactionBytesOut), m.Moves)
 	bc := m.BlockCache
 	hitRate := 0.0
 	if bc.Hits+bc.Misses > 0 {
 		hitRate = 100 * float64(bc.Hits) / float64(bc.Hits+bc.Misses)
 	}
-	fmt.Fprintf(&b, "block cache: %s in use, %d hits, %d misses (%.1f%% hit)\n", humanBytes(uint64(bc.Bytes)), bc.Hits, bc.Misses, hitRate)
+	fmt.Fprintf(&b, "block cache: %s in use, %d hits, %d misses (%.1f%% hit)\n", humanize.Bytes(uint64(bc.Bytes)), bc.Hits, bc.Misses, hitRate)
 	fmt.Fprintf(&b, "filters: %d probes, %d said no (data-block reads skipped), %d false positives (%.3f%%)\n",
 		m.FilterProbes, m.FilterNegatives, m.FilterFalsePositives, 100*m.FilterFalsePositiveRate())
 	fmt.Fprintf(&b, "write stalls: %d (%s)   open snapshots: %d\n", m.WriteStalls, m.WriteStallDuration.Round(time.Millisecond), m.Snapshots)
 	return b.String()
-}
-
-// humanBytes formats a byte count with a binary unit.
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n), -1
-	for v >= unit && i < 4 {
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[i])
 }

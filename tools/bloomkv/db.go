@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/internal/humanize"
 )
 
 func dbCmd(e *env) *cobra.Command {
@@ -105,7 +106,7 @@ func (e *env) lsm(dir string, d *bloomkv.DB, fm *formats) error {
 		e.emit(out)
 		return nil
 	}
-	e.printf("%s: %s, %d bytes (%s)\n", dir, plural(out.Tables, "table"), out.Size, humanBytes(out.Size))
+	e.printf("%s: %s, %d bytes (%s)\n", dir, plural(out.Tables, "table"), out.Size, humanize.Bytes(out.Size))
 	for _, l := range out.Levels {
 		e.printf("  L%d: %s, %d bytes\n", l.Level, plural(len(l.Tables), "table"), l.Size)
 		for _, t := range l.Tables {

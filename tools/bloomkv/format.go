@@ -142,20 +142,6 @@ func (e *env) emit(v any) {
 // printf prints text output.
 func (e *env) printf(format string, args ...any) { fmt.Fprintf(e.out, format, args...) }
 
-// humanBytes prints a size in binary units.
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 // percent prints a fraction as a percentage.
 func percent(f float64) string { return fmt.Sprintf("%.3f%%", 100*f) }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/humanize"
 	"github.com/bloomkv/bloomkv/sstable"
 )
 
@@ -210,7 +211,7 @@ func (e *env) properties(t *table, fm *formats) error {
 	}
 	e.printf("%s\n", t.name)
 	e.printf("  format             %s (version %d)\n", out.Format, out.FormatVersion)
-	e.printf("  file size          %d (%s)\n", out.FileSize, humanBytes(out.FileSize))
+	e.printf("  file size          %d (%s)\n", out.FileSize, humanize.Bytes(out.FileSize))
 	e.printf("  data               %d in %s\n", out.DataSize, plural(out.DataBlocks, "block"))
 	e.printf("  index              %d (%s)\n", out.IndexSize, out.IndexType)
 	e.printf("  filter             %d\n", out.FilterSize)
