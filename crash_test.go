@@ -1,9 +1,11 @@
 package bloomkv
 
 import (
-	"errors"
-	"fmt"
+	"bytes"
+	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,34 +13,58 @@ import (
 	"github.com/bloomkv/bloomkv/internal/vfs"
 )
 
-// crashFS wraps a MemFS and takes a crash image right after its n-th sync
-// (file Sync or SyncDir).
+// crashFS wraps a MemFS and takes a crash image right after its at-th
+// mutating operation (create, write, sync, directory sync, rename, remove),
+// wherever in the store's work that falls: a WAL append, a flush or
+// compaction writing its table, a manifest edit, a CURRENT switch, a file
+// removal. The image keeps, of each file's unsynced bytes, a prefix of random
+// length, as a disk may.
 type crashFS struct {
 	*vfs.MemFS
-	syncs   atomic.Int64
-	at      int64
+	at      int64 // 0: never crash, only count
+	keep    *rand.Rand
+	ops     atomic.Int64
+	crashed atomic.Bool
 	mu      sync.Mutex
 	image   *vfs.MemFS
-	crashed atomic.Bool
+	what    string // the operation the crash followed
+	torn    int    // files whose image kept some unsynced bytes
 }
 
-func (c *crashFS) afterSync() {
-	if c.syncs.Add(1) == c.at {
-		// The flag goes up before the image is taken: a write the workload
-		// sees return with the flag down had synced before the image. (The
-		// other order let a write that synced after the image count as
-		// acknowledged before the crash.)
-		c.crashed.Store(true)
-		c.mu.Lock()
-		c.image = c.MemFS.CrashClone()
-		c.mu.Unlock()
+func (c *crashFS) after(what, name string) {
+	if c.ops.Add(1) != c.at {
+		return
 	}
+	// The flag goes up before the image is taken: a write the workload
+	// sees return with the flag down was durable, or not, before the image.
+	c.crashed.Store(true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.what = what + " " + fileLabel(name)
+	c.image = c.MemFS.CrashCloneKeeping(func(_ string, unsynced int) int {
+		if c.keep.IntN(2) == 0 {
+			return 0
+		}
+		c.torn++
+		return c.keep.IntN(unsynced + 1)
+	})
 }
 
-func (c *crashFS) SyncDir(dir string) error {
-	err := c.MemFS.SyncDir(dir)
-	c.afterSync()
-	return err
+// fileLabel names the kind of a store file, for the reports.
+func fileLabel(name string) string {
+	base := filepath.Base(name)
+	switch k, _ := parseName(base); k {
+	case kindLog:
+		return "WAL"
+	case kindTable:
+		return "sstable"
+	case kindManifest:
+		return "MANIFEST"
+	}
+	if strings.HasPrefix(base, "CURRENT") {
+		return "CURRENT"
+	}
+	return base
 }
 
 func (c *crashFS) Create(name string) (vfs.File, error) {
@@ -46,194 +72,168 @@ func (c *crashFS) Create(name string) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &crashFile{File: f, c: c}, nil
+	c.after("create", name)
+	return &crashFile{File: f, c: c, name: name}, nil
+}
+
+func (c *crashFS) SyncDir(dir string) error {
+	err := c.MemFS.SyncDir(dir)
+	c.after("syncdir", dir)
+	return err
+}
+
+func (c *crashFS) Rename(oldname, newname string) error {
+	err := c.MemFS.Rename(oldname, newname)
+	c.after("rename", newname)
+	return err
+}
+
+func (c *crashFS) Remove(name string) error {
+	err := c.MemFS.Remove(name)
+	c.after("remove", name)
+	return err
 }
 
 type crashFile struct {
 	vfs.File
-	c *crashFS
+	c    *crashFS
+	name string
+}
+
+func (f *crashFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	f.c.after("write", f.name)
+	return n, err
 }
 
 func (f *crashFile) Sync() error {
 	err := f.File.Sync()
-	f.c.afterSync()
+	f.c.after("sync", f.name)
 	return err
 }
 
-// op is one step of the scripted workload: a batch of writes.
-type op struct {
-	sets map[string]string // value "" means delete
-	sync bool
+// crashRun is what a workload run saw before its crash.
+type crashRun struct {
+	acked    int // ops returned before the crash
+	lastSync int // ops up to and including the last Sync one among them
+	flushes  int64
+	compacts int64
 }
 
-func workload(seed uint64, n int) []op {
-	r := rand.New(rand.NewPCG(seed, 17))
-	var ops []op
-	for i := range n {
-		o := op{sets: map[string]string{}, sync: r.IntN(3) == 0}
-		for range 1 + r.IntN(4) {
-			k := fmt.Sprintf("key%03d", r.IntN(60))
-			if r.IntN(5) == 0 {
-				o.sets[k] = ""
-			} else {
-				// Values up to 3 KB fill the 64 KiB memtable every few dozen
-				// ops: rotations happen on their own, with the flusher
-				// running while later writes go to the new WAL.
-				o.sets[k] = fmt.Sprintf("v%d-%s", i, string(make([]byte, r.IntN(3000))))
-			}
-		}
-		ops = append(ops, o)
-	}
-	return ops
-}
-
-// runWorkload applies ops to a store on fs and returns how many ops had been
-// acknowledged (returned) before the crash, and the index of the last Sync
-// op among them (-1 if none).
-func runWorkload(t *testing.T, fs vfs.FS, ops []op, crashed func() bool) (acked, lastSync int, compactions uint64) {
-	o := &Options{FS: fs, MemTableSize: 64 << 10, Logger: quietLogger()}
-	d, err := Open("/db", o)
+// runUntilCrash applies ops to a store on c until c crashes (stopping at the
+// first op that returns after it) or the ops run out.
+func runUntilCrash(t *testing.T, c *crashFS, ops []op) crashRun {
+	t.Helper()
+	d, err := Open("/db", &Options{FS: c, MemTableSize: 64 << 10, Logger: quietLogger()})
 	if err != nil {
+		if c.crashed.Load() {
+			return crashRun{}
+		}
 		t.Fatal(err)
 	}
-	lastSync = -1
-	acked = -1
-	for i, op := range ops {
-		b := d.NewBatch()
-		for k, v := range op.sets {
-			if v == "" {
-				b.Delete([]byte(k))
-			} else {
-				b.Set([]byte(k), []byte(v))
-			}
+	var run crashRun
+	for i, o := range ops {
+		err := o.apply(d)
+		if c.crashed.Load() {
+			break
 		}
-		wo := NoSync
-		if op.sync {
-			wo = Sync
+		if err != nil {
+			t.Fatalf("op %d: %v", i, err)
 		}
-		if err := d.Apply(b, wo); err != nil {
-			t.Fatal(err)
-		}
-		if !crashed() {
-			acked = i
-			if op.sync {
-				lastSync = i
-			}
-		}
-		if i%100 == 99 {
-			if err := d.Flush(); err != nil {
-				t.Fatal(err)
-			}
+		run.acked = i + 1
+		if o.sync {
+			run.lastSync = i + 1
 		}
 	}
-	if !crashed() {
-		waitForCompactions(t, d) // fewer timing-dependent syncs at Close
+	if !c.crashed.Load() {
+		waitForCompactions(t, d)
 	}
-	compactions = d.Metrics().Compactions
+	m := d.Metrics()
+	run.flushes, run.compacts = int64(m.Flushes), int64(m.Compactions)
 	d.Close()
-	return acked, lastSync, compactions
+	return run
 }
 
-// model returns the store's contents after the first n ops.
-func model(ops []op, n int) map[string]string {
-	m := map[string]string{}
-	for _, op := range ops[:n] {
-		for k, v := range op.sets {
-			if v == "" {
-				delete(m, k)
-			} else {
-				m[k] = v
+// TestCrashAtRandomPoints crashes mixed workloads (batches of sets, deletes
+// and range deletions, Sync and not, with flushes and compactions running)
+// at random points, the image keeping random parts of unsynced data. After
+// each crash the store must open, hold exactly the operation log applied up
+// to some point at or after the last Sync-acknowledged op (so every such op
+// is there and batches are all or nothing), agree between Get and scans,
+// pass Check, and take writes again.
+func TestCrashAtRandomPoints(t *testing.T) {
+	points := trials(15, 60, 500)
+	const nOps, nKeys = 300, 60
+	byWhat := map[string]int{}
+	failures, torn, loggedTorn := 0, 0, 0
+	var flushes, compacts int64
+	for trial := range points {
+		seed := uint64(trial)
+		ops := mixedWorkload(seed, "key", nKeys, nOps)
+		probe := &crashFS{MemFS: vfs.NewMem()}
+		full := runUntilCrash(t, probe, ops)
+		flushes += full.flushes
+		compacts += full.compacts
+		r := rand.New(rand.NewPCG(seed, 99))
+		at := 1 + r.Int64N(probe.ops.Load())
+		// Background work interleaves differently from run to run, so a
+		// run may end before reaching op at: try again, then pick earlier.
+		var c *crashFS
+		var run crashRun
+		for try := 0; c == nil || c.image == nil; try++ {
+			if try >= 5 {
+				at = 1 + r.Int64N(at)
 			}
+			c = &crashFS{MemFS: vfs.NewMem(), at: at, keep: rand.New(rand.NewPCG(seed, 7))}
+			run = runUntilCrash(t, c, ops)
 		}
-	}
-	return m
-}
+		byWhat[c.what]++
+		torn += c.torn
 
-func contentsOf(t *testing.T, d *DB) map[string]string {
-	m := map[string]string{}
-	for i := range 60 {
-		k := fmt.Sprintf("key%03d", i)
-		v, err := d.Get([]byte(k))
-		if errors.Is(err, ErrNotFound) {
+		var logs bytes.Buffer
+		o := &Options{FS: c.image, MemTableSize: 64 << 10, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		fail := func(format string, args ...any) {
+			t.Helper()
+			failures++
+			t.Errorf("seed %d, crash after op %d (%s), %d ops acknowledged, last Sync op %d: "+format,
+				append([]any{seed, at, c.what, run.acked, run.lastSync}, args...)...)
+		}
+		d, err := Open("/db", o)
+		if err != nil {
+			fail("reopen: %v", err)
 			continue
 		}
-		if err != nil {
-			t.Fatal(err)
+		if strings.Contains(logs.String(), "torn") {
+			loggedTorn++
 		}
-		m[k] = string(v)
-	}
-	return m
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
+		got, err := readKeys(d, "key", nKeys)
+		switch {
+		case err != nil:
+			fail("reading: %v", err)
+		case matchPrefix(got, ops, run.lastSync, run.acked+1) < 0:
+			fail("the store matches no prefix of the log from op %d to %d: against the acknowledged ops, %s",
+				run.lastSync, run.acked+1, diffSummary(got, model(ops[:run.acked])))
 		}
-	}
-	return true
-}
-
-// TestCrashAtEverySyncPoint runs a scripted workload (batches, Sync and
-// NoSync, flushes) once to count its syncs, then again for each sync point,
-// crashing right after it: the recovered store must open cleanly and equal
-// the operation log applied up to some point at or after the last
-// Sync-acknowledged write (so every such write is there, and batches are all
-// or nothing).
-func TestCrashAtEverySyncPoint(t *testing.T) {
-	ops := workload(1, 300)
-	probe := &crashFS{MemFS: vfs.NewMem(), at: -1}
-	_, _, compactions := runWorkload(t, probe, ops, func() bool { return false })
-	total := probe.syncs.Load()
-	if compactions == 0 {
-		t.Fatal("the workload never compacts: crash points miss compactions")
-	}
-	if total < 20 {
-		t.Fatalf("the workload syncs only %d times", total)
-	}
-	step := int64(1)
-	if testing.Short() {
-		step = 3
-	}
-	checked := 0
-	for at := int64(1); at <= total; at += step {
-		// Background flushes and compactions interleave with the
-		// writes differently from run to run, so the number of syncs
-		// varies a little: a run that ends before sync point at is
-		// repeated until one reaches it.
-		var c *crashFS
-		var acked, lastSync int
-		for try := 0; try < 20 && (c == nil || c.image == nil); try++ {
-			c = &crashFS{MemFS: vfs.NewMem(), at: at}
-			acked, lastSync, _ = runWorkload(t, c, ops, c.crashed.Load)
+		if _, err := d.Check(); err != nil {
+			fail("Check: %v", err)
 		}
-		if c.image == nil {
-			t.Fatalf("sync point %d not reached in 20 runs", at)
-		}
-		d, err := Open("/db", &Options{FS: c.image, MemTableSize: 64 << 10, Logger: quietLogger()})
-		if err != nil {
-			t.Fatalf("crash after sync %d: reopen: %v", at, err)
-		}
-		got := contentsOf(t, d)
-		ok := false
-		for n := lastSync + 1; n <= len(ops) && !ok; n++ {
-			ok = equalMaps(got, model(ops, n))
-		}
-		if !ok {
-			t.Fatalf("crash after sync %d (acked %d ops, last Sync op %d): the store matches no prefix of the log from op %d on", at, acked+1, lastSync, lastSync+1)
-		}
-		// The recovered store works: write, reopen.
 		if err := d.Set([]byte("after"), []byte("crash"), Sync); err != nil {
-			t.Fatal(err)
+			fail("write after recovery: %v", err)
 		}
-		d.Close()
-		d = mustOpen(t, "/db", &Options{FS: c.image, Logger: quietLogger()})
+		if err := d.Close(); err != nil {
+			fail("close after recovery: %v", err)
+		}
+		d, err = Open("/db", &Options{FS: c.image, Logger: quietLogger()})
+		if err != nil {
+			fail("second reopen: %v", err)
+			continue
+		}
 		expect(t, d, "after", "crash")
 		d.Close()
-		checked++
 	}
-	t.Logf("%d sync points in the workload (%d compactions), %d crashes checked", total, compactions, checked)
+	report(t, "crash", "%d crash points (by the operation they followed: %v); %d files kept part of their unsynced bytes, %d recoveries dropped a torn record; the workloads ran %d flushes and %d compactions uncrashed; %d failures",
+		points, byWhat, torn, loggedTorn, flushes, compacts, failures)
+	if compacts == 0 {
+		t.Fatal("the workloads never compact: crash points miss compactions")
+	}
 }

@@ -81,13 +81,19 @@ type DB struct {
 	manifest    vfs.File
 	manifestW   *record.Writer
 	manifestNum uint64
-	bgErr       error // a failed flush or WAL write: the store takes no more writes
-	closed      bool
-	flushing    bool
-	busy        map[uint64]bool // tables being compacted
-	running     []*compaction
-	fileRefs    map[uint64]int // read states referencing each table
-	snapshots   []base.SeqNum  // read sequence numbers of open snapshots, ascending
+	// manifestLastEdit is the offset of the last edit Open read from the
+	// manifest, for errors about what it records.
+	manifestLastEdit int64
+	// closedLogs holds the sizes the manifest recorded for WALs when the
+	// store closed cleanly (manifest.ClosedLog), by log number.
+	closedLogs map[uint64]uint64
+	bgErr      error // a failed flush or WAL write: the store takes no more writes
+	closed     bool
+	flushing   bool
+	busy       map[uint64]bool // tables being compacted
+	running    []*compaction
+	fileRefs   map[uint64]int // read states referencing each table
+	snapshots  []base.SeqNum  // read sequence numbers of open snapshots, ascending
 	// compactionGate, when set (tests only), is received from before each
 	// compaction starts.
 	compactionGate chan struct{}
@@ -288,6 +294,7 @@ func (d *DB) loadManifest(num uint64) error {
 		if err != nil {
 			return err
 		}
+		d.manifestLastEdit = r.Offset()
 		e, err := manifest.Decode(rec)
 		if err != nil {
 			return fmt.Errorf("%s: edit %d: %w", name, i, err)
@@ -302,6 +309,12 @@ func (d *DB) loadManifest(num uint64) error {
 			return fmt.Errorf("%s: edit %d: %w", name, i, err)
 		}
 		d.logNumber = max(d.logNumber, e.LogNumber)
+		if e.ClosedLog.Num != 0 {
+			if d.closedLogs == nil {
+				d.closedLogs = map[uint64]uint64{}
+			}
+			d.closedLogs[e.ClosedLog.Num] = e.ClosedLog.Size
+		}
 		d.nextFileNum = max(d.nextFileNum, e.NextFileNum)
 		d.lastSeq = max(d.lastSeq, e.LastSeq)
 	}
@@ -309,7 +322,7 @@ func (d *DB) loadManifest(num uint64) error {
 		d.opts.Logger.Warn("bloomkv: dropped a torn record at the end of the manifest", "file", name, "offset", off, "reason", why)
 	}
 	if !sawComparer {
-		return base.CorruptionErrorf("bloomkv: %s holds no comparer record", name)
+		return base.CorruptionErrorf("bloomkv: %s holds no comparer record (last edit read at offset %d)", name, d.manifestLastEdit)
 	}
 	for _, f := range v.AllFiles() {
 		d.nextFileNum = max(d.nextFileNum, f.FileNum+1)
@@ -338,6 +351,9 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 		}
 	}
 	slices.Sort(logs)
+	if err := d.checkFilesPresent(names, logs); err != nil {
+		return nil, err
+	}
 	mem := memtable.New()
 	tornIn := "" // a log that ended torn; only later logs without records may follow
 	for _, num := range logs {
@@ -345,6 +361,16 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 		f, err := d.fs.Open(name)
 		if err != nil {
 			return nil, fmt.Errorf("bloomkv: opening %s: %w", name, err)
+		}
+		closedSize, closed := d.closedLogs[num]
+		size, err := f.Size()
+		if err == nil && closed && uint64(size) < closedSize {
+			err = base.CorruptionErrorf("bloomkv: %s ends at offset %d, but was %d bytes, synced, when the store last closed: synced writes are lost",
+				name, size, closedSize)
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("bloomkv: %s: %w", name, err)
 		}
 		r, err := record.NewReader(f, name)
 		f.Close()
@@ -372,6 +398,11 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 			}
 		}
 		if off, why, torn := r.TornTail(); torn {
+			if closed && uint64(off) < closedSize {
+				// The store closed cleanly with this log whole: no crash
+				// tore it.
+				return nil, base.CorruptionErrorf("bloomkv: %s: damaged record at offset %d (%s) in a log the store closed cleanly", name, off, why)
+			}
 			if tornIn != "" {
 				return nil, base.CorruptionErrorf("bloomkv: %s and %s both end torn", tornIn, name)
 			}
@@ -380,6 +411,37 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 		}
 	}
 	return mem, nil
+}
+
+// checkFilesPresent compares the directory's files with the manifest just
+// read: every table it records must exist, and so must the log it names as
+// the oldest holding unflushed writes, if any later log exists. Either
+// missing means the manifest lost edits it once had (a table or a log is
+// deleted only once an edit superseding it is durable), so the state it
+// describes is not the store's: opening would return old values or lose
+// writes without a word.
+func (d *DB) checkFilesPresent(names []string, logs []uint64) error {
+	if d.manifestNum == 0 {
+		return nil // a new store
+	}
+	manifestPath := fmt.Sprintf("%s (last edit at offset %d)", d.path(manifestName(d.manifestNum)), d.manifestLastEdit)
+	have := make(map[string]bool, len(names))
+	for _, n := range names {
+		have[n] = true
+	}
+	for l, files := range d.version.Levels {
+		for _, f := range files {
+			if !have[tableName(f.FileNum)] {
+				return base.CorruptionErrorf("bloomkv: %s records L%d table %s, which is missing: the manifest has lost edits or the table was deleted",
+					manifestPath, l, d.path(tableName(f.FileNum)))
+			}
+		}
+	}
+	if len(logs) > 0 && logs[0] != d.logNumber {
+		return base.CorruptionErrorf("bloomkv: %s records %s as the oldest log with unflushed writes, but it is missing and a later log, %s, exists: the manifest has lost edits",
+			manifestPath, d.path(logName(d.logNumber)), d.path(logName(logs[0])))
+	}
+	return nil
 }
 
 // walBatch applies an encoded (already checked) batch to a memtable.
@@ -737,7 +799,9 @@ func (d *DB) Flush() error {
 }
 
 // Close flushes the write-ahead log to stable storage, waits for background
-// work and releases the store. Later calls return ErrClosed.
+// work and releases the store. It returns the first error met, including a
+// flush or compaction that failed in the background. Later calls return
+// ErrClosed.
 func (d *DB) Close() error {
 	if d.closedFlag.Swap(true) {
 		return ErrClosed
@@ -766,6 +830,17 @@ func (d *DB) Close() error {
 	}
 	d.commitMu.Unlock()
 	d.bgWG.Wait()
+	if err == nil {
+		d.mu.Lock()
+		// A flush or compaction that failed while Close waited.
+		err = d.bgErr
+		if err == nil && d.walW != nil {
+			// The WAL is whole and synced: record its size, so that the
+			// next Open can tell it cut short from a crash's torn tail.
+			err = d.logAndApply(&manifest.VersionEdit{ClosedLog: manifest.ClosedLog{Num: d.mem.logNum, Size: uint64(d.walW.Size())}})
+		}
+		d.mu.Unlock()
+	}
 
 	for _, c := range []io.Closer{d.wal, d.manifest} {
 		if c != nil {

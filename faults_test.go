@@ -3,7 +3,10 @@ package bloomkv
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,4 +177,249 @@ func TestFlushWaitsForEarlierFreezes(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// faultOps are the operations TestIOErrorsAtRandom fails.
+var faultOps = []vfs.Op{vfs.OpWrite, vfs.OpSync, vfs.OpRead, vfs.OpCreate, vfs.OpRename, vfs.OpRemove, vfs.OpOpen, vfs.OpSyncDir}
+
+// faultInjector fails the n-th (0-based) operation of kind op, once, and
+// records where. It counts the operations of that kind either way.
+type faultInjector struct {
+	op    vfs.Op
+	n     int64
+	count atomic.Int64
+	fired atomic.Bool
+	file  atomic.Value // string: the file the failure hit
+}
+
+func (f *faultInjector) inject(op vfs.Op, name string) error {
+	if op != f.op || f.count.Add(1)-1 != f.n {
+		return nil
+	}
+	f.file.Store(name)
+	f.fired.Store(true)
+	return fmt.Errorf("%w (trial's %s #%d) on %s", vfs.ErrInjected, op, f.n, name)
+}
+
+// TestIOErrorsAtRandom runs the mixed workload, with reads between the
+// writes, on a file system that fails one operation (a write, fsync, read,
+// create, rename, remove, open or directory sync) chosen at random. The call
+// that meets the failure returns it, or the store refuses writes from then
+// on with an error wrapping it; a failed write or flush is never followed by
+// an acknowledged write (an fsync failure is not retried as if it had
+// succeeded);
+// reads go on answering correctly; and once the fault is gone, the store
+// reopens (as is, and from a crash image) with every acknowledged write and
+// passes Check.
+func TestIOErrorsAtRandom(t *testing.T) {
+	n := trials(24, 80, 1000)
+	const nOps, nKeys = 200, 60
+	fired := map[string]int{}
+	failures, refused, openFailed, unfired := 0, 0, 0, 0
+	for trial := range n {
+		seed := uint64(trial)
+		ops := mixedWorkload(seed, "key", nKeys, nOps)
+		fop := faultOps[trial%len(faultOps)]
+		probe := &faultInjector{op: fop, n: -1}
+		runWithFault(t, seed, probe, ops)
+		r := rand.New(rand.NewPCG(seed, 5))
+		inj := &faultInjector{op: fop, n: r.Int64N(max(probe.count.Load(), 1))}
+		res := runWithFault(t, seed, inj, ops)
+		fail := func(format string, args ...any) {
+			t.Helper()
+			failures++
+			file, _ := inj.file.Load().(string)
+			t.Errorf("seed %d, %s #%d failing (on %q): "+format, append([]any{seed, fop, inj.n, file}, args...)...)
+		}
+		for _, p := range res.problems {
+			fail("%s", p)
+		}
+		if !inj.fired.Load() {
+			unfired++ // background work ran differently this time
+		} else {
+			file, _ := inj.file.Load().(string)
+			fired[fop.String()+" "+fileLabel(file)]++
+		}
+		if res.refused {
+			refused++
+		}
+		if res.openFailed {
+			openFailed++
+		}
+		if inj.fired.Load() && fop != vfs.OpRemove && !res.reported {
+			fail("no call returned the failure")
+		}
+		if res.image == nil {
+			continue
+		}
+		// The fault is gone: the store as it is, and as a crash would
+		// have left it, holds every acknowledged write.
+		for _, c := range []struct {
+			fs    *vfs.MemFS
+			crash bool
+		}{{res.fs, false}, {res.image, true}} {
+			d, err := Open("/db", memOpts(c.fs))
+			if err != nil {
+				fail("reopen (crash %v): %v", c.crash, err)
+				continue
+			}
+			got, err := readKeys(d, "key", nKeys)
+			if err != nil {
+				fail("reading after reopen (crash %v): %v", c.crash, err)
+			} else if !res.matches(got, c.crash) {
+				fail("after reopen (crash %v) the store holds neither the acknowledged writes nor those and the failed one: %s",
+					c.crash, diffSummary(got, model(res.acked)))
+			}
+			if _, err := d.Check(); err != nil {
+				fail("Check after reopen (crash %v): %v", c.crash, err)
+			}
+			if err := d.Close(); err != nil {
+				fail("close after reopen (crash %v): %v", c.crash, err)
+			}
+		}
+	}
+	report(t, "faults", "%d trials, %d injected I/O errors (%v; %d trials' runs did not reach the chosen operation), %d Opens failed, %d stores refused writes after a failure; %d failures",
+		n, n-unfired, fired, unfired, openFailed, refused, failures)
+}
+
+// faultRun is the outcome of one run of TestIOErrorsAtRandom's workload.
+type faultRun struct {
+	fs, image  *vfs.MemFS // the store's files after Close, and a crash image of them
+	acked      []op       // the ops whose writes were acknowledged, in order
+	lastSync   int        // len(acked) when the last Sync write was acknowledged
+	failed     *op        // the first write that failed: it may or may not be applied
+	failedAt   int        // len(acked) when it failed
+	problems   []string
+	reported   bool // some call returned an error wrapping the injected one
+	refused    bool // writes were refused after a failure
+	openFailed bool
+}
+
+// matches reports whether got is what the run may have left: the
+// acknowledged writes with or without the failed one, and after a crash a
+// prefix of those at least up to the last Sync write.
+func (res *faultRun) matches(got map[string]string, crash bool) bool {
+	seqs := [][]op{res.acked}
+	if res.failed != nil {
+		with := append(slices.Clone(res.acked[:res.failedAt]), *res.failed)
+		seqs = append(seqs, append(with, res.acked[res.failedAt:]...))
+	}
+	for i, seq := range seqs {
+		lo := len(seq)
+		if crash {
+			lo = res.lastSync
+			if i == 1 && res.failedAt < res.lastSync {
+				lo++
+			}
+		}
+		if matchPrefix(got, seq, lo, len(seq)) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func runWithFault(t *testing.T, seed uint64, inj *faultInjector, ops []op) *faultRun {
+	t.Helper()
+	res := &faultRun{fs: vfs.NewMem()}
+	efs := vfs.NewErrorFS(res.fs)
+	efs.SetInjector(inj.inject)
+	// check judges an error a call returned.
+	check := func(what string, err error) {
+		if err == nil {
+			return
+		}
+		if errors.Is(err, vfs.ErrInjected) {
+			res.reported = true
+		} else if !errors.Is(err, ErrNotFound) {
+			res.problems = append(res.problems, fmt.Sprintf("%s: an error that is not the injected one: %v", what, err))
+		}
+	}
+	d, err := Open("/db", memOpts(efs))
+	if err != nil {
+		check("Open", err)
+		res.openFailed = true
+		efs.SetInjector(nil)
+		if d, err = Open("/db", memOpts(efs)); err != nil {
+			res.problems = append(res.problems, fmt.Sprintf("Open after a failed Open: %v", err))
+			return res
+		}
+	}
+	r := rand.New(rand.NewPCG(seed, 11))
+	writeFailed := false
+	for i, o := range ops {
+		oo := o
+		oo.then = ""
+		err := oo.apply(d)
+		check(fmt.Sprintf("op %d", i), err)
+		switch {
+		case err == nil && writeFailed:
+			res.problems = append(res.problems, fmt.Sprintf("op %d: a write acknowledged after an earlier write failed", i))
+		case err == nil:
+			res.acked = append(res.acked, o)
+			if o.sync {
+				res.lastSync = len(res.acked)
+			}
+		case !writeFailed:
+			res.failed, res.failedAt = &ops[i], len(res.acked)
+		}
+		if err != nil {
+			if writeFailed {
+				res.refused = true
+			}
+			writeFailed = true
+		}
+		var thenErr error
+		switch o.then {
+		case "flush":
+			thenErr = d.Flush()
+		case "compact":
+			thenErr = d.Compact(nil, nil)
+		}
+		check(fmt.Sprintf("op %d: %s", i, o.then), thenErr)
+		if thenErr != nil && o.then == "flush" {
+			// A failed Compact may have failed in the foreground (opening
+			// a table, say) and leave the store taking writes.
+			writeFailed = true
+		}
+		// A read between writes: it answers correctly, or fails with the
+		// injected error (once: reads work again after it).
+		if r.IntN(3) == 0 {
+			k := fmt.Sprintf("key%03d", r.IntN(60))
+			before := inj.fired.Load()
+			v, err := d.Get([]byte(k))
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				check("Get "+k, err)
+				if before {
+					res.problems = append(res.problems, fmt.Sprintf("op %d: Get %s fails after the failure: %v", i, k, err))
+				}
+				continue
+			}
+			ok := false
+			for _, m := range res.models() {
+				want, present := m[k]
+				ok = ok || (err == nil && present && string(v) == want) || (err != nil && !present)
+			}
+			if !ok {
+				res.problems = append(res.problems, fmt.Sprintf("op %d: Get %s = %.12q, %v: a wrong answer", i, k, v, err))
+			}
+		}
+	}
+	check("Close", d.Close())
+	res.image = res.fs.CrashClone()
+	return res
+}
+
+// models returns the contents the store may show now.
+func (res *faultRun) models() []map[string]string {
+	ms := []map[string]string{model(res.acked)}
+	if res.failed != nil {
+		m := model(res.acked[:res.failedAt])
+		res.failed.applyTo(m)
+		for _, o := range res.acked[res.failedAt:] {
+			o.applyTo(m)
+		}
+		ms = append(ms, m)
+	}
+	return ms
 }

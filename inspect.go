@@ -83,7 +83,10 @@ const maxCheckProblems = 1000
 // in its table's filter, range deletions, properties), that each table's
 // size, key range and sequence numbers are those the manifest records and
 // that no sequence number is beyond the store's last, and, when the tables
-// are sound, that a full scan returns keys in strictly increasing order. It
+// are sound, the level invariants (level 0 newest first; the tables of each
+// other level in key order without overlap; every version of a key in a
+// shallower place newer than every version deeper down) and that a full scan
+// returns keys in strictly increasing order. It
 // reads every block, does not stop at the first problem, and returns a
 // *CheckError listing them.
 func (d *DB) Check() (CheckStats, error) {
@@ -127,6 +130,11 @@ func (d *DB) Check() (CheckStats, error) {
 			for _, err := range checkTableMeta(d.path(tableName(f.FileNum)), l, f, r, rep, lastSeq) {
 				problem(err)
 			}
+		}
+	}
+	if len(problems) == 0 {
+		for _, err := range d.checkLevels(s.version) {
+			problem(err)
 		}
 	}
 	if len(problems) > 0 {
@@ -179,6 +187,100 @@ func checkTableMeta(name string, level int, f *manifest.FileMetadata, r *sstable
 	}
 	if have && rep.LargestSeq > lastSeq {
 		bad("holds sequence number %d, beyond the store's last, %d", rep.LargestSeq, lastSeq)
+	}
+	return errs
+}
+
+// levelCursor walks the point entries of one place of the LSM: a level-0
+// table, or a whole deeper level.
+type levelCursor struct {
+	level int
+	it    internalIterator
+	table func() uint64 // the table the cursor is in
+	ok    bool
+}
+
+// checkLevels verifies the level invariants of v (see Check). The ordering
+// of versions across levels is what lets a Get stop at the first level that
+// holds a key; it is checked by merging every level's entries and requiring
+// that the versions of each key come from places ever deeper as they get
+// older.
+func (d *DB) checkLevels(v *manifest.Version) []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		if len(errs) < maxCheckProblems {
+			errs = append(errs, base.CorruptionErrorf("bloomkv: "+format, args...))
+		}
+	}
+	name := func(num uint64) string { return d.path(tableName(num)) }
+	for i := 1; i < len(v.Levels[0]); i++ {
+		a, b := v.Levels[0][i-1], v.Levels[0][i]
+		if a.LargestSeq < b.LargestSeq {
+			bad("L0 table %s (sequence numbers up to %d) is ordered before the newer %s (up to %d)", name(a.FileNum), a.LargestSeq, name(b.FileNum), b.LargestSeq)
+		}
+	}
+	for l := 1; l < manifest.NumLevels; l++ {
+		files := v.Levels[l]
+		for i, f := range files {
+			if base.CompareInternal(f.Smallest, f.Largest) > 0 {
+				bad("L%d table %s: smallest key %s sorts after its largest, %s", l, name(f.FileNum), f.Smallest, f.Largest)
+			}
+			if i > 0 && !files[i-1].Before(f.Smallest.UserKey) {
+				bad("L%d tables %s and %s overlap or are out of order", l, name(files[i-1].FileNum), name(f.FileNum))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+
+	var cursors []*levelCursor
+	for _, f := range v.Levels[0] {
+		r, err := d.tables.get(f.FileNum)
+		if err != nil {
+			return append(errs, err)
+		}
+		num := f.FileNum
+		cursors = append(cursors, &levelCursor{level: 0, it: r.NewIter(), table: func() uint64 { return num }})
+	}
+	for l := 1; l < manifest.NumLevels; l++ {
+		if len(v.Levels[l]) == 0 {
+			continue
+		}
+		li := &levelIter{tables: d.tables, files: v.Levels[l]}
+		cursors = append(cursors, &levelCursor{level: l, it: li, table: func() uint64 { return li.files[li.idx].FileNum }})
+	}
+	for _, c := range cursors {
+		c.ok = c.it.First()
+	}
+	var prevKey []byte
+	prevPlace, prevTable, prevLevel := -1, uint64(0), 0
+	var prevSeq base.SeqNum
+	for {
+		// The smallest entry across the places (few: a linear scan).
+		place := -1
+		for i, c := range cursors {
+			if c.ok && (place < 0 || base.CompareInternal(c.it.Key(), cursors[place].it.Key()) < 0) {
+				place = i
+			}
+		}
+		if place < 0 {
+			break
+		}
+		c := cursors[place]
+		k := c.it.Key()
+		if bytes.Equal(k.UserKey, prevKey) && place < prevPlace {
+			bad("%q#%d in L%d table %s is older than %q#%d in L%d table %s, which lies deeper",
+				k.UserKey, k.SeqNum(), c.level, name(c.table()), prevKey, prevSeq, prevLevel, name(prevTable))
+		}
+		prevKey = append(prevKey[:0], k.UserKey...)
+		prevPlace, prevTable, prevLevel, prevSeq = place, c.table(), c.level, k.SeqNum()
+		c.ok = c.it.Next()
+	}
+	for _, c := range cursors {
+		if err := c.it.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
 }

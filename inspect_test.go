@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/vfs"
 )
 
@@ -127,5 +128,44 @@ func TestSSTablesAndCheck(t *testing.T) {
 	// once.
 	if strings.Contains(joined, tables[0].Name+": holds") || strings.Count(joined, flip+": data block (0, ") != 1 {
 		t.Errorf("problems repeat or follow from the damaged block:\n%s", joined)
+	}
+}
+
+// TestCheckLevelInvariants: Check's level checks find an L0 out of order,
+// overlapping tables in a level and, across levels, an older version of a
+// key above a newer one (which would make Get return the old value).
+func TestCheckLevelInvariants(t *testing.T) {
+	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+	defer d.Close()
+	var tables []*manifest.FileMetadata // k=old, then k=new
+	for _, v := range []string{"old", "new"} {
+		if err := d.Set([]byte("k"), []byte(v), NoSync); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		d.mu.Lock()
+		tables = append(tables, d.version.Levels[0][0])
+		d.mu.Unlock()
+	}
+	old, newer := tables[0], tables[1]
+	for _, c := range []struct {
+		name, want string
+		v          manifest.Version
+	}{
+		{"sound", "", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{0: {newer, old}}}},
+		{"sound across levels", "", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{1: {newer}, 2: {old}}}},
+		{"L0 out of order", "is ordered before the newer", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{0: {old, newer}}}},
+		{"overlap", "overlap", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{3: {newer, old}}}},
+		{"older above newer", "which lies deeper", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{1: {old}, 2: {newer}}}},
+	} {
+		errs := d.checkLevels(&c.v)
+		switch {
+		case c.want == "" && len(errs) > 0:
+			t.Errorf("%s: %v", c.name, errs)
+		case c.want != "" && (len(errs) == 0 || !errors.Is(errs[0], ErrCorruption) || !strings.Contains(errs[0].Error(), c.want)):
+			t.Errorf("%s: %v, want a corruption error saying %q", c.name, errs, c.want)
+		}
 	}
 }

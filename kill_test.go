@@ -2,8 +2,8 @@ package bloomkv
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,51 +15,59 @@ import (
 )
 
 // The child of TestProcessKill: this test binary, started with
-// BLOOMKV_KILL_CHILD set, writes Sync keys into the store until killed,
-// printing each acknowledged one.
+// BLOOMKV_KILL_CHILD set to a store's directory, runs the mixed workload of
+// its round until killed, printing "ack N" once its first N ops have
+// returned.
 const killChildEnv = "BLOOMKV_KILL_CHILD"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(killChildEnv); dir != "" {
-		killChild(dir, os.Getenv("BLOOMKV_KILL_ROUND"))
+		round, _ := strconv.Atoi(os.Getenv("BLOOMKV_KILL_ROUND"))
+		killChild(dir, round)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
 
-func killChild(dir, round string) {
+const killKeys = 60
+
+func killPrefix(round int) string { return fmt.Sprintf("r%03d-", round) }
+
+func killChild(dir string, round int) {
 	d, err := Open(dir, &Options{MemTableSize: 64 << 10, Logger: quietLogger()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)
 	}
-	for i := 0; ; i++ {
-		k := fmt.Sprintf("r%s-%06d", round, i)
-		b := d.NewBatch()
-		b.Set([]byte(k), []byte(strings.Repeat(k, 20)))
-		b.Set([]byte(k+"-pair"), []byte(k)) // a batch: both or neither
-		if err := d.Apply(b, Sync); err != nil {
+	wl := newWorkload(uint64(round), killPrefix(round), killKeys)
+	out := bufio.NewWriterSize(os.Stdout, 64)
+	for i := 1; ; i++ {
+		if err := wl.next().apply(d); err != nil {
 			fmt.Fprintln(os.Stderr, "child write:", err)
 			os.Exit(3)
 		}
-		os.Stdout.WriteString("ack " + strconv.Itoa(i) + "\n")
+		fmt.Fprintf(out, "ack %d\n", i)
+		out.Flush()
 	}
 }
 
-var killRounds = flag.Int("kill.rounds", 20, "SIGKILLs of the child in TestProcessKill")
-
-// TestProcessKill SIGKILLs a child process writing with Sync, at random
-// times, and checks after each restart that every write it acknowledged is
-// in the store, and that its batches are whole.
+// TestProcessKill SIGKILLs a child process running a mixed workload (Sync
+// and NoSync batches of sets, deletes and range deletions; flushes and
+// compactions) at random times, each round on its own keys of one store.
+// After each kill the store must open, hold for the round's keys the
+// operation log applied up to some point at or after the last
+// Sync-acknowledged op, still hold what earlier rounds left, and pass Check.
 func TestProcessKill(t *testing.T) {
+	rounds := trials(8, 20, 200)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	acked := map[int]int{} // round -> last acknowledged index
+	left := map[int]map[string]string{} // round -> what it left
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	for round := range *killRounds {
+	failures, acksTotal, idle := 0, 0, 0
+	for round := range rounds {
 		cmd := exec.Command(exe, "-test.run=^$")
 		cmd.Env = append(os.Environ(), killChildEnv+"="+dir, "BLOOMKV_KILL_ROUND="+strconv.Itoa(round))
 		out, err := cmd.StdoutPipe()
@@ -71,7 +79,7 @@ func TestProcessKill(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		last := -1
+		acked := 0
 		lines := make(chan int)
 		go func() {
 			sc := bufio.NewScanner(out)
@@ -82,7 +90,7 @@ func TestProcessKill(t *testing.T) {
 			}
 			close(lines)
 		}()
-		deadline := time.After(time.Duration(20+r.IntN(200)) * time.Millisecond)
+		deadline := time.After(time.Duration(20+r.IntN(300)) * time.Millisecond)
 	wait:
 		for {
 			select {
@@ -90,46 +98,59 @@ func TestProcessKill(t *testing.T) {
 				if !ok {
 					break wait
 				}
-				last = n
+				acked = n
 			case <-deadline:
 				cmd.Process.Signal(syscall.SIGKILL)
 				deadline = nil
 			}
 		}
 		cmd.Wait()
-		if strings.TrimSpace(stderr.String()) != "" {
-			t.Fatalf("round %d: child failed: %s", round, stderr.String())
+		if s := strings.TrimSpace(stderr.String()); s != "" {
+			t.Fatalf("round %d: child failed: %s", round, s)
 		}
-		acked[round] = last
+		acksTotal += acked
+		if acked == 0 {
+			idle++
+		}
+		ops := mixedWorkload(uint64(round), killPrefix(round), killKeys, acked+1)
+		lastSync := 0
+		for i, o := range ops[:acked] {
+			if o.sync {
+				lastSync = i + 1
+			}
+		}
 
+		fail := func(format string, args ...any) {
+			t.Helper()
+			failures++
+			t.Errorf("round %d (%d ops acknowledged, last Sync op %d): "+format, append([]any{round, acked, lastSync}, args...)...)
+		}
 		d, err := Open(dir, &Options{Logger: quietLogger()})
 		if err != nil {
 			t.Fatalf("round %d: reopen after SIGKILL: %v", round, err)
 		}
 		for rr := 0; rr <= round; rr++ {
-			for i := 0; i <= acked[rr]; i++ {
-				k := fmt.Sprintf("r%d-%06d", rr, i)
-				v, err := d.Get([]byte(k))
-				if err != nil || string(v) != strings.Repeat(k, 20) {
-					t.Fatalf("round %d: acknowledged %s lost after SIGKILL: %v", round, k, err)
+			got, err := readKeys(d, killPrefix(rr), killKeys)
+			switch {
+			case err != nil:
+				fail("reading round %d's keys: %v", rr, err)
+			case rr < round && !maps.Equal(got, left[rr]):
+				fail("round %d's keys changed: %s", rr, diffSummary(got, left[rr]))
+			case rr == round:
+				if matchPrefix(got, ops, lastSync, acked+1) < 0 {
+					fail("the store matches no prefix of the log from op %d to %d: against the acknowledged ops, %s",
+						lastSync, acked+1, diffSummary(got, model(ops[:acked])))
 				}
+				left[rr] = got
 			}
-			// The write after the last acknowledged one may or may not be
-			// there, but its batch is whole.
-			k := fmt.Sprintf("r%d-%06d", rr, acked[rr]+1)
-			_, err1 := d.Get([]byte(k))
-			_, err2 := d.Get([]byte(k + "-pair"))
-			if (err1 == nil) != (err2 == nil) {
-				t.Fatalf("round %d: batch %s half applied", round, k)
-			}
+		}
+		if _, err := d.Check(); err != nil {
+			fail("Check: %v", err)
 		}
 		if err := d.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	total := 0
-	for _, n := range acked {
-		total += n + 1
-	}
-	t.Logf("%d kills, %d acknowledged Sync writes checked", *killRounds, total)
+	report(t, "kill", "%d SIGKILLs of a child process (%d ops acknowledged in all; %d kills before the first ack); %d failures",
+		rounds, acksTotal, idle, failures)
 }

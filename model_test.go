@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -214,7 +215,7 @@ func runModel(t *testing.T, seed uint64, ops int) int64 {
 				if err != nil {
 					mr.fatalf("NewSnapshot: %v", err)
 				}
-				s := modelSnap{d: ds, m: maps(mr.model)}
+				s := modelSnap{d: ds, m: maps.Clone(mr.model)}
 				if mr.p != nil {
 					s.p = mr.p.NewSnapshot()
 				}
@@ -290,14 +291,6 @@ func levelFiles(m *Metrics) []int {
 		out = append(out, l.Files)
 	}
 	return out
-}
-
-func maps(v view) view {
-	c := make(view, len(v))
-	for k, x := range v {
-		c[k] = x
-	}
-	return c
 }
 
 func (mr *modelRun) applyOne(w modelWrite) {

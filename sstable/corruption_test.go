@@ -288,3 +288,102 @@ func FuzzTableFlips(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIndexBlock decodes arbitrary bytes as an index block: separators
+// mapping to block handles, as the reader walks them. Never a panic; every
+// error wraps ErrCorruption; a handle that decodes re-encodes to the same
+// bytes (only the shortest encodings decode).
+func FuzzIndexBlock(f *testing.F) {
+	var bw blockWriter
+	bw.restartInterval = 1
+	for i := range 10 {
+		h := BlockHandle{Offset: uint64(i) * 4096, Length: 4000 + uint64(i)}
+		bw.add(base.MakeInternalKey([]byte(fmt.Sprintf("sep%03d", i)), base.SeqNumMax, base.KindSeparator).Append(nil), h.append(nil))
+	}
+	f.Add(append([]byte(nil), bw.finish()...))
+	f.Add([]byte{0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, block []byte) {
+		var it blockIter
+		where := blockWhere{file: "fuzz", kind: "index"}
+		err := checkBlock(block, where)
+		if err == nil {
+			err = it.init(block, false, where)
+		}
+		for ok := err == nil && it.first(); ok; ok = it.next() {
+			h, n := decodeHandle(it.value)
+			if n == 0 {
+				continue // the reader reports this as corruption
+			}
+			if got := h.append(nil); !bytes.Equal(got, it.value[:n]) {
+				t.Fatalf("handle %v from %x re-encodes as %x", h, it.value[:n], got)
+			}
+		}
+		if err == nil {
+			it.seekGE(base.MakeInternalKey([]byte("sep005"), base.SeqNumMax, base.KindSeparator).Append(nil))
+			err = it.err
+		}
+		if err != nil && !errors.Is(err, ErrCorruption) {
+			t.Fatalf("error %v does not wrap ErrCorruption", err)
+		}
+	})
+}
+
+// FuzzProperties decodes arbitrary bytes as a properties block.
+func FuzzProperties(f *testing.F) {
+	p := Properties{NumEntries: 10, NumDataBlocks: 2, CompressionName: "Snappy", ComparerName: "leveldb.BytewiseComparator"}
+	f.Add(p.encode())
+	f.Fuzz(func(t *testing.T, block []byte) {
+		var it blockIter
+		var q Properties
+		where := blockWhere{file: "fuzz", kind: "properties"}
+		err := it.init(block, false, where)
+		if err == nil {
+			err = q.decode(&it)
+		}
+		if err == nil {
+			err = it.err
+		}
+		if err != nil && !errors.Is(err, ErrCorruption) {
+			t.Fatalf("error %v does not wrap ErrCorruption", err)
+		}
+	})
+}
+
+// TestFooterFlipsDetected: the two footer flips a review of the corruption
+// trials found read back as the same table: the high bit of a handle's last
+// byte (the varint then swallows a zero padding byte) and format version 2
+// turned 3. Both are refused.
+func TestFooterFlipsDetected(t *testing.T) {
+	tables, probes := corruptionCorpus(t)
+	for i, tb := range tables {
+		ft, err := decodeFooter(tb[len(tb)-min(len(tb), maxFooterLen):], uint64(len(tb)), "t.sst")
+		if err != nil {
+			t.Fatal(err)
+		}
+		flips := map[string]int{} // what -> offset of the byte whose bit 7 or 0 flips
+		var footerLen int
+		if ft.format == TableFormatLevelDB {
+			footerLen = levelDBFooterLen
+		} else {
+			footerLen = rocksDBFooterLen
+			flips["version 2 to 3"] = len(tb) - 12
+		}
+		start := len(tb) - footerLen
+		if ft.format != TableFormatLevelDB {
+			start++ // the checksum type
+		}
+		hl := len(ft.metaindex.append(ft.index.append(nil)))
+		flips["high bit of the handles' last byte"] = start + hl - 1
+		for what, off := range flips {
+			bad := bytes.Clone(tb)
+			if what == "version 2 to 3" {
+				bad[off] ^= 1
+			} else {
+				bad[off] ^= 0x80
+			}
+			if _, err := readAll(bad, probes); !errors.Is(err, ErrCorruption) {
+				t.Errorf("table %d (%v): %s: %v, want ErrCorruption", i, ft.format, what, err)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 )
@@ -90,18 +91,24 @@ func (h BlockHandle) append(dst []byte) []byte {
 }
 
 // decodeHandle decodes a handle at the start of b, returning it and its
-// encoded length (0 when b does not start with a valid handle).
+// encoded length (0 when b does not start with a valid handle). Varints
+// longer than needed are invalid: no writer makes them, and accepting them
+// would let a flipped high bit in a footer's handle, which then swallows a
+// padding byte, go unnoticed.
 func decodeHandle(b []byte) (BlockHandle, int) {
 	off, n := binary.Uvarint(b)
-	if n <= 0 {
+	if n <= 0 || n != uvarintLen(off) {
 		return BlockHandle{}, 0
 	}
 	length, m := binary.Uvarint(b[n:])
-	if m <= 0 {
+	if m <= 0 || m != uvarintLen(length) {
 		return BlockHandle{}, 0
 	}
 	return BlockHandle{off, length}, n + m
 }
+
+// uvarintLen returns the length of x's shortest uvarint encoding.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 

@@ -165,8 +165,15 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	// RocksDB format versions 3 and up may store index keys as user keys
 	// and index values delta-encoded; reading those as this reader does
 	// would miss keys silently, so they are refused.
-	for _, name := range []string{"rocksdb.index.key.is.user.key", "rocksdb.index.value.is.delta.encoded"} {
-		if v, ok := t.props.User[name]; ok && t.footer.version >= 3 {
+	// RocksDB writes the first property from version 3 on, the second from
+	// 4; a table that lacks one its version calls for has a damaged footer
+	// (bloomkv and Pebble write 2).
+	for i, name := range []string{"rocksdb.index.key.is.user.key", "rocksdb.index.value.is.delta.encoded"} {
+		v, ok := t.props.User[name]
+		if !ok && t.footer.version >= uint32(3+i) {
+			return nil, corruptionf("%s: footer at offset %d: RocksDB format version %d, but no %s property", opts.FileName, t.size-rocksDBFooterLen, t.footer.version, name)
+		}
+		if ok && t.footer.version >= 3 {
 			if n, _ := binary.Uvarint(v); n != 0 {
 				return nil, fmt.Errorf("sstable: %s: unsupported RocksDB index encoding (format version %d, %s)", opts.FileName, t.footer.version, name)
 			}

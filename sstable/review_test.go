@@ -71,6 +71,7 @@ func TestRocksDBIndexEncodingsRefused(t *testing.T) {
 		{3, "rocksdb.index.key.is.user.key", 0, true},
 		{3, "rocksdb.index.key.is.user.key", 1, false},
 		{4, "rocksdb.index.value.is.delta.encoded", 1, false},
+		{3, "rocksdb.other", 0, false}, // version 3 without its property: a damaged footer
 	} {
 		var buf bytes.Buffer
 		w, _ := NewWriter(&buf, WriterOptions{})

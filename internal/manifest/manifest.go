@@ -40,7 +40,15 @@ const (
 	tagLastSeq     = 4
 	tagNewFile     = 5
 	tagDeletedFile = 6
+	tagClosedLog   = 7
 )
+
+// ClosedLog records a WAL's size when the store closed cleanly, synced: a
+// WAL found shorter at the next Open lost synced writes, which a log cut
+// short at a record boundary would otherwise hide.
+type ClosedLog struct {
+	Num, Size uint64
+}
 
 // DeletedFile names a table removed from a level.
 type DeletedFile struct {
@@ -63,6 +71,7 @@ type VersionEdit struct {
 	LastSeq      base.SeqNum
 	NewFiles     []NewFile
 	DeletedFiles []DeletedFile
+	ClosedLog    ClosedLog // Num 0: absent
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -86,6 +95,11 @@ func (e *VersionEdit) Encode() []byte {
 	}
 	if e.LastSeq != 0 {
 		b = binary.AppendUvarint(binary.AppendUvarint(b, tagLastSeq), uint64(e.LastSeq))
+	}
+	if e.ClosedLog.Num != 0 {
+		b = binary.AppendUvarint(b, tagClosedLog)
+		b = binary.AppendUvarint(b, e.ClosedLog.Num)
+		b = binary.AppendUvarint(b, e.ClosedLog.Size)
 	}
 	for _, d := range e.DeletedFiles {
 		b = binary.AppendUvarint(b, tagDeletedFile)
@@ -175,6 +189,11 @@ func Decode(data []byte) (*VersionEdit, error) {
 			e.NextFileNum = d.uvarint("next file number")
 		case tagLastSeq:
 			e.LastSeq = base.SeqNum(d.uvarint("last sequence number"))
+		case tagClosedLog:
+			e.ClosedLog = ClosedLog{Num: d.uvarint("closed log number"), Size: d.uvarint("closed log size")}
+			if d.err == nil && e.ClosedLog.Num == 0 {
+				d.err = fmt.Errorf("closed log number 0 at offset %d", tagOff)
+			}
 		case tagDeletedFile:
 			l := d.level()
 			e.DeletedFiles = append(e.DeletedFiles, DeletedFile{Level: l, FileNum: d.uvarint("file number")})

@@ -17,7 +17,7 @@ func meta(num uint64, a, b string, seq base.SeqNum) *FileMetadata {
 func sampleEdit() *VersionEdit {
 	return &VersionEdit{ComparerName: base.ComparerName, LogNumber: 7, NextFileNum: 12, LastSeq: 999,
 		NewFiles:     []NewFile{{0, meta(8, "a", "m", 10)}, {1, meta(9, "n", "z", 3)}},
-		DeletedFiles: []DeletedFile{{0, 4}, {2, 5}}}
+		DeletedFiles: []DeletedFile{{0, 4}, {2, 5}}, ClosedLog: ClosedLog{Num: 6, Size: 4096}}
 }
 
 func TestEncodeDecode(t *testing.T) {

@@ -223,7 +223,13 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 // CrashClone returns a new MemFS holding what a crash at this moment would
 // leave: the durable namespace, each file with its synced contents, and no
 // locks. The receiver is unchanged and may go on being used.
-func (m *MemFS) CrashClone() *MemFS {
+func (m *MemFS) CrashClone() *MemFS { return m.CrashCloneKeeping(nil) }
+
+// CrashCloneKeeping is CrashClone on a machine whose disk had also written
+// part of what was not yet synced, as a real one may: of each durable file's
+// unsynced appended bytes, the first keep(name, unsynced) survive (clamped to
+// [0, unsynced]). A nil keep keeps none.
+func (m *MemFS) CrashCloneKeeping(keep func(name string, unsynced int) int) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := NewMem()
@@ -233,6 +239,12 @@ func (m *MemFS) CrashClone() *MemFS {
 	for name, n := range m.durable {
 		n.mu.Lock()
 		data := append([]byte(nil), n.synced...)
+		// Files are written from the start and only appended to, so the
+		// synced bytes are a prefix of the current ones.
+		if extra := len(n.data) - len(n.synced); keep != nil && extra > 0 {
+			k := min(max(keep(name, extra), 0), extra)
+			data = append(data, n.data[len(n.synced):len(n.synced)+k]...)
+		}
 		n.mu.Unlock()
 		node := &memNode{data: data, synced: append([]byte(nil), data...)}
 		c.names[name] = node

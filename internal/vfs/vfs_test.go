@@ -177,6 +177,35 @@ func TestMemCrash(t *testing.T) {
 	}
 }
 
+// TestMemCrashKeeping: a crash may also leave part of what was written but
+// not synced, never more than was written, and never bytes out of order.
+func TestMemCrashKeeping(t *testing.T) {
+	m := NewMem()
+	m.MkdirAll("/db")
+	f := write(t, m, "/db/log", "synced", true)
+	f.Write([]byte("+unsynced"))
+	m.SyncDir("/db")
+	for keep, want := range map[int]string{-1: "synced", 0: "synced", 3: "synced+un", 9: "synced+unsynced", 100: "synced+unsynced"} {
+		var asked int
+		c := m.CrashCloneKeeping(func(name string, unsynced int) int {
+			if name != "/db/log" {
+				t.Errorf("asked about %s", name)
+			}
+			asked = unsynced
+			return keep
+		})
+		if asked != 9 {
+			t.Errorf("keep was told of %d unsynced bytes, want 9", asked)
+		}
+		if got, _ := contents(t, c, "/db/log"); got != want {
+			t.Errorf("keeping %d: %q, want %q", keep, got, want)
+		}
+	}
+	if got, _ := contents(t, m.CrashCloneKeeping(nil), "/db/log"); got != "synced" {
+		t.Errorf("keeping nothing: %q", got)
+	}
+}
+
 func TestErrorFS(t *testing.T) {
 	e := NewErrorFS(NewMem())
 	e.MkdirAll("/d")

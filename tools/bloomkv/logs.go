@@ -184,6 +184,13 @@ type editOut struct {
 	LastSeq     uint64         `json:"last_seq,omitempty"`
 	Added       []tableMetaOut `json:"added,omitempty"`
 	Deleted     []tableMetaOut `json:"deleted,omitempty"`
+	ClosedLog   *closedLogOut  `json:"closed_log,omitempty"`
+}
+
+// closedLogOut is a WAL's size recorded at a clean close.
+type closedLogOut struct {
+	File uint64 `json:"file"`
+	Size uint64 `json:"size"`
 }
 
 type versionOut struct {
@@ -230,6 +237,9 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		for _, df := range ed.DeletedFiles {
 			out.Deleted = append(out.Deleted, tableMetaOut{Level: df.Level, File: df.FileNum})
 		}
+		if c := ed.ClosedLog; c.Num != 0 {
+			out.ClosedLog = &closedLogOut{File: c.Num, Size: c.Size}
+		}
 		if v, err = v.Apply(ed); err != nil {
 			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, r.Offset(), err)
 		}
@@ -255,6 +265,9 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		}
 		for _, d := range out.Deleted {
 			e.printf("    delete L%d %06d\n", d.Level, d.File)
+		}
+		if c := out.ClosedLog; c != nil {
+			e.printf("    closed log       %06d.log, %d bytes\n", c.File, c.Size)
 		}
 	}
 	vo := versionOut{File: name, Edits: n, End: "clean", Levels: make([][]tableMetaOut, manifest.NumLevels)}
