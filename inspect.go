@@ -238,6 +238,9 @@ func (d *DB) checkLevels(v *manifest.Version) []error {
 	for _, f := range v.Levels[0] {
 		r, err := d.tables.get(f.FileNum)
 		if err != nil {
+			for _, c := range cursors {
+				c.it.Close()
+			}
 			return append(errs, err)
 		}
 		num := f.FileNum
