@@ -153,7 +153,7 @@ func (f footer) encode() []byte {
 // a table of size bytes.
 func decodeFooter(tail []byte, size uint64, name string) (footer, error) {
 	if len(tail) < levelDBFooterLen {
-		return footer{}, corruptionf("%s: file of %d bytes is too short for a footer", name, size)
+		return footer{}, corruptionf("%s: file of %d bytes (ending at offset %d) is too short for a footer", name, size, size)
 	}
 	var f footer
 	var handles []byte
@@ -165,7 +165,7 @@ func decodeFooter(tail []byte, size uint64, name string) (footer, error) {
 		footerOff = size - levelDBFooterLen
 	case rocksDBMagic:
 		if len(tail) < rocksDBFooterLen {
-			return footer{}, corruptionf("%s: file of %d bytes is too short for a RocksDB footer", name, size)
+			return footer{}, corruptionf("%s: file of %d bytes (ending at offset %d) is too short for a RocksDB footer", name, size, size)
 		}
 		footerOff = size - rocksDBFooterLen
 		ft := tail[len(tail)-rocksDBFooterLen:]
