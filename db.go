@@ -363,14 +363,18 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 			return nil, fmt.Errorf("bloomkv: opening %s: %w", name, err)
 		}
 		closedSize, closed := d.closedLogs[num]
-		size, err := f.Size()
-		if err == nil && closed && uint64(size) < closedSize {
-			err = base.CorruptionErrorf("bloomkv: %s ends at offset %d, but was %d bytes, synced, when the store last closed: synced writes are lost",
-				name, size, closedSize)
-		}
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("bloomkv: %s: %w", name, err)
+		if closed {
+			size, err := f.Size()
+			if err == nil && uint64(size) < closedSize {
+				err = base.CorruptionErrorf("bloomkv: %s ends at offset %d, but was %d bytes, synced, when the store last closed: synced writes are lost",
+					name, size, closedSize)
+			} else if err != nil {
+				err = fmt.Errorf("bloomkv: %s: %w", name, err)
+			}
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
 		}
 		r, err := record.NewReader(f, name)
 		f.Close()

@@ -86,9 +86,8 @@ const maxCheckProblems = 1000
 // are sound, the level invariants (level 0 newest first; the tables of each
 // other level in key order without overlap; every version of a key in a
 // shallower place newer than every version deeper down) and that a full scan
-// returns keys in strictly increasing order. It
-// reads every block, does not stop at the first problem, and returns a
-// *CheckError listing them.
+// returns keys in strictly increasing order. It reads every block, does not
+// stop at the first problem, and returns a *CheckError listing them.
 func (d *DB) Check() (CheckStats, error) {
 	var st CheckStats
 	if d.closedFlag.Load() {
@@ -191,20 +190,19 @@ func checkTableMeta(name string, level int, f *manifest.FileMetadata, r *sstable
 	return errs
 }
 
-// levelCursor walks the point entries of one place of the LSM: a level-0
-// table, or a whole deeper level.
-type levelCursor struct {
-	level int
-	it    internalIterator
-	table func() uint64 // the table the cursor is in
-	ok    bool
+// placeIter is one place of the LSM in checkLevels' merge: a level-0 table,
+// or a whole deeper level.
+type placeIter struct {
+	internalIterator
+	place, level int
+	table        func() uint64 // the table the iterator is in
 }
 
 // checkLevels verifies the level invariants of v (see Check). The ordering
 // of versions across levels is what lets a Get stop at the first level that
-// holds a key; it is checked by merging every level's entries and requiring
-// that the versions of each key come from places ever deeper as they get
-// older.
+// holds a key; it is checked by merging every place's entries (the read
+// path's mergingIter) and requiring that the versions of each key come from
+// places ever deeper as they get older.
 func (d *DB) checkLevels(v *manifest.Version) []error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -234,56 +232,39 @@ func (d *DB) checkLevels(v *manifest.Version) []error {
 		return errs
 	}
 
-	var cursors []*levelCursor
+	m := &mergingIter{}
 	for _, f := range v.Levels[0] {
 		r, err := d.tables.get(f.FileNum)
 		if err != nil {
-			for _, c := range cursors {
-				c.it.Close()
-			}
+			m.close()
 			return append(errs, err)
 		}
 		num := f.FileNum
-		cursors = append(cursors, &levelCursor{level: 0, it: r.NewIter(), table: func() uint64 { return num }})
+		m.iters = append(m.iters, &placeIter{internalIterator: r.NewIter(), place: len(m.iters), table: func() uint64 { return num }})
 	}
 	for l := 1; l < manifest.NumLevels; l++ {
 		if len(v.Levels[l]) == 0 {
 			continue
 		}
 		li := &levelIter{tables: d.tables, files: v.Levels[l]}
-		cursors = append(cursors, &levelCursor{level: l, it: li, table: func() uint64 { return li.files[li.idx].FileNum }})
+		m.iters = append(m.iters, &placeIter{internalIterator: li, place: len(m.iters), level: l, table: func() uint64 { return li.files[li.idx].FileNum }})
 	}
-	for _, c := range cursors {
-		c.ok = c.it.First()
-	}
+	defer m.close()
 	var prevKey []byte
-	prevPlace, prevTable, prevLevel := -1, uint64(0), 0
+	var prev *placeIter
+	var prevTable uint64
 	var prevSeq base.SeqNum
-	for {
-		// The smallest entry across the places (few: a linear scan).
-		place := -1
-		for i, c := range cursors {
-			if c.ok && (place < 0 || base.CompareInternal(c.it.Key(), cursors[place].it.Key()) < 0) {
-				place = i
-			}
-		}
-		if place < 0 {
-			break
-		}
-		c := cursors[place]
-		k := c.it.Key()
-		if bytes.Equal(k.UserKey, prevKey) && place < prevPlace {
+	for ok := m.first(); ok; ok = m.next() {
+		p, k := m.h.iters[0].(*placeIter), m.key()
+		if prev != nil && p.place < prev.place && bytes.Equal(k.UserKey, prevKey) {
 			bad("%q#%d in L%d table %s is older than %q#%d in L%d table %s, which lies deeper",
-				k.UserKey, k.SeqNum(), c.level, name(c.table()), prevKey, prevSeq, prevLevel, name(prevTable))
+				k.UserKey, k.SeqNum(), p.level, name(p.table()), prevKey, prevSeq, prev.level, name(prevTable))
 		}
 		prevKey = append(prevKey[:0], k.UserKey...)
-		prevPlace, prevTable, prevLevel, prevSeq = place, c.table(), c.level, k.SeqNum()
-		c.ok = c.it.Next()
+		prev, prevTable, prevSeq = p, p.table(), k.SeqNum()
 	}
-	for _, c := range cursors {
-		if err := c.it.Close(); err != nil {
-			errs = append(errs, err)
-		}
+	if err := m.err(); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }
