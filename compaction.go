@@ -368,7 +368,7 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 			return nil, 0, err
 		}
 		bytesIn += f.Size
-		mi.iters = append(mi.iters, r.NewIter())
+		mi.iters = append(mi.iters, r.NewCompactionIter())
 		tombs = append(tombs, r.RangeDeletions()...)
 	}
 	frags := rangedel.Fragment(tombs)

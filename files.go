@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
@@ -112,6 +113,8 @@ type tableCache struct {
 	mu     sync.Mutex
 	tables map[uint64]*openTable
 	closed bool
+	// pinned sums the memory the open tables hold outside the cache.
+	pinned atomic.Int64
 }
 
 type openTable struct {
@@ -150,6 +153,7 @@ func (tc *tableCache) get(num uint64) (*sstable.Reader, error) {
 			return
 		}
 		t.f = f
+		tc.pinned.Add(int64(t.r.PinnedBytes()))
 	})
 	if t.err != nil {
 		tc.mu.Lock()
@@ -166,6 +170,7 @@ func (tc *tableCache) evict(num uint64) {
 	delete(tc.tables, num)
 	tc.mu.Unlock()
 	if ok && t.f != nil {
+		tc.pinned.Add(-int64(t.r.PinnedBytes()))
 		t.f.Close()
 	}
 }

@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"bufio"
 	"fmt"
 	"time"
 
@@ -112,11 +113,16 @@ func (d *DB) writeTable(mt *memtable.MemTable, num uint64) (*manifest.FileMetada
 	return meta, nil
 }
 
+// tableWriteBuffer is the bytes a table write gathers before handing them to
+// the file.
+const tableWriteBuffer = 256 << 10
+
 // tableBuilder writes one table file and gathers its metadata.
 type tableBuilder struct {
 	d       *DB
 	name    string
 	f       vfs.File
+	buf     *bufio.Writer // between w and f: one system call per tableWriteBuffer bytes
 	w       *sstable.Writer
 	meta    *manifest.FileMetadata
 	first   bool   // no key or range deletion added yet
@@ -129,13 +135,14 @@ func (d *DB) newTableBuilder(num uint64) (*tableBuilder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bloomkv: creating %s: %w", name, err)
 	}
-	w, err := sstable.NewWriter(f, d.opts.writerOptions())
+	buf := bufio.NewWriterSize(f, tableWriteBuffer)
+	w, err := sstable.NewWriter(buf, d.opts.writerOptions())
 	if err != nil {
 		f.Close()
 		d.fs.Remove(name)
 		return nil, err
 	}
-	return &tableBuilder{d: d, name: name, f: f, w: w, first: true,
+	return &tableBuilder{d: d, name: name, f: f, buf: buf, w: w, first: true,
 		meta: &manifest.FileMetadata{FileNum: num, SmallestSeq: base.SeqNumMax}}, nil
 }
 
@@ -180,6 +187,9 @@ func (b *tableBuilder) size() uint64 { return b.w.Size() }
 func (b *tableBuilder) finish() (*manifest.FileMetadata, error) {
 	b.meta.Largest = b.meta.Largest.Clone()
 	err := b.w.Close()
+	if err == nil {
+		err = b.buf.Flush()
+	}
 	if err == nil {
 		err = b.f.Sync()
 	}

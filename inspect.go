@@ -255,7 +255,7 @@ func (d *DB) checkLevels(v *manifest.Version) []error {
 	var prevTable uint64
 	var prevSeq base.SeqNum
 	for ok := m.first(); ok; ok = m.next() {
-		p, k := m.h.iters[0].(*placeIter), m.key()
+		p, k := m.top().(*placeIter), m.key()
 		if prev != nil && p.place < prev.place && bytes.Equal(k.UserKey, prevKey) {
 			bad("%q#%d in L%d table %s is older than %q#%d in L%d table %s, which lies deeper",
 				k.UserKey, k.SeqNum(), p.level, name(p.table()), prevKey, prevSeq, prev.level, name(prevTable))

@@ -2,7 +2,6 @@ package bloomkv
 
 import (
 	"bytes"
-	"container/heap"
 	"errors"
 	"slices"
 
@@ -486,20 +485,20 @@ type mergingIter struct {
 
 // position repositions every child with fn and rebuilds the heap.
 func (m *mergingIter) position(reverse bool, fn func(internalIterator) bool) {
-	m.h.iters, m.h.reverse = m.h.iters[:0], reverse
+	m.h.items, m.h.reverse = m.h.items[:0], reverse
 	if m.e != nil {
 		return
 	}
 	for _, it := range m.iters {
 		if fn(it) {
-			m.h.iters = append(m.h.iters, it)
+			m.h.items = append(m.h.items, heapItem{it: it, key: it.Key()})
 		} else if err := it.Error(); err != nil {
 			m.e = err
-			m.h.iters = m.h.iters[:0]
+			m.h.items = m.h.items[:0]
 			return
 		}
 	}
-	heap.Init(&m.h)
+	m.h.init()
 }
 
 func (m *mergingIter) first() bool {
@@ -522,27 +521,33 @@ func (m *mergingIter) seekLT(userKey []byte) bool {
 	return m.valid()
 }
 
-func (m *mergingIter) valid() bool { return len(m.h.iters) > 0 }
+func (m *mergingIter) valid() bool { return len(m.h.items) > 0 }
 
 // step moves the top child on (Next forward, Prev backward).
 func (m *mergingIter) step() bool {
 	if !m.valid() {
 		return false
 	}
-	top := m.h.iters[0]
-	ok := top.Next
+	top := &m.h.items[0]
+	var ok bool
 	if m.h.reverse {
-		ok = top.Prev
-	}
-	if ok() {
-		heap.Fix(&m.h, 0)
+		ok = top.it.Prev()
 	} else {
-		if err := top.Error(); err != nil {
+		ok = top.it.Next()
+	}
+	if ok {
+		top.key = top.it.Key()
+		m.h.down(0)
+	} else {
+		if err := top.it.Error(); err != nil {
 			m.e = err
-			m.h.iters = m.h.iters[:0]
+			m.h.items = m.h.items[:0]
 			return false
 		}
-		heap.Pop(&m.h)
+		last := len(m.h.items) - 1
+		m.h.items[0] = m.h.items[last]
+		m.h.items = m.h.items[:last]
+		m.h.down(0)
 	}
 	return m.valid()
 }
@@ -553,8 +558,11 @@ func (m *mergingIter) next() bool { return m.step() }
 // prev moves backward; the last positioning must have been backward.
 func (m *mergingIter) prev() bool { return m.step() }
 
-func (m *mergingIter) key() base.InternalKey { return m.h.iters[0].Key() }
-func (m *mergingIter) value() []byte         { return m.h.iters[0].Value() }
+func (m *mergingIter) key() base.InternalKey { return m.h.items[0].key }
+func (m *mergingIter) value() []byte         { return m.h.items[0].it.Value() }
+
+// top returns the child at the current key.
+func (m *mergingIter) top() internalIterator { return m.h.items[0].it }
 
 func (m *mergingIter) err() error {
 	if m.e != nil {
@@ -573,28 +581,52 @@ func (m *mergingIter) close() {
 	for _, it := range m.iters {
 		it.Close()
 	}
-	m.iters, m.h.iters = nil, nil
+	m.iters, m.h.items = nil, nil
 }
 
-// iterHeap orders children by their keys: smallest on top going forward,
-// largest going backward.
+// iterHeap orders children by their current keys: smallest on top going
+// forward, largest going backward. Each item keeps its child's key, valid
+// until that child moves, so comparisons make no interface calls.
 type iterHeap struct {
-	iters   []internalIterator
+	items   []heapItem
 	reverse bool
 }
 
-func (h *iterHeap) Len() int { return len(h.iters) }
-func (h *iterHeap) Less(i, j int) bool {
-	c := base.CompareInternal(h.iters[i].Key(), h.iters[j].Key())
+type heapItem struct {
+	it  internalIterator
+	key base.InternalKey
+}
+
+func (h *iterHeap) less(i, j int) bool {
+	c := base.CompareInternal(h.items[i].key, h.items[j].key)
 	if h.reverse {
 		return c > 0
 	}
 	return c < 0
 }
-func (h *iterHeap) Swap(i, j int) { h.iters[i], h.iters[j] = h.iters[j], h.iters[i] }
-func (h *iterHeap) Push(x any)    { h.iters = append(h.iters, x.(internalIterator)) }
-func (h *iterHeap) Pop() any {
-	x := h.iters[len(h.iters)-1]
-	h.iters = h.iters[:len(h.iters)-1]
-	return x
+
+func (h *iterHeap) init() {
+	for i := len(h.items)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// down moves item i down to its place.
+func (h *iterHeap) down(i int) {
+	n := len(h.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && h.less(r, l) {
+			j = r
+		}
+		if !h.less(j, i) {
+			return
+		}
+		h.items[i], h.items[j] = h.items[j], h.items[i]
+		i = j
+	}
 }

@@ -75,6 +75,11 @@ func TestAbsentKeysSkipDataBlocks(t *testing.T) {
 	if m.Levels[6].Files == 0 {
 		t.Fatalf("after Compact, the last level is empty:\n%s", m)
 	}
+	// The tables pin their filters (10 bits a key, at least) and indexes
+	// outside the cache; a few index bytes a data block on top.
+	if filterBytes := uint64(n) * 10 / 8; m.TableMemory < filterBytes || m.TableMemory > 2*filterBytes {
+		t.Errorf("TableMemory %d bytes for %d keys' filters (%d bytes) and indexes", m.TableMemory, n, filterBytes)
+	}
 	r := rand.New(rand.NewPCG(7, 7))
 	for range probes {
 		k := levelKey(2*r.IntN(n-1) + 1) // odd: absent, inside the key range

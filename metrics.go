@@ -28,6 +28,9 @@ type Metrics struct {
 	CompactionBytesIn, CompactionBytesOut uint64
 	Moves                                 uint64
 	BlockCache                            cache.Metrics
+	// TableMemory is the bytes the open tables hold in memory outside the
+	// block cache: their index and filter blocks.
+	TableMemory uint64
 	// Filter counts the table filters' answers to Get: probes, "no"
 	// answers (each a data-block read skipped), and false positives (the
 	// filter said maybe and the table lacked the key).
@@ -88,6 +91,7 @@ func (d *DB) Metrics() *Metrics {
 		CompactionBytesOut:   d.metrics.compactBytesOut.Load(),
 		Moves:                d.metrics.moves.Load(),
 		BlockCache:           d.cache.Metrics(),
+		TableMemory:          uint64(d.tables.pinned.Load()),
 		FilterProbes:         d.metrics.filterProbes.Load(),
 		FilterNegatives:      d.metrics.filterNegatives.Load(),
 		FilterFalsePositives: d.metrics.filterFalsePositives.Load(),
@@ -142,7 +146,8 @@ func (m *Metrics) String() string {
 	if bc.Hits+bc.Misses > 0 {
 		hitRate = 100 * float64(bc.Hits) / float64(bc.Hits+bc.Misses)
 	}
-	fmt.Fprintf(&b, "block cache: %s in use, %d hits, %d misses (%.1f%% hit)\n", humanize.Bytes(uint64(bc.Bytes)), bc.Hits, bc.Misses, hitRate)
+	fmt.Fprintf(&b, "block cache: %s in use, %d hits, %d misses (%.1f%% hit); tables hold %s of index and filter blocks outside it\n",
+		humanize.Bytes(uint64(bc.Bytes)), bc.Hits, bc.Misses, hitRate, humanize.Bytes(m.TableMemory))
 	fmt.Fprintf(&b, "filters: %d probes, %d said no (data-block reads skipped), %d false positives (%.3f%%)\n",
 		m.FilterProbes, m.FilterNegatives, m.FilterFalsePositives, 100*m.FilterFalsePositiveRate())
 	fmt.Fprintf(&b, "write stalls: %d (%s)   open snapshots: %d\n", m.WriteStalls, m.WriteStallDuration.Round(time.Millisecond), m.Snapshots)

@@ -22,6 +22,9 @@ type Iter struct {
 	// until the next block (fine for an iterator, not for Get's result).
 	reuse bool
 	bufs  blockBufs
+	// bypassCache: read data blocks straight from the file into bufs,
+	// neither looking them up in the cache nor adding them.
+	bypassCache bool
 }
 
 // NewIter returns an iterator over the table, positioned nowhere.
@@ -31,9 +34,18 @@ func (t *Reader) NewIter() *Iter {
 	return it
 }
 
+// NewCompactionIter returns an iterator for one pass over the whole table,
+// as a compaction makes: it reads data blocks from the file into buffers of
+// its own and leaves the block cache to the blocks reads want.
+func (t *Reader) NewCompactionIter() *Iter {
+	it := t.NewIter()
+	it.bypassCache = true
+	return it
+}
+
 // reset readies it for t, keeping its buffers.
 func (it *Iter) reset(t *Reader, reuse bool) {
-	it.t, it.valid, it.err, it.reuse = t, false, nil, reuse
+	it.t, it.valid, it.err, it.reuse, it.bypassCache = t, false, nil, reuse, false
 	it.data.err, it.data.valid = nil, false
 	if err := it.index.init(t, reuse); err != nil {
 		it.err = err // NewReader checked the index; unreachable unless it changed
@@ -57,7 +69,13 @@ func (it *Iter) loadBlock() bool {
 		it.err = cur.corrupt(cur.offset, fmt.Sprintf("bad block handle %x", cur.value))
 		return false
 	}
-	b, err := it.t.iterBlock(bh, "data", it.reuse, &it.bufs)
+	var b []byte
+	var err error
+	if it.bypassCache {
+		b, err = it.t.readBlockInto(bh, "data", &it.bufs)
+	} else {
+		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs)
+	}
 	if err != nil {
 		it.err = err
 		return false

@@ -413,6 +413,16 @@ func (t *Reader) Filter() (filterblock.Filter, bool, error) {
 	return f, true, err
 }
 
+// PinnedBytes is the memory the Reader holds outside the block cache: its
+// index and filter blocks, unless the cache holds them.
+func (t *Reader) PinnedBytes() uint64 {
+	n := uint64(len(t.index))
+	if t.hasFilter && !t.opts.CacheIndexAndFilterBlocks {
+		n += t.filterBH.Length
+	}
+	return n
+}
+
 // Size returns the table's size in bytes.
 func (t *Reader) Size() uint64 { return t.size }
 

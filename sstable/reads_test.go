@@ -150,3 +150,46 @@ func TestCacheIndexAndFilterBlocks(t *testing.T) {
 		t.Fatal("the option without a cache was accepted")
 	}
 }
+
+// TestCompactionIterBypassesCache: a compaction iterator reads every entry
+// of the table, in order, without looking up or filling the block cache,
+// which keeps its blocks for reads; a plain iterator fills it.
+func TestCompactionIterBypassesCache(t *testing.T) {
+	data := tableOfKeys(t, 5000)
+	c := cache.New(8<<20, cache.Options{})
+	cr := &countingReader{r: bytes.NewReader(data)}
+	rd, err := NewReader(cr, int64(len(data)), ReaderOptions{Cache: c, FileNum: 1, FileName: "1.sst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	walk := func(it *Iter) int {
+		n := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			if want := fmt.Sprintf("key%06d", n); string(it.Key().UserKey) != want || string(it.Value()) != "value" {
+				t.Fatalf("entry %d: %s=%q, want %s=value", n, it.Key(), it.Value(), want)
+			}
+			n++
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := cr.reads.Load()
+	if n := walk(rd.NewCompactionIter()); n != 5000 {
+		t.Fatalf("compaction iterator saw %d entries, want 5000", n)
+	}
+	if m := c.Metrics(); m.Hits != 0 || m.Misses != 0 || m.Entries != 0 {
+		t.Fatalf("compaction iterator touched the cache: %+v", m)
+	}
+	blocks := cr.reads.Load() - before
+	if blocks < 10 {
+		t.Fatalf("compaction iterator made %d reads of a table of many blocks", blocks)
+	}
+	if n := walk(rd.NewIter()); n != 5000 {
+		t.Fatalf("iterator saw %d entries, want 5000", n)
+	}
+	if m := c.Metrics(); m.Misses != uint64(blocks) || m.Entries != int(blocks) {
+		t.Fatalf("a plain iterator over %d data blocks left cache counters %+v", blocks, m)
+	}
+}
