@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runTiny runs the benchmark at a tiny size with the given extra flags and
+// returns the JSON report and the printed output.
+func runTiny(t *testing.T, extra ...string) (*report, string) {
+	t.Helper()
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "out.json")
+	pngPath := filepath.Join(dir, "out.png")
+	args := append([]string{"-n", "3000", "-memtable", "64KiB", "-duration", "30ms", "-dir", filepath.Join(dir, "stores"),
+		"-json", jsonPath, "-png", pngPath}, extra...)
+	cfg, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(cfg, &out, io.Discard); err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("%s: %v", jsonPath, err)
+	}
+	png, err := os.ReadFile(pngPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) || len(png) < 1000 {
+		t.Fatalf("%s is not a PNG image (%d bytes)", pngPath, len(png))
+	}
+	// The stores are removed unless -keep.
+	if entries, err := os.ReadDir(filepath.Join(dir, "stores")); err != nil || len(entries) != 0 {
+		t.Errorf("stores left behind: %v %v", entries, err)
+	}
+	return &rep, out.String()
+}
+
+// TestEveryWorkloadAndEngine: the default run reports every workload on
+// every engine, with figures that add up, in the JSON and the table.
+func TestEveryWorkloadAndEngine(t *testing.T) {
+	rep, out := runTiny(t)
+	for _, w := range workloads {
+		for _, e := range engineNames {
+			var res *result
+			for i := range rep.Results {
+				if rep.Results[i].Workload == w.name && rep.Results[i].Engine == e {
+					if res != nil {
+						t.Errorf("%s on %s reported twice", w.name, e)
+					}
+					res = &rep.Results[i]
+				}
+			}
+			if res == nil {
+				t.Errorf("no result for %s on %s", w.name, e)
+				continue
+			}
+			if res.Ops <= 0 || res.Seconds <= 0 || res.OpsPerSec <= 0 {
+				t.Errorf("%s on %s: ops %d in %v s (%v/s)", w.name, e, res.Ops, res.Seconds, res.OpsPerSec)
+			}
+			if res.DiskBytes <= 0 || res.TableBytes < 0 || res.TableBytes > res.DiskBytes {
+				t.Errorf("%s on %s: %d bytes on disk, %d in tables", w.name, e, res.DiskBytes, res.TableBytes)
+			}
+			timed := w.name != "scan" && w.name != "compact"
+			if timed != (res.P50Micros != nil && res.P99Micros != nil) {
+				t.Errorf("%s on %s: latencies %v %v", w.name, e, res.P50Micros, res.P99Micros)
+			} else if timed && *res.P50Micros > *res.P99Micros {
+				t.Errorf("%s on %s: p50 %v above p99 %v", w.name, e, *res.P50Micros, *res.P99Micros)
+			}
+			if w.writes != (res.WriteAmp != nil) {
+				t.Errorf("%s on %s: write amplification %v", w.name, e, res.WriteAmp)
+			}
+			if res.BlockReadsPerOp == nil {
+				t.Errorf("%s on %s: no block reads per op", w.name, e)
+			}
+		}
+		if !strings.Contains(out, w.name) {
+			t.Errorf("the table lacks %s", w.name)
+		}
+	}
+	// bloomkv counts its false positives exactly; readmissing probes a
+	// filter on nearly every Get of an absent key (not for the one past the
+	// last loaded key).
+	for _, name := range []string{"readmissing", "readmissing-compacted"} {
+		for _, r := range rep.Results {
+			if r.Workload == name && r.Engine == "bloomkv" && (r.FilterFPRate == nil || r.FilterProbesPerOp == nil || *r.FilterProbesPerOp < 0.95) {
+				t.Errorf("%s on bloomkv: filter probes/op %v, FP rate %v", name, r.FilterProbesPerOp, r.FilterFPRate)
+			}
+		}
+	}
+	if len(rep.Ratios) != len(workloads) {
+		t.Errorf("%d ratios for %d workloads", len(rep.Ratios), len(workloads))
+	}
+	for _, ra := range rep.Ratios {
+		if ra.VsPebble == nil || ra.VsGoleveldb == nil || *ra.VsPebble <= 0 {
+			t.Errorf("ratios of %s: %v %v", ra.Workload, ra.VsPebble, ra.VsGoleveldb)
+		}
+	}
+	if len(rep.Goals) != len(goals) {
+		t.Errorf("%d goals reported, want %d", len(rep.Goals), len(goals))
+	}
+	for _, g := range rep.Goals {
+		if g.Got == nil {
+			t.Errorf("goal %s %s vs %s not evaluated", g.Workload, g.Measure, g.Versus)
+		}
+	}
+	for _, e := range engineNames {
+		if !strings.Contains(out, rep.Engines[e]) || rep.Engines[e] == "" {
+			t.Errorf("the header lacks the configuration of %s", e)
+		}
+	}
+}
+
+// TestEnginesAndWorkloadsSubset: -engines and -workloads select what runs
+// and is reported; workloads a selected one needs run unreported.
+func TestEnginesAndWorkloadsSubset(t *testing.T) {
+	rep, out := runTiny(t, "-engines", "goleveldb,bloomkv", "-workloads", "readrandom-deleted,readhot")
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, r.Workload+"/"+r.Engine)
+	}
+	want := []string{"readhot/bloomkv", "readrandom-deleted/bloomkv", "readhot/goleveldb", "readrandom-deleted/goleveldb"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("results %v, want %v", got, want)
+	}
+	for _, r := range rep.Results {
+		// deleterandom ran first (unreported): half the loaded keys are gone.
+		if r.Workload == "readrandom-deleted" && !strings.Contains(r.Note, " of ") {
+			t.Errorf("readrandom-deleted on %s: note %q", r.Engine, r.Note)
+		}
+	}
+	for _, ra := range rep.Ratios {
+		if ra.VsPebble != nil || ra.VsGoleveldb == nil {
+			t.Errorf("ratios of %s without Pebble: %v %v", ra.Workload, ra.VsPebble, ra.VsGoleveldb)
+		}
+	}
+	if strings.Contains(out, "pebble ops/s") {
+		t.Errorf("Pebble in the table of a run without it:\n%s", out)
+	}
+}
+
+// TestReadRandomDeletedFindsHalf: after deleterandom, about half the reads
+// find their key, on every engine.
+func TestReadRandomDeletedFindsHalf(t *testing.T) {
+	cfg, err := parseFlags([]string{"-n", "4000", "-duration", "30ms", "-dir", t.TempDir(), "-workloads", "readrandom-deleted"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range engineNames {
+		r := &runner{cfg: cfg, engine: e, dir: filepath.Join(cfg.dir, e), s: settings{cacheBytes: 1 << 20, memtableBytes: 256 << 10, bitsPerKey: 10, blockSize: 4096},
+			vals: newValueSource(cfg.valueSize, 1), prog: lineProgress{w: io.Discard}}
+		results, err := r.runAll(plan(cfg.workloads))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found, total int64
+		if _, err := fmt.Sscanf(results[0].Note, "%d of %d found", &found, &total); err != nil {
+			t.Fatalf("%s: note %q: %v", e, results[0].Note, err)
+		}
+		if total == 0 || found < total*4/10 || found > total*6/10 {
+			t.Errorf("%s: %d of %d reads found their key after deleting half", e, found, total)
+		}
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-engines", "rocksdb"},
+		{"-workloads", "fillseq,nosuch"},
+		{"-cache", "8 parsecs"},
+		{"-cache", "-1"},
+		{"-n", "1"},
+		{"-duration", "0s"},
+		{"-bits", "0"},
+		{"-value-size", "0"},
+		{"stray"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) accepted bad flags", args)
+		}
+	}
+	cfg, err := parseFlags([]string{"-cache", "64MiB", "-memtable", "512KiB", "-duration", "1s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.cache != 64<<20 || cfg.memtable != 512<<10 || cfg.duration != time.Second || cfg.n != 500_000 || len(cfg.engines) != 3 || len(cfg.workloads) != len(workloads) {
+		t.Errorf("parsed %+v", cfg)
+	}
+}
+
+// TestKeysAndDistributions checks the key stream's properties the
+// workloads rely on.
+func TestKeysAndDistributions(t *testing.T) {
+	a, b := make([]byte, keyLen), make([]byte, keyLen)
+	for i := uint64(0); i < 1000; i++ {
+		if bytes.Compare(makeKey(a, presentID(i)), makeKey(b, absentID(i))) >= 0 ||
+			bytes.Compare(makeKey(a, absentID(i)), makeKey(b, presentID(i+1))) >= 0 {
+			t.Fatalf("absent key %d does not sort between loaded keys %d and %d", i, i, i+1)
+		}
+	}
+	r := (&runner{cfg: &config{seed: 7}}).rng("x")
+	for _, n := range []uint64{2, 3, 10, 1000, 65536} {
+		p := newPermutation(n, r)
+		seen := make([]bool, n)
+		for i := range n {
+			j := p.at(i)
+			if j >= n || seen[j] {
+				t.Fatalf("permutation of %d: %d -> %d repeats or is out of range", n, i, j)
+			}
+			seen[j] = true
+		}
+	}
+	z := newZipf(1000, 0.99)
+	counts := make([]int, 1000)
+	for range 100_000 {
+		counts[z.next(r)]++
+	}
+	// Rank 0 draws about 1/H(1000, 0.99) of the time (13%), far more than
+	// rank 100 (about 0.14%).
+	if counts[0] < 10_000 || counts[0] > 16_000 || counts[100] > counts[0]/20 {
+		t.Errorf("zipf counts: rank 0 %d, rank 1 %d, rank 100 %d", counts[0], counts[1], counts[100])
+	}
+}

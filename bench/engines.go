@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/bloomkv/bloomkv"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/syndtr/goleveldb/leveldb"
+	lvlfilter "github.com/syndtr/goleveldb/leveldb/filter"
+	"github.com/syndtr/goleveldb/leveldb/opt"
+	"github.com/syndtr/goleveldb/leveldb/util"
+)
+
+// engineNames lists the engines in the order they run and print.
+var engineNames = []string{"bloomkv", "pebble", "goleveldb"}
+
+// settings are the knobs every engine gets the same value of.
+type settings struct {
+	cacheBytes    int64
+	memtableBytes int64
+	bitsPerKey    int
+	blockSize     int
+	sync          bool
+}
+
+// engine is the part of a key-value store the workloads use.
+type engine interface {
+	set(key, value []byte) error
+	del(key []byte) error
+	// get reports whether key is present, reading its value.
+	get(key []byte) (bool, error)
+	newIter() (iter, error)
+	// compact compacts the whole key space to the last level.
+	compact() error
+	counters() counters
+	close() error
+}
+
+// iter is a forward iterator.
+type iter interface {
+	seekGE(key []byte) bool
+	first() bool
+	next() bool
+	value() []byte
+	close() error
+}
+
+// counters are an engine's cumulative read and write counters; -1 marks one
+// the engine does not expose.
+type counters struct {
+	// blockReads counts block-cache misses: blocks read from a table file.
+	blockReads int64
+	// filterProbes counts filter probes by point reads; filterMaybes the
+	// probes that answered "maybe"; filterFalsePositives the maybes for a
+	// key the table lacked (-1 where only maybes are counted).
+	filterProbes, filterMaybes, filterFalsePositives int64
+	// tableBytes counts bytes of tables written by flushes and compactions.
+	tableBytes int64
+}
+
+// openEngine opens a fresh store of the named engine in dir.
+func openEngine(name, dir string, s settings) (engine, error) {
+	switch name {
+	case "bloomkv":
+		return openBloomkv(dir, s)
+	case "pebble":
+		return openPebble(dir, s)
+	case "goleveldb":
+		return openLevelDB(dir, s)
+	}
+	return nil, fmt.Errorf("unknown engine %q (want one of %v)", name, engineNames)
+}
+
+// describeEngine is the configuration line the report header prints.
+func describeEngine(name string, s settings) string {
+	switch name {
+	case "bloomkv":
+		o := bloomkvOptions(s)
+		return fmt.Sprintf("bloomkv: CacheSize=%d MemTableSize=%d BloomBitsPerKey=%d (blocked, every level, Get probes all) BlockSize=%d Compression=snappy "+
+			"L0CompactionThreshold=4 L0StopWritesThreshold=12 LBaseMaxBytes=64MiB LevelMultiplier=10 TargetFileSize=2MiB MaxConcurrentCompactions=1; "+
+			"index and filter blocks pinned outside the cache; Sync=%v",
+			o.CacheSize, o.MemTableSize, o.BloomBitsPerKey, o.BlockSize, s.sync)
+	case "pebble":
+		o := pebbleOptions(s)
+		return fmt.Sprintf("pebble %s: Cache=%d (cache + 2 memtables, which Pebble charges to it) MemTableSize=%d Levels[*].FilterPolicy=bloom.FilterPolicy(%d) BlockSize=%d Compression=snappy "+
+			"L0CompactionThreshold=%d L0StopWritesThreshold=%d LBaseMaxBytes=%d CompactionConcurrency=1 FormatMajorVersion=%s (default); "+
+			"default read path (Get skips L6 filters); index and filter blocks in the cache; Sync=%v",
+			pebbleVersion, pebbleCacheBytes(s), o.MemTableSize, s.bitsPerKey, o.Levels[0].BlockSize,
+			o.L0CompactionThreshold, o.L0StopWritesThreshold, o.LBaseMaxBytes, o.FormatMajorVersion, s.sync)
+	case "goleveldb":
+		o := levelDBOptions(s)
+		return fmt.Sprintf("goleveldb %s: BlockCacheCapacity=%d WriteBuffer=%d Filter=%s BlockSize=%d Compression=snappy "+
+			"CompactionTableSize=2MiB CompactionTotalSize=10MiB x10 DisableBufferPool=true; filters on every level; index and filter blocks in the cache; Sync=%v",
+			goleveldbVersion, o.BlockCacheCapacity, o.WriteBuffer, o.Filter.Name(), o.BlockSize, s.sync)
+	}
+	return name
+}
+
+// ---- bloomkv
+
+type bloomkvEngine struct {
+	db *bloomkv.DB
+	wo *bloomkv.WriteOptions
+}
+
+func bloomkvOptions(s settings) *bloomkv.Options {
+	return &bloomkv.Options{
+		CacheSize:       s.cacheBytes,
+		MemTableSize:    s.memtableBytes,
+		BloomBitsPerKey: s.bitsPerKey,
+		BlockSize:       s.blockSize,
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func openBloomkv(dir string, s settings) (engine, error) {
+	db, err := bloomkv.Open(dir, bloomkvOptions(s))
+	if err != nil {
+		return nil, err
+	}
+	wo := bloomkv.NoSync
+	if s.sync {
+		wo = bloomkv.Sync
+	}
+	return &bloomkvEngine{db: db, wo: wo}, nil
+}
+
+func (e *bloomkvEngine) set(k, v []byte) error { return e.db.Set(k, v, e.wo) }
+func (e *bloomkvEngine) del(k []byte) error    { return e.db.Delete(k, e.wo) }
+
+func (e *bloomkvEngine) get(k []byte) (bool, error) {
+	_, err := e.db.Get(k)
+	if errors.Is(err, bloomkv.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (e *bloomkvEngine) newIter() (iter, error) {
+	it, err := e.db.NewIter(nil)
+	if err != nil {
+		return nil, err
+	}
+	return bloomkvIter{it}, nil
+}
+
+func (e *bloomkvEngine) compact() error { return e.db.Compact(nil, nil) }
+func (e *bloomkvEngine) close() error   { return e.db.Close() }
+
+func (e *bloomkvEngine) counters() counters {
+	m := e.db.Metrics()
+	return counters{
+		blockReads:           int64(m.BlockCache.Misses),
+		filterProbes:         int64(m.FilterProbes),
+		filterMaybes:         int64(m.FilterProbes - m.FilterNegatives),
+		filterFalsePositives: int64(m.FilterFalsePositives),
+		tableBytes:           int64(m.FlushBytes + m.CompactionBytesOut),
+	}
+}
+
+type bloomkvIter struct{ it *bloomkv.Iterator }
+
+func (i bloomkvIter) seekGE(k []byte) bool { return i.it.SeekGE(k) }
+func (i bloomkvIter) first() bool          { return i.it.First() }
+func (i bloomkvIter) next() bool           { return i.it.Next() }
+func (i bloomkvIter) value() []byte        { return i.it.Value() }
+func (i bloomkvIter) close() error         { return i.it.Close() }
+
+// ---- Pebble
+
+type pebbleEngine struct {
+	db    *pebble.DB
+	cache interface{ Unref() }
+	wo    *pebble.WriteOptions
+}
+
+func pebbleOptions(s settings) *pebble.Options {
+	o := &pebble.Options{
+		MemTableSize: uint64(s.memtableBytes),
+		Logger:       quietPebbleLogger{},
+	}
+	for i := range o.Levels {
+		o.Levels[i].BlockSize = s.blockSize
+		o.Levels[i].FilterPolicy = bloom.FilterPolicy(s.bitsPerKey)
+		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.SnappyCompression }
+	}
+	o.EnsureDefaults()
+	return o
+}
+
+// pebbleCacheBytes is the cache Pebble gets: Pebble charges its memtables to
+// the block cache (the mutable one and one kept for reuse), so it gets two
+// memtables more, which leaves it the same bytes for blocks as the others.
+func pebbleCacheBytes(s settings) int64 { return s.cacheBytes + 2*s.memtableBytes }
+
+func openPebble(dir string, s settings) (engine, error) {
+	o := pebbleOptions(s)
+	c := pebble.NewCache(pebbleCacheBytes(s))
+	o.Cache = c
+	db, err := pebble.Open(dir, o)
+	if err != nil {
+		c.Unref()
+		return nil, err
+	}
+	wo := pebble.NoSync
+	if s.sync {
+		wo = pebble.Sync
+	}
+	return &pebbleEngine{db: db, cache: c, wo: wo}, nil
+}
+
+// The key and value are copied into Pebble's batch, so the callers' buffers
+// may be reused at once.
+func (e *pebbleEngine) set(k, v []byte) error { return e.db.Set(k, v, e.wo) }
+func (e *pebbleEngine) del(k []byte) error    { return e.db.Delete(k, e.wo) }
+
+func (e *pebbleEngine) get(k []byte) (bool, error) {
+	_, closer, err := e.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, closer.Close()
+}
+
+func (e *pebbleEngine) newIter() (iter, error) {
+	it, err := e.db.NewIter(nil)
+	if err != nil {
+		return nil, err
+	}
+	return pebbleIter{it}, nil
+}
+
+func (e *pebbleEngine) compact() error {
+	// Every key the benchmark writes sorts before 0xff.
+	return e.db.Compact(context.Background(), nil, []byte{0xff}, true)
+}
+
+func (e *pebbleEngine) close() error {
+	err := e.db.Close()
+	e.cache.Unref()
+	return err
+}
+
+func (e *pebbleEngine) counters() counters {
+	m := e.db.Metrics()
+	t := m.Total()
+	return counters{
+		blockReads:           m.BlockCache.Misses,
+		filterProbes:         m.Filter.Hits + m.Filter.Misses,
+		filterMaybes:         m.Filter.Misses,
+		filterFalsePositives: -1,
+		tableBytes:           int64(t.TableBytesFlushed + t.TableBytesCompacted),
+	}
+}
+
+type pebbleIter struct{ it *pebble.Iterator }
+
+func (i pebbleIter) seekGE(k []byte) bool { return i.it.SeekGE(k) }
+func (i pebbleIter) first() bool          { return i.it.First() }
+func (i pebbleIter) next() bool           { return i.it.Next() }
+func (i pebbleIter) value() []byte        { return i.it.Value() }
+func (i pebbleIter) close() error         { return i.it.Close() }
+
+// quietPebbleLogger drops Pebble's informational lines; errors still reach
+// the benchmark through return values.
+type quietPebbleLogger struct{}
+
+func (quietPebbleLogger) Infof(string, ...interface{})  {}
+func (quietPebbleLogger) Errorf(string, ...interface{}) {}
+func (quietPebbleLogger) Fatalf(format string, args ...interface{}) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// ---- goleveldb
+
+type levelDBEngine struct {
+	db *leveldb.DB
+	wo *opt.WriteOptions
+}
+
+func levelDBOptions(s settings) *opt.Options {
+	return &opt.Options{
+		BlockCacheCapacity: int(s.cacheBytes),
+		WriteBuffer:        int(s.memtableBytes),
+		Filter:             lvlfilter.NewBloomFilter(s.bitsPerKey),
+		BlockSize:          s.blockSize,
+		Compression:        opt.SnappyCompression,
+		ErrorIfExist:       true,
+		// With its buffer pool on, goleveldb reads index and filter blocks
+		// into pooled buffers as large as a compaction's 2 MiB output
+		// buffer and charges the cache their capacity, so a few blocks
+		// fill it (util/buffer_pool.go, table/reader.go). Off, the cache
+		// holds as many blocks as its size says.
+		DisableBufferPool: true,
+	}
+}
+
+func openLevelDB(dir string, s settings) (engine, error) {
+	db, err := leveldb.OpenFile(dir, levelDBOptions(s))
+	if err != nil {
+		return nil, err
+	}
+	return &levelDBEngine{db: db, wo: &opt.WriteOptions{Sync: s.sync}}, nil
+}
+
+func (e *levelDBEngine) set(k, v []byte) error { return e.db.Put(k, v, e.wo) }
+func (e *levelDBEngine) del(k []byte) error    { return e.db.Delete(k, e.wo) }
+
+func (e *levelDBEngine) get(k []byte) (bool, error) {
+	_, err := e.db.Get(k, nil)
+	if errors.Is(err, leveldb.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (e *levelDBEngine) newIter() (iter, error) {
+	return &levelDBIter{it: e.db.NewIterator(nil, nil)}, nil
+}
+
+func (e *levelDBEngine) compact() error { return e.db.CompactRange(util.Range{}) }
+func (e *levelDBEngine) close() error   { return e.db.Close() }
+
+func (e *levelDBEngine) counters() counters {
+	var st leveldb.DBStats
+	if err := e.db.Stats(&st); err != nil {
+		return counters{blockReads: -1, filterProbes: -1, filterMaybes: -1, filterFalsePositives: -1, tableBytes: -1}
+	}
+	return counters{
+		blockReads:           st.BlockCache.MissCount,
+		filterProbes:         -1,
+		filterMaybes:         -1,
+		filterFalsePositives: -1,
+		tableBytes:           st.LevelWrite.Sum(),
+	}
+}
+
+type levelDBIter struct {
+	it interface {
+		Seek([]byte) bool
+		First() bool
+		Next() bool
+		Value() []byte
+		Release()
+		Error() error
+	}
+}
+
+func (i *levelDBIter) seekGE(k []byte) bool { return i.it.Seek(k) }
+func (i *levelDBIter) first() bool          { return i.it.First() }
+func (i *levelDBIter) next() bool           { return i.it.Next() }
+func (i *levelDBIter) value() []byte        { return i.it.Value() }
+func (i *levelDBIter) close() error {
+	err := i.it.Error()
+	i.it.Release()
+	return err
+}

@@ -1,0 +1,353 @@
+// Command bench runs the same workloads on bloomkv, Pebble and goleveldb,
+// with the same settings and the same keys and values, and prints each
+// engine's throughput, the ratios between them, latencies, block reads,
+// filter false positives, bytes on disk and write amplification.
+//
+//	go run ./bench                       # the default size: a few minutes on 2 cores
+//	go run ./bench -n 10000000 -cache 64MiB -json out.json -png out.png
+//
+// Each engine runs the whole list of workloads in a directory of its own,
+// one engine after another. See -h for the flags.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// config is what the flags set.
+type config struct {
+	n          int
+	valueSize  int
+	workloads  []string
+	engines    []string
+	cache      int64
+	memtable   int64
+	bits       int
+	sync       bool
+	dir        string
+	keep       bool
+	duration   time.Duration
+	jsonPath   string
+	pngPath    string
+	cpuProfile string
+	seed       uint64
+	progress   bool
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	cfg.progress = term.IsTerminal(int(os.Stderr.Fd()))
+	if err := run(cfg, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := &config{}
+	var workloadList, engineList, cache, memtable string
+	fs.IntVar(&cfg.n, "n", 500_000, "keys to load; the data is about n*(16+value-size) bytes before compression")
+	fs.IntVar(&cfg.valueSize, "value-size", 100, "value size in bytes (values compress to about half)")
+	fs.StringVar(&workloadList, "workloads", "all", "comma-separated workloads to report, or all: "+strings.Join(workloadNames(), ","))
+	fs.StringVar(&engineList, "engines", strings.Join(engineNames, ","), "comma-separated engines to run")
+	fs.StringVar(&cache, "cache", "8MiB", "block cache size of every engine (B, KiB, MiB, GiB)")
+	fs.StringVar(&memtable, "memtable", "4MiB", "memtable (write buffer) size of every engine")
+	fs.IntVar(&cfg.bits, "bits", 10, "Bloom filter bits per key, on every level of every engine")
+	fs.BoolVar(&cfg.sync, "sync", false, "sync every write to stable storage")
+	fs.StringVar(&cfg.dir, "dir", "", "directory for the stores (default: a new temporary directory, removed at the end)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the stores after the run")
+	fs.DurationVar(&cfg.duration, "duration", 2*time.Second, "how long each timed workload (reads, seeks, YCSB) runs per engine")
+	fs.StringVar(&cfg.jsonPath, "json", "", "write the results as JSON to this file")
+	fs.StringVar(&cfg.pngPath, "png", "", "write a bar chart of the ratios to this PNG file")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the key and value streams")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if cfg.cache, err = parseSize(cache); err != nil {
+		return nil, fmt.Errorf("-cache: %w", err)
+	}
+	if cfg.memtable, err = parseSize(memtable); err != nil {
+		return nil, fmt.Errorf("-memtable: %w", err)
+	}
+	switch {
+	case cfg.n < 2:
+		return nil, fmt.Errorf("-n %d: need at least 2 keys", cfg.n)
+	case cfg.n > 1e15:
+		return nil, fmt.Errorf("-n %d: keys are 16 decimal digits, so at most 1e15", cfg.n)
+	case cfg.valueSize < 1:
+		return nil, fmt.Errorf("-value-size %d: need at least 1 byte", cfg.valueSize)
+	case cfg.bits < 1 || cfg.bits > 64:
+		return nil, fmt.Errorf("-bits %d: want 1 to 64", cfg.bits)
+	case cfg.duration <= 0:
+		return nil, fmt.Errorf("-duration %v: must be positive", cfg.duration)
+	case cfg.memtable < 64<<10:
+		return nil, fmt.Errorf("-memtable %d: need at least 64 KiB", cfg.memtable)
+	}
+	if cfg.engines, err = parseList(engineList, engineNames, "engine"); err != nil {
+		return nil, err
+	}
+	if workloadList == "all" {
+		cfg.workloads = workloadNames()
+	} else if cfg.workloads, err = parseList(workloadList, workloadNames(), "workload"); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func workloadNames() []string {
+	names := make([]string, len(workloads))
+	for i, w := range workloads {
+		names[i] = w.name
+	}
+	return names
+}
+
+// parseList splits a comma-separated list, checks every item is known, and
+// returns them in the order of known.
+func parseList(list string, known []string, what string) ([]string, error) {
+	want := map[string]bool{}
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		found := false
+		for _, k := range known {
+			found = found || k == item
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown %s %q (want some of %s)", what, item, strings.Join(known, ","))
+		}
+		want[item] = true
+	}
+	var out []string
+	for _, k := range known {
+		if want[k] {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no %s given", what)
+	}
+	return out, nil
+}
+
+// parseSize parses a byte count with an optional B, KiB, MiB or GiB suffix
+// (KB, MB and GB mean the same powers of two).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return 0, fmt.Errorf("bad size %q (want e.g. 8MiB)", s)
+	}
+	return v * mult, nil
+}
+
+// run runs every selected workload on every selected engine and writes the
+// report.
+func run(cfg *config, stdout, stderr io.Writer) (err error) {
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}()
+	}
+	base := cfg.dir
+	if base == "" {
+		if base, err = os.MkdirTemp("", "bloomkv-bench-"); err != nil {
+			return err
+		}
+		if !cfg.keep {
+			defer os.RemoveAll(base)
+		}
+	} else if err := os.MkdirAll(base, 0o755); err != nil {
+		return err
+	}
+	s := settings{cacheBytes: cfg.cache, memtableBytes: cfg.memtable, bitsPerKey: cfg.bits, blockSize: 4096, sync: cfg.sync}
+	rep := newReport(cfg, s)
+	fmt.Fprint(stdout, rep.header())
+
+	var prog progress = lineProgress{w: stderr}
+	if cfg.progress {
+		prog = barProgress{w: stderr}
+	}
+	steps := plan(cfg.workloads)
+	start := time.Now()
+	for _, name := range cfg.engines {
+		dir := filepath.Join(base, name)
+		r := &runner{cfg: cfg, engine: name, dir: dir, s: s, vals: newValueSource(cfg.valueSize, cfg.seed), prog: prog.forEngine(name)}
+		results, err := r.runAll(steps)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		rep.Results = append(rep.Results, results...)
+		if !cfg.keep {
+			for _, d := range []string{dir, dir + "-fillseq"} {
+				if err := os.RemoveAll(d); err != nil {
+					return err
+				}
+			}
+		}
+		runtime.GC()
+	}
+	rep.finish(time.Since(start))
+	fmt.Fprint(stdout, rep.table())
+	if cfg.jsonPath != "" {
+		if err := rep.writeJSON(cfg.jsonPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", cfg.jsonPath)
+	}
+	if cfg.pngPath != "" {
+		if err := rep.writePNG(cfg.pngPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", cfg.pngPath)
+	}
+	return nil
+}
+
+// step is a workload to run, and whether its result is reported.
+type step struct {
+	w      workload
+	report bool
+}
+
+// plan lists the workloads to run for the selected ones: each selected
+// workload, and the earlier ones whose effect it needs, in list order.
+func plan(selected []string) []step {
+	need := map[string]bool{}
+	report := map[string]bool{}
+	for _, name := range selected {
+		report[name] = true
+		for n := name; n != ""; {
+			need[n] = true
+			w, _ := workloadByName(n)
+			n = w.needs
+		}
+	}
+	var steps []step
+	for _, w := range workloads {
+		if need[w.name] {
+			steps = append(steps, step{w: w, report: report[w.name]})
+		}
+	}
+	return steps
+}
+
+// runAll runs the steps on one engine and returns the reported results.
+func (r *runner) runAll(steps []step) (results []result, err error) {
+	defer func() {
+		if r.main != nil {
+			if cerr := r.main.e.close(); err == nil && cerr != nil {
+				err = fmt.Errorf("close: %w", cerr)
+			}
+		}
+	}()
+	for _, st := range steps {
+		var before counters
+		if r.main != nil {
+			before = r.main.e.counters()
+		}
+		m, err := st.w.run(r)
+		if err != nil {
+			if m != nil && m.store != nil {
+				_ = m.store.e.close()
+			}
+			return nil, fmt.Errorf("%s: %w", st.w.name, err)
+		}
+		target := r.main
+		if m.store != nil {
+			target, before = m.store, counters{}
+		}
+		res, err := r.summarize(st.w, m, target, before)
+		if m.store != nil {
+			if cerr := m.store.e.close(); err == nil && cerr != nil {
+				err = fmt.Errorf("close: %w", cerr)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st.w.name, err)
+		}
+		if st.report {
+			results = append(results, res)
+		}
+	}
+	return results, nil
+}
+
+// dirBytes sums the sizes of the regular files under dir, and of the table
+// files among them.
+func dirBytes(dir string) (total, tables int64, err error) {
+	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		// A background compaction may remove a file while the walk runs.
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			total += info.Size()
+			if ext := filepath.Ext(path); ext == ".sst" || ext == ".ldb" {
+				tables += info.Size()
+			}
+		}
+		return nil
+	})
+	return total, tables, err
+}

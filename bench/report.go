@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bloomkv/bloomkv/internal/humanize"
+)
+
+// result is one workload's figures on one engine. Pointer fields are absent
+// where the engine or the workload does not give them.
+type result struct {
+	Workload  string  `json:"workload"`
+	Engine    string  `json:"engine"`
+	Ops       int64   `json:"ops"`
+	Seconds   float64 `json:"seconds"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+	// P50Micros and P99Micros are per-op latency percentiles.
+	P50Micros *float64 `json:"p50_us,omitempty"`
+	P99Micros *float64 `json:"p99_us,omitempty"`
+	// BlockReadsPerOp is block-cache misses per op: blocks read from table
+	// files (data blocks only for bloomkv, which pins index and filter
+	// blocks; any block for the others).
+	BlockReadsPerOp *float64 `json:"block_reads_per_op,omitempty"`
+	// FilterProbesPerOp is the filter probes per op of point reads.
+	FilterProbesPerOp *float64 `json:"filter_probes_per_op,omitempty"`
+	// FilterFPRate is the share of filter probes that said "maybe" for a
+	// key the table lacked.
+	FilterFPRate *float64 `json:"filter_fp_rate,omitempty"`
+	// DiskBytes is the size of the store's files after the workload;
+	// TableBytes of its tables alone (.sst, .ldb), without logs.
+	DiskBytes  int64 `json:"disk_bytes"`
+	TableBytes int64 `json:"table_bytes"`
+	// WriteAmp is the table bytes flushes and compactions wrote so far,
+	// per key and value byte the benchmark wrote to the store.
+	WriteAmp *float64 `json:"write_amp,omitempty"`
+	Note     string   `json:"note,omitempty"`
+}
+
+// ratio compares bloomkv with the other engines on one workload: its ops/s
+// over theirs, and its bytes on disk over Pebble's.
+type ratio struct {
+	Workload       string   `json:"workload"`
+	VsPebble       *float64 `json:"vs_pebble,omitempty"`
+	VsGoleveldb    *float64 `json:"vs_goleveldb,omitempty"`
+	DiskVsPebble   *float64 `json:"disk_vs_pebble,omitempty"`
+	TablesVsPebble *float64 `json:"tables_vs_pebble,omitempty"`
+}
+
+// goal is a target the benchmark checks.
+type goal struct {
+	Workload string  `json:"workload"`
+	Measure  string  `json:"measure"` // "ops/s", "disk" (all files) or "tables" (table files)
+	Versus   string  `json:"versus"`
+	Target   float64 `json:"target"`
+	AtMost   bool    `json:"at_most"`
+	// Got is the measured ratio; absent when a workload or engine did not
+	// run.
+	Got *float64 `json:"got,omitempty"`
+	Met bool     `json:"met"`
+}
+
+// goals are the ratios bloomkv aims for, bloomkv over the other engine in
+// the same run.
+var goals = []goal{
+	{Workload: "readmissing-compacted", Measure: "ops/s", Versus: "pebble", Target: 5},
+	{Workload: "readmissing-compacted", Measure: "ops/s", Versus: "goleveldb", Target: 1.5},
+	{Workload: "readmissing", Measure: "ops/s", Versus: "pebble", Target: 2},
+	{Workload: "readrandom", Measure: "ops/s", Versus: "pebble", Target: 1.2},
+	{Workload: "fillrandom", Measure: "ops/s", Versus: "pebble", Target: 1},
+	{Workload: "scan", Measure: "ops/s", Versus: "pebble", Target: 1},
+	{Workload: "ycsb-b", Measure: "ops/s", Versus: "pebble", Target: 1.2},
+	{Workload: "ycsb-c", Measure: "ops/s", Versus: "pebble", Target: 1.2},
+	{Workload: "compact", Measure: "disk", Versus: "pebble", Target: 1.05, AtMost: true},
+	{Workload: "compact", Measure: "tables", Versus: "pebble", Target: 1.05, AtMost: true},
+}
+
+// report is the whole run: how to reproduce it, and what it measured.
+type report struct {
+	Command   string            `json:"command"`
+	Date      string            `json:"date"`
+	Machine   machine           `json:"machine"`
+	Settings  reportSettings    `json:"settings"`
+	Engines   map[string]string `json:"engines"`
+	Workloads map[string]string `json:"workloads"`
+	Results   []result          `json:"results"`
+	Ratios    []ratio           `json:"ratios"`
+	Goals     []goal            `json:"goals"`
+	Seconds   float64           `json:"seconds"`
+
+	cfg *config
+}
+
+type machine struct {
+	CPU       string `json:"cpu"`
+	CPUs      int    `json:"cpus"`
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+	GoVersion string `json:"go_version"`
+}
+
+type reportSettings struct {
+	Keys          int    `json:"keys"`
+	KeySize       int    `json:"key_size"`
+	ValueSize     int    `json:"value_size"`
+	CacheBytes    int64  `json:"cache_bytes"`
+	MemtableBytes int64  `json:"memtable_bytes"`
+	BitsPerKey    int    `json:"bits_per_key"`
+	BlockSize     int    `json:"block_size"`
+	Compression   string `json:"compression"`
+	Sync          bool   `json:"sync"`
+	Duration      string `json:"duration"`
+	Seed          uint64 `json:"seed"`
+}
+
+func newReport(cfg *config, s settings) *report {
+	r := &report{
+		Command: "go run ./bench " + strings.Join(os.Args[1:], " "),
+		Date:    time.Now().UTC().Format(time.RFC3339),
+		Machine: machine{CPU: cpuModel(), CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version()},
+		Settings: reportSettings{Keys: cfg.n, KeySize: keyLen, ValueSize: cfg.valueSize, CacheBytes: s.cacheBytes,
+			MemtableBytes: s.memtableBytes, BitsPerKey: s.bitsPerKey, BlockSize: s.blockSize, Compression: "snappy",
+			Sync: s.sync, Duration: cfg.duration.String(), Seed: cfg.seed},
+		Engines:   map[string]string{},
+		Workloads: map[string]string{},
+		cfg:       cfg,
+	}
+	r.Command = strings.TrimSpace(r.Command)
+	for _, e := range cfg.engines {
+		r.Engines[e] = describeEngine(e, s)
+	}
+	for _, w := range cfg.workloads {
+		wl, _ := workloadByName(w)
+		r.Workloads[w] = wl.desc
+	}
+	return r
+}
+
+// cpuModel names the processor, where the system says.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// moduleVersion is the version of a module the binary was built with.
+func moduleVersion(path string) string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown version)"
+	}
+	for _, d := range info.Deps {
+		if d.Path == path {
+			return d.Version
+		}
+	}
+	return "(unknown version)"
+}
+
+var (
+	pebbleVersion    = moduleVersion("github.com/cockroachdb/pebble/v2")
+	goleveldbVersion = moduleVersion("github.com/syndtr/goleveldb")
+)
+
+func (r *report) header() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "bloomkv bench: %s\n", r.Command)
+	fmt.Fprintf(&b, "machine: %s, %d CPUs, %s/%s, %s\n", r.Machine.CPU, r.Machine.CPUs, r.Machine.OS, r.Machine.Arch, r.Machine.GoVersion)
+	st := r.Settings
+	fmt.Fprintf(&b, "data: %d keys of %d bytes, values of %d bytes (compressible to about half), seed %d; timed workloads run %s per engine\n",
+		st.Keys, st.KeySize, st.ValueSize, st.Seed, st.Duration)
+	fmt.Fprintf(&b, "settings for every engine: cache %s, memtable %s, %d bits/key Bloom filters on every level, %d-byte blocks, snappy, sync=%v, a fresh directory\n",
+		humanize.Bytes(uint64(st.CacheBytes)), humanize.Bytes(uint64(st.MemtableBytes)), st.BitsPerKey, st.BlockSize, st.Sync)
+	for _, e := range r.cfg.engines {
+		fmt.Fprintf(&b, "  %s\n", r.Engines[e])
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// summarize turns a measurement into a result, reading the store's
+// counters and size.
+func (r *runner) summarize(w workload, m *measurement, st *store, before counters) (result, error) {
+	res := result{Workload: w.name, Engine: r.engine, Ops: m.ops, Seconds: m.elapsed.Seconds(), Note: m.note}
+	if m.elapsed > 0 {
+		res.OpsPerSec = float64(m.ops) / m.elapsed.Seconds()
+	}
+	if m.hist != nil && m.hist.TotalCount() > 0 {
+		res.P50Micros = ptr(float64(m.hist.ValueAtQuantile(50)) / 1e3)
+		res.P99Micros = ptr(float64(m.hist.ValueAtQuantile(99)) / 1e3)
+	}
+	after := st.e.counters()
+	if m.ops > 0 && before.blockReads >= 0 && after.blockReads >= 0 {
+		res.BlockReadsPerOp = ptr(float64(after.blockReads-before.blockReads) / float64(m.ops))
+	}
+	if probes := after.filterProbes - before.filterProbes; probes > 0 && before.filterProbes >= 0 {
+		res.FilterProbesPerOp = ptr(float64(probes) / float64(m.ops))
+		switch {
+		case after.filterFalsePositives >= 0:
+			res.FilterFPRate = ptr(float64(after.filterFalsePositives-before.filterFalsePositives) / float64(probes))
+		case w.absentReads:
+			res.FilterFPRate = ptr(float64(after.filterMaybes-before.filterMaybes) / float64(probes))
+		}
+	}
+	if w.writes && st.userBytes > 0 && after.tableBytes >= 0 {
+		res.WriteAmp = ptr(float64(after.tableBytes) / float64(st.userBytes))
+	}
+	disk, tables, err := dirBytes(st.dir)
+	if err != nil {
+		return res, err
+	}
+	res.DiskBytes, res.TableBytes = disk, tables
+	return res, nil
+}
+
+func ptr(f float64) *float64 { return &f }
+
+func (r *report) result(workload, engine string) *result {
+	for i := range r.Results {
+		if r.Results[i].Workload == workload && r.Results[i].Engine == engine {
+			return &r.Results[i]
+		}
+	}
+	return nil
+}
+
+// finish computes the ratios and checks the goals.
+func (r *report) finish(elapsed time.Duration) {
+	r.Seconds = elapsed.Seconds()
+	for _, w := range r.cfg.workloads {
+		ra := ratio{Workload: w}
+		b := r.result(w, "bloomkv")
+		if b != nil {
+			if p := r.result(w, "pebble"); p != nil {
+				ra.VsPebble = div(b.OpsPerSec, p.OpsPerSec)
+				ra.DiskVsPebble = div(float64(b.DiskBytes), float64(p.DiskBytes))
+				ra.TablesVsPebble = div(float64(b.TableBytes), float64(p.TableBytes))
+			}
+			if l := r.result(w, "goleveldb"); l != nil {
+				ra.VsGoleveldb = div(b.OpsPerSec, l.OpsPerSec)
+			}
+		}
+		r.Ratios = append(r.Ratios, ra)
+	}
+	for _, g := range goals {
+		for _, ra := range r.Ratios {
+			if ra.Workload != g.Workload {
+				continue
+			}
+			switch {
+			case g.Measure == "disk":
+				g.Got = ra.DiskVsPebble
+			case g.Measure == "tables":
+				g.Got = ra.TablesVsPebble
+			case g.Versus == "pebble":
+				g.Got = ra.VsPebble
+			default:
+				g.Got = ra.VsGoleveldb
+			}
+		}
+		if g.Got != nil {
+			g.Met = *g.Got >= g.Target
+			if g.AtMost {
+				g.Met = *g.Got <= g.Target
+			}
+		}
+		r.Goals = append(r.Goals, g)
+	}
+}
+
+func div(a, b float64) *float64 {
+	if b == 0 {
+		return nil
+	}
+	return ptr(a / b)
+}
+
+// table formats the results: throughput and ratios, the per-engine details,
+// and the goals.
+func (r *report) table() string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "workload\t")
+	for _, e := range r.cfg.engines {
+		fmt.Fprintf(tw, "%s ops/s\t", e)
+	}
+	fmt.Fprint(tw, "bloomkv/pebble\tbloomkv/goleveldb\t\n")
+	for i, w := range r.cfg.workloads {
+		fmt.Fprintf(tw, "%s\t", w)
+		for _, e := range r.cfg.engines {
+			if res := r.result(w, e); res != nil {
+				fmt.Fprintf(tw, "%s\t", commas(res.OpsPerSec))
+			} else {
+				fmt.Fprint(tw, "-\t")
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t\n", fmtRatio(r.Ratios[i].VsPebble), fmtRatio(r.Ratios[i].VsGoleveldb))
+	}
+	tw.Flush()
+
+	b.WriteString("\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "workload\tengine\tp50 µs\tp99 µs\tblock reads/op\tfilter probes/op\tfilter FP\ton disk\ttables\twrite amp\tnote\t\n")
+	for _, w := range r.cfg.workloads {
+		for _, e := range r.cfg.engines {
+			res := r.result(w, e)
+			if res == nil {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", w, e,
+				fmtFloat(res.P50Micros, "%.1f"), fmtFloat(res.P99Micros, "%.1f"),
+				fmtFloat(res.BlockReadsPerOp, "%.3f"), fmtFloat(res.FilterProbesPerOp, "%.2f"),
+				fmtPercent(res.FilterFPRate), humanize.Bytes(uint64(res.DiskBytes)), humanize.Bytes(uint64(res.TableBytes)),
+				fmtFloat(res.WriteAmp, "%.2f"), res.Note)
+		}
+	}
+	tw.Flush()
+
+	b.WriteString("\ngoals (bloomkv over the other engine, same run):\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, g := range r.Goals {
+		op := ">="
+		if g.AtMost {
+			op = "<="
+		}
+		state := "not run"
+		if g.Got != nil {
+			state = "MISSED"
+			if g.Met {
+				state = "met"
+			}
+		}
+		fmt.Fprintf(tw, "  %s %s vs %s\t%s %.2f\t%s\t%s\n", g.Workload, g.Measure, g.Versus, op, g.Target, fmtRatio(g.Got), state)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\ntotal time %.0f s\n", r.Seconds)
+	return b.String()
+}
+
+func fmtRatio(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", *f)
+}
+
+func fmtFloat(f *float64, format string) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *f)
+}
+
+func fmtPercent(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%%", *f*100)
+}
+
+// commas formats a rate as a whole number with thousands separators.
+func commas(f float64) string {
+	s := fmt.Sprintf("%.0f", f)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func (r *report) writeJSON(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}

@@ -1,0 +1,455 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// workload is one measured step. The steps run in the order of the
+// workloads list, each engine through the whole list in its own directory.
+type workload struct {
+	name string
+	desc string
+	// needs names the earlier step whose effect on the store this one
+	// relies on; it runs, unreported, when only this one is asked for.
+	needs string
+	// absentReads marks workloads whose reads are all of absent keys, so
+	// that every filter "maybe" is a false positive.
+	absentReads bool
+	// writes marks workloads that change the store, for which write
+	// amplification is reported.
+	writes bool
+	run    func(r *runner) (*measurement, error)
+}
+
+// workloads lists every workload in the order they run.
+var workloads = []workload{
+	{name: "fillseq", desc: "n sets in key order, into a store of its own", writes: true, run: (*runner).fillSeq},
+	{name: "fillrandom", desc: "n sets in random order: the store every later workload uses", writes: true, run: (*runner).fillRandom},
+	{name: "overwrite", desc: "n sets of random loaded keys", needs: "fillrandom", writes: true, run: (*runner).overwrite},
+	{name: "readrandom", desc: "gets of random loaded keys", needs: "fillrandom", run: (*runner).readRandom},
+	{name: "readmissing", desc: "gets of absent keys between loaded ones, uncompacted", needs: "fillrandom", absentReads: true, run: (*runner).readMissing},
+	{name: "readhot", desc: "gets of loaded keys, zipfian (theta 0.99, hot keys scattered)", needs: "fillrandom", run: (*runner).readHot},
+	{name: "seekrandom", desc: "seek to a random loaded key, then 10 nexts", needs: "fillrandom", run: (*runner).seekRandom},
+	{name: "scan", desc: "full forward scans, repeated for the duration; ops are keys", needs: "fillrandom", run: (*runner).scan},
+	{name: "compact", desc: "compact the whole store to the last level; ops are keys (every engine holds the same data here)", needs: "fillrandom", writes: true, run: (*runner).compact},
+	{name: "readmissing-compacted", desc: "gets of absent keys after the full compaction", needs: "compact", absentReads: true, run: (*runner).readMissing},
+	{name: "ycsb-a", desc: "50% read, 50% update (zipfian keys)", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{read: 0.5, update: 0.5})},
+	{name: "ycsb-b", desc: "95% read, 5% update", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{read: 0.95, update: 0.05})},
+	{name: "ycsb-c", desc: "100% read", needs: "fillrandom", run: ycsb(ycsbMix{read: 1})},
+	{name: "ycsb-d", desc: "95% read, 5% insert", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{read: 0.95, insert: 0.05})},
+	{name: "ycsb-e", desc: "95% scan (zipfian length 1-1000), 5% insert", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{scan: 0.95, insert: 0.05})},
+	{name: "ycsb-f", desc: "100% insert (Pebble's mix for F)", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{insert: 1})},
+	{name: "readwhilewriting", desc: "2 readers of random loaded keys while 1 writer overwrites; ops are reads", needs: "fillrandom", writes: true, run: (*runner).readWhileWriting},
+	{name: "deleterandom", desc: "deletes of half the loaded keys, in random order", needs: "fillrandom", writes: true, run: (*runner).deleteRandom},
+	{name: "readrandom-deleted", desc: "gets of random loaded keys after deleterandom (half absent)", needs: "deleterandom", run: (*runner).readRandom},
+}
+
+func workloadByName(name string) (workload, bool) {
+	for _, w := range workloads {
+		if w.name == name {
+			return w, true
+		}
+	}
+	return workload{}, false
+}
+
+// measurement is what one workload measured on one engine.
+type measurement struct {
+	ops     int64
+	elapsed time.Duration
+	// hist holds per-op latencies in nanoseconds; nil where an op is too
+	// small to time alone (scan) or there is one op (compact).
+	hist *hdrhistogram.Histogram
+	note string
+	// store is the store the workload ran on when not the main one.
+	store *store
+}
+
+// store is one open store of the engine under test.
+type store struct {
+	e   engine
+	dir string
+	// userBytes counts the key and value bytes written to it.
+	userBytes int64
+}
+
+func (r *runner) openStore(dir string) (*store, error) {
+	e, err := openEngine(r.engine, dir, r.s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open %s: %w", r.engine, dir, err)
+	}
+	return &store{e: e, dir: dir}, nil
+}
+
+func newHist() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, int64(time.Minute), 3)
+}
+
+// runner runs workloads on one engine's stores.
+type runner struct {
+	cfg    *config
+	engine string
+	dir    string
+	s      settings
+	// main is the store fillrandom loaded, which later workloads use.
+	main *store
+	vals *valueSource
+	// inserted counts keys YCSB inserted, which take ids from 2n on.
+	inserted uint64
+	prog     progress
+}
+
+func (r *runner) n() uint64 { return uint64(r.cfg.n) }
+
+// rng returns the random source for a workload: the same sequence on every
+// engine.
+func (r *runner) rng(name string) *rand.Rand {
+	var h uint64 = 14695981039346656037
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint64(name[i])) * 1099511628211
+	}
+	return rand.New(rand.NewPCG(r.cfg.seed, h))
+}
+
+// timedOps runs op on one goroutine until the duration passes, recording
+// each op's latency.
+func (r *runner) timedOps(label string, op func(rng *rand.Rand, key []byte) error, rng *rand.Rand) (*measurement, error) {
+	m := &measurement{hist: newHist()}
+	bar := r.prog.start(label, r.cfg.duration.Milliseconds())
+	defer bar.finish()
+	key := make([]byte, keyLen)
+	start := time.Now()
+	deadline := start.Add(r.cfg.duration)
+	t := start
+	for {
+		if err := op(rng, key); err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		_ = m.hist.RecordValue(int64(now.Sub(t)))
+		t = now
+		m.ops++
+		if m.ops&1023 == 0 {
+			bar.set(now.Sub(start).Milliseconds())
+		}
+		if !now.Before(deadline) {
+			break
+		}
+	}
+	m.elapsed = t.Sub(start)
+	return m, nil
+}
+
+// countedOps runs op for i in [0, count), recording each op's latency.
+func (r *runner) countedOps(label string, count uint64, op func(i uint64, key []byte) error) (*measurement, error) {
+	m := &measurement{hist: newHist()}
+	bar := r.prog.start(label, int64(count))
+	defer bar.finish()
+	key := make([]byte, keyLen)
+	start := time.Now()
+	t := start
+	for i := uint64(0); i < count; i++ {
+		if err := op(i, key); err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		_ = m.hist.RecordValue(int64(now.Sub(t)))
+		t = now
+		if i&1023 == 1023 {
+			bar.set(int64(i + 1))
+		}
+	}
+	m.ops = int64(count)
+	m.elapsed = t.Sub(start)
+	return m, nil
+}
+
+func (r *runner) fillSeq() (*measurement, error) {
+	st, err := r.openStore(r.dir + "-fillseq")
+	if err != nil {
+		return nil, err
+	}
+	rng := r.rng("fillseq")
+	m, err := r.countedOps("fillseq", r.n(), func(i uint64, key []byte) error {
+		st.userBytes += int64(keyLen + r.cfg.valueSize)
+		return st.e.set(makeKey(key, presentID(i)), r.vals.next(rng))
+	})
+	if m != nil {
+		m.store = st
+	}
+	return m, err
+}
+
+func (r *runner) fillRandom() (*measurement, error) {
+	st, err := r.openStore(r.dir)
+	if err != nil {
+		return nil, err
+	}
+	r.main = st
+	rng := r.rng("fillrandom")
+	perm := newPermutation(r.n(), rng)
+	return r.countedOps("fillrandom", r.n(), func(i uint64, key []byte) error {
+		st.userBytes += int64(keyLen + r.cfg.valueSize)
+		return st.e.set(makeKey(key, presentID(perm.at(i))), r.vals.next(rng))
+	})
+}
+
+func (r *runner) overwrite() (*measurement, error) {
+	rng := r.rng("overwrite")
+	return r.countedOps("overwrite", r.n(), func(_ uint64, key []byte) error {
+		r.main.userBytes += int64(keyLen + r.cfg.valueSize)
+		return r.main.e.set(makeKey(key, presentID(rng.Uint64N(r.n()))), r.vals.next(rng))
+	})
+}
+
+func (r *runner) deleteRandom() (*measurement, error) {
+	rng := r.rng("deleterandom")
+	perm := newPermutation(r.n(), rng)
+	return r.countedOps("deleterandom", r.n()/2, func(i uint64, key []byte) error {
+		r.main.userBytes += keyLen
+		return r.main.e.del(makeKey(key, presentID(perm.at(i))))
+	})
+}
+
+// getOp reads keys drawn by id and counts how many were found.
+func (r *runner) getOp(id func(rng *rand.Rand) uint64, found *int64) func(rng *rand.Rand, key []byte) error {
+	return func(rng *rand.Rand, key []byte) error {
+		ok, err := r.main.e.get(makeKey(key, id(rng)))
+		if ok {
+			*found++
+		}
+		return err
+	}
+}
+
+func (r *runner) readRandom() (*measurement, error) {
+	var found int64
+	m, err := r.timedOps("readrandom", r.getOp(func(rng *rand.Rand) uint64 { return presentID(rng.Uint64N(r.n())) }, &found), r.rng("readrandom"))
+	if m != nil {
+		m.note = fmt.Sprintf("%d of %d found", found, m.ops)
+	}
+	return m, err
+}
+
+func (r *runner) readMissing() (*measurement, error) {
+	var found int64
+	m, err := r.timedOps("readmissing", r.getOp(func(rng *rand.Rand) uint64 { return absentID(rng.Uint64N(r.n())) }, &found), r.rng("readmissing"))
+	if err == nil && found != 0 {
+		return nil, fmt.Errorf("readmissing: %d absent keys were found", found)
+	}
+	return m, err
+}
+
+func (r *runner) readHot() (*measurement, error) {
+	z := newZipf(r.n(), 0.99)
+	var found int64
+	m, err := r.timedOps("readhot", r.getOp(func(rng *rand.Rand) uint64 { return presentID(scatter(z.next(rng), r.n())) }, &found), r.rng("readhot"))
+	if err == nil && found != m.ops {
+		return nil, fmt.Errorf("readhot: %d of %d loaded keys were not found", m.ops-found, m.ops)
+	}
+	return m, err
+}
+
+func (r *runner) seekRandom() (*measurement, error) {
+	it, err := r.main.e.newIter()
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.timedOps("seekrandom", func(rng *rand.Rand, key []byte) error {
+		ok := it.seekGE(makeKey(key, presentID(rng.Uint64N(r.n()))))
+		for j := 0; ok && j < 10; j++ {
+			_ = it.value()
+			ok = it.next()
+		}
+		return nil
+	}, r.rng("seekrandom"))
+	if cerr := it.close(); err == nil {
+		err = cerr
+	}
+	return m, err
+}
+
+// scan runs full forward scans until the duration passes, at least one.
+func (r *runner) scan() (*measurement, error) {
+	bar := r.prog.start("scan", r.cfg.duration.Milliseconds())
+	defer bar.finish()
+	m := &measurement{}
+	start := time.Now()
+	scans := 0
+	for scans == 0 || time.Since(start) < r.cfg.duration {
+		it, err := r.main.e.newIter()
+		if err != nil {
+			return nil, err
+		}
+		var keys int64
+		for ok := it.first(); ok; ok = it.next() {
+			_ = it.value()
+			keys++
+			if keys&4095 == 0 {
+				bar.set(time.Since(start).Milliseconds())
+			}
+		}
+		if err := it.close(); err != nil {
+			return nil, err
+		}
+		if want := int64(r.n() + r.inserted); keys != want {
+			return nil, fmt.Errorf("scan: %d keys, want %d", keys, want)
+		}
+		m.ops += keys
+		scans++
+	}
+	m.elapsed = time.Since(start)
+	m.note = fmt.Sprintf("%d full scans", scans)
+	return m, nil
+}
+
+func (r *runner) compact() (*measurement, error) {
+	bar := r.prog.start("compact", 0)
+	start := time.Now()
+	err := r.main.e.compact()
+	elapsed := time.Since(start)
+	bar.finish()
+	if err != nil {
+		return nil, err
+	}
+	// The live keys: loaded keys plus YCSB inserts.
+	return &measurement{ops: int64(r.n() + r.inserted), elapsed: elapsed}, nil
+}
+
+// ycsbMix is the share of each operation in a YCSB workload.
+type ycsbMix struct{ read, update, insert, scan float64 }
+
+// ycsb returns a YCSB workload: reads are gets, updates sets of loaded keys,
+// both zipfian over the loaded keys; inserts set new keys above them; scans
+// start at a zipfian loaded key and read a zipfian number of keys in
+// [1, 1000].
+func ycsb(mix ycsbMix) func(r *runner) (*measurement, error) {
+	return func(r *runner) (*measurement, error) {
+		keys := newZipf(r.n(), 0.99)
+		lengths := newZipf(1000, 0.99)
+		var it iter
+		if mix.scan > 0 {
+			var err error
+			if it, err = r.main.e.newIter(); err != nil {
+				return nil, err
+			}
+		}
+		label := fmt.Sprintf("ycsb %v", mix)
+		m, err := r.timedOps(label, func(rng *rand.Rand, key []byte) error {
+			p := rng.Float64()
+			switch {
+			case p < mix.read:
+				found, err := r.main.e.get(makeKey(key, presentID(scatter(keys.next(rng), r.n()))))
+				if err == nil && !found {
+					err = fmt.Errorf("ycsb read: loaded key %s not found", key)
+				}
+				return err
+			case p < mix.read+mix.update:
+				r.main.userBytes += int64(keyLen + r.cfg.valueSize)
+				return r.main.e.set(makeKey(key, presentID(scatter(keys.next(rng), r.n()))), r.vals.next(rng))
+			case p < mix.read+mix.update+mix.insert:
+				r.main.userBytes += int64(keyLen + r.cfg.valueSize)
+				id := presentID(r.n() + r.inserted)
+				r.inserted++
+				return r.main.e.set(makeKey(key, id), r.vals.next(rng))
+			default:
+				n := 1 + lengths.next(rng)
+				ok := it.seekGE(makeKey(key, presentID(scatter(keys.next(rng), r.n()))))
+				for j := uint64(0); ok && j < n; j++ {
+					_ = it.value()
+					ok = it.next()
+				}
+				return nil
+			}
+		}, r.rng(fmt.Sprint(mix)))
+		if it != nil {
+			if cerr := it.close(); err == nil {
+				err = cerr
+			}
+		}
+		return m, err
+	}
+}
+
+// readWhileWriting runs two readers of random loaded keys, each for the
+// duration, while one writer overwrites random loaded keys until they stop.
+func (r *runner) readWhileWriting() (*measurement, error) {
+	const readers = 2
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		writeErr error
+		writes   int64
+	)
+	writerRng := r.rng("readwhilewriting-writer")
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		key := make([]byte, keyLen)
+		for !stop.Load() {
+			if err := r.main.e.set(makeKey(key, presentID(writerRng.Uint64N(r.n()))), r.vals.next(writerRng)); err != nil {
+				writeErr = err
+				return
+			}
+			writes++
+		}
+	}()
+	bar := r.prog.start("readwhilewriting", r.cfg.duration.Milliseconds())
+	results := make([]*measurement, readers)
+	errs := make([]error, readers)
+	var rwg sync.WaitGroup
+	start := time.Now()
+	for i := range readers {
+		rwg.Add(1)
+		go func() {
+			defer rwg.Done()
+			rng := r.rng(fmt.Sprintf("readwhilewriting-reader-%d", i))
+			m := &measurement{hist: newHist()}
+			key := make([]byte, keyLen)
+			t := time.Now()
+			deadline := start.Add(r.cfg.duration)
+			for {
+				if _, err := r.main.e.get(makeKey(key, presentID(rng.Uint64N(r.n())))); err != nil {
+					errs[i] = err
+					return
+				}
+				now := time.Now()
+				_ = m.hist.RecordValue(int64(now.Sub(t)))
+				t = now
+				m.ops++
+				if i == 0 && m.ops&1023 == 0 {
+					bar.set(now.Sub(start).Milliseconds())
+				}
+				if !now.Before(deadline) {
+					break
+				}
+			}
+			results[i] = m
+		}()
+	}
+	rwg.Wait()
+	elapsed := time.Since(start)
+	stop.Store(true)
+	wg.Wait()
+	bar.finish()
+	r.main.userBytes += writes * int64(keyLen+r.cfg.valueSize)
+	if writeErr != nil {
+		return nil, writeErr
+	}
+	total := &measurement{hist: newHist(), elapsed: elapsed}
+	for i, m := range results {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		total.ops += m.ops
+		total.hist.Merge(m.hist)
+	}
+	total.note = fmt.Sprintf("%d writes, %.0f writes/s", writes, float64(writes)/elapsed.Seconds())
+	return total, nil
+}
