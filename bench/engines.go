@@ -62,6 +62,8 @@ type counters struct {
 	filterProbes, filterMaybes, filterFalsePositives int64
 	// tableBytes counts bytes of tables written by flushes and compactions.
 	tableBytes int64
+	// pinnedBytes is index and filter memory held outside the block cache.
+	pinnedBytes int64
 }
 
 // openEngine opens a fresh store of the named engine in dir.
@@ -161,6 +163,7 @@ func (e *bloomkvEngine) counters() counters {
 		filterMaybes:         int64(m.FilterProbes - m.FilterNegatives),
 		filterFalsePositives: int64(m.FilterFalsePositives),
 		tableBytes:           int64(m.FlushBytes + m.CompactionBytesOut),
+		pinnedBytes:          int64(m.TableMemory),
 	}
 }
 

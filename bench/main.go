@@ -323,6 +323,29 @@ func (r *runner) runAll(steps []step) (results []result, err error) {
 	return results, nil
 }
 
+// settledDirBytes is dirBytes once the store has finished removing the
+// files its last writes made obsolete (engines delete them in the
+// background): after writes, it waits until two looks 200 ms apart agree,
+// for at most 10 s.
+func settledDirBytes(dir string, afterWrites bool) (total, tables int64, err error) {
+	total, tables, err = dirBytes(dir)
+	if !afterWrites {
+		return total, tables, err
+	}
+	for deadline := time.Now().Add(10 * time.Second); err == nil && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		t2, tb2, err2 := dirBytes(dir)
+		if err2 != nil {
+			return 0, 0, err2
+		}
+		if t2 == total && tb2 == tables {
+			break
+		}
+		total, tables = t2, tb2
+	}
+	return total, tables, err
+}
+
 // dirBytes sums the sizes of the regular files under dir, and of the table
 // files among them.
 func dirBytes(dir string) (total, tables int64, err error) {

@@ -38,6 +38,9 @@ type result struct {
 	// TableBytes of its tables alone (.sst, .ldb), without logs.
 	DiskBytes  int64 `json:"disk_bytes"`
 	TableBytes int64 `json:"table_bytes"`
+	// PinnedBytes is the index and filter memory the engine holds outside
+	// its block cache (bloomkv only; the others keep them in the cache).
+	PinnedBytes int64 `json:"pinned_bytes,omitempty"`
 	// WriteAmp is the table bytes flushes and compactions wrote so far,
 	// per key and value byte the benchmark wrote to the store.
 	WriteAmp *float64 `json:"write_amp,omitempty"`
@@ -221,11 +224,14 @@ func (r *runner) summarize(w workload, m *measurement, st *store, before counter
 	if w.writes && st.userBytes > 0 && after.tableBytes >= 0 {
 		res.WriteAmp = ptr(float64(after.tableBytes) / float64(st.userBytes))
 	}
-	disk, tables, err := dirBytes(st.dir)
+	disk, tables, err := settledDirBytes(st.dir, w.writes)
 	if err != nil {
 		return res, err
 	}
 	res.DiskBytes, res.TableBytes = disk, tables
+	if after.pinnedBytes > 0 {
+		res.PinnedBytes = after.pinnedBytes
+	}
 	return res, nil
 }
 
@@ -327,7 +333,7 @@ func (r *report) table() string {
 				fmtFloat(res.P50Micros, "%.1f"), fmtFloat(res.P99Micros, "%.1f"),
 				fmtFloat(res.BlockReadsPerOp, "%.3f"), fmtFloat(res.FilterProbesPerOp, "%.2f"),
 				fmtPercent(res.FilterFPRate), humanize.Bytes(uint64(res.DiskBytes)), humanize.Bytes(uint64(res.TableBytes)),
-				fmtFloat(res.WriteAmp, "%.2f"), res.Note)
+				fmtFloat(res.WriteAmp, "%.2f"), noteOf(res))
 		}
 	}
 	tw.Flush()
@@ -393,4 +399,12 @@ func (r *report) writeJSON(path string) error {
 		return err
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// noteOf is a result's note, with the memory pinned outside the cache.
+func noteOf(res *result) string {
+	if res.PinnedBytes == 0 {
+		return res.Note
+	}
+	return strings.TrimPrefix(res.Note+"; ", "; ") + humanize.Bytes(uint64(res.PinnedBytes)) + " pinned outside the cache"
 }

@@ -180,10 +180,12 @@ func (r *runner) fillSeq() (*measurement, error) {
 		st.userBytes += int64(keyLen + r.cfg.valueSize)
 		return st.e.set(makeKey(key, presentID(i)), r.vals.next(rng))
 	})
-	if m != nil {
-		m.store = st
+	if err != nil {
+		_ = st.e.close()
+		return nil, err
 	}
-	return m, err
+	m.store = st
+	return m, nil
 }
 
 func (r *runner) fillRandom() (*measurement, error) {
@@ -333,13 +335,6 @@ func ycsb(mix ycsbMix) func(r *runner) (*measurement, error) {
 	return func(r *runner) (*measurement, error) {
 		keys := newZipf(r.n(), 0.99)
 		lengths := newZipf(1000, 0.99)
-		var it iter
-		if mix.scan > 0 {
-			var err error
-			if it, err = r.main.e.newIter(); err != nil {
-				return nil, err
-			}
-		}
 		label := fmt.Sprintf("ycsb %v", mix)
 		m, err := r.timedOps(label, func(rng *rand.Rand, key []byte) error {
 			p := rng.Float64()
@@ -359,20 +354,21 @@ func ycsb(mix ycsbMix) func(r *runner) (*measurement, error) {
 				r.inserted++
 				return r.main.e.set(makeKey(key, id), r.vals.next(rng))
 			default:
+				// A new iterator per scan, as YCSB opens a cursor per
+				// scan: it sees the inserts before it.
+				it, err := r.main.e.newIter()
+				if err != nil {
+					return err
+				}
 				n := 1 + lengths.next(rng)
 				ok := it.seekGE(makeKey(key, presentID(scatter(keys.next(rng), r.n()))))
 				for j := uint64(0); ok && j < n; j++ {
 					_ = it.value()
 					ok = it.next()
 				}
-				return nil
+				return it.close()
 			}
 		}, r.rng(fmt.Sprint(mix)))
-		if it != nil {
-			if cerr := it.close(); err == nil {
-				err = cerr
-			}
-		}
 		return m, err
 	}
 }
