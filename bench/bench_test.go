@@ -158,7 +158,7 @@ func TestEnginesAndWorkloadsSubset(t *testing.T) {
 // TestReadRandomDeletedFindsHalf: after deleterandom, about half the reads
 // find their key, on every engine.
 func TestReadRandomDeletedFindsHalf(t *testing.T) {
-	cfg, err := parseFlags([]string{"-n", "4000", "-duration", "30ms", "-dir", t.TempDir(), "-workloads", "readrandom-deleted"}, io.Discard)
+	cfg, err := parseFlags([]string{"-n", "4000", "-duration", "300ms", "-dir", t.TempDir(), "-workloads", "readrandom-deleted"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -110,23 +111,26 @@ func (r *runner) n() uint64 { return uint64(r.cfg.n) }
 // rng returns the random source for a workload: the same sequence on every
 // engine.
 func (r *runner) rng(name string) *rand.Rand {
-	var h uint64 = 14695981039346656037
-	for i := 0; i < len(name); i++ {
-		h = (h ^ uint64(name[i])) * 1099511628211
-	}
-	return rand.New(rand.NewPCG(r.cfg.seed, h))
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return rand.New(rand.NewPCG(r.cfg.seed, h.Sum64()))
 }
 
 // timedOps runs op on one goroutine until the duration passes, recording
 // each op's latency.
 func (r *runner) timedOps(label string, op func(rng *rand.Rand, key []byte) error, rng *rand.Rand) (*measurement, error) {
-	m := &measurement{hist: newHist()}
 	bar := r.prog.start(label, r.cfg.duration.Milliseconds())
 	defer bar.finish()
+	return timeLoop(time.Now(), r.cfg.duration, rng, op, bar)
+}
+
+// timeLoop runs op until start+d, recording each op's latency, and moves
+// bar (if any) as time passes.
+func timeLoop(start time.Time, d time.Duration, rng *rand.Rand, op func(rng *rand.Rand, key []byte) error, bar phase) (*measurement, error) {
+	m := &measurement{hist: newHist()}
 	key := make([]byte, keyLen)
-	start := time.Now()
-	deadline := start.Add(r.cfg.duration)
-	t := start
+	deadline := start.Add(d)
+	t := time.Now()
 	for {
 		if err := op(rng, key); err != nil {
 			return nil, err
@@ -135,7 +139,7 @@ func (r *runner) timedOps(label string, op func(rng *rand.Rand, key []byte) erro
 		_ = m.hist.RecordValue(int64(now.Sub(t)))
 		t = now
 		m.ops++
-		if m.ops&1023 == 0 {
+		if bar != nil && m.ops&1023 == 0 {
 			bar.set(now.Sub(start).Milliseconds())
 		}
 		if !now.Before(deadline) {
@@ -405,26 +409,18 @@ func (r *runner) readWhileWriting() (*measurement, error) {
 		rwg.Add(1)
 		go func() {
 			defer rwg.Done()
-			rng := r.rng(fmt.Sprintf("readwhilewriting-reader-%d", i))
-			m := &measurement{hist: newHist()}
-			key := make([]byte, keyLen)
-			t := time.Now()
-			deadline := start.Add(r.cfg.duration)
-			for {
-				if _, err := r.main.e.get(makeKey(key, presentID(rng.Uint64N(r.n())))); err != nil {
-					errs[i] = err
-					return
-				}
-				now := time.Now()
-				_ = m.hist.RecordValue(int64(now.Sub(t)))
-				t = now
-				m.ops++
-				if i == 0 && m.ops&1023 == 0 {
-					bar.set(now.Sub(start).Milliseconds())
-				}
-				if !now.Before(deadline) {
-					break
-				}
+			var readerBar phase
+			if i == 0 {
+				readerBar = bar
+			}
+			read := func(rng *rand.Rand, key []byte) error {
+				_, err := r.main.e.get(makeKey(key, presentID(rng.Uint64N(r.n()))))
+				return err
+			}
+			m, err := timeLoop(start, r.cfg.duration, r.rng(fmt.Sprintf("readwhilewriting-reader-%d", i)), read, readerBar)
+			if err != nil {
+				errs[i] = err
+				return
 			}
 			results[i] = m
 		}()
