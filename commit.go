@@ -19,6 +19,7 @@ type commitWaiter struct {
 	sync    bool
 	flush   bool
 	flushed *memEntry // the memtable a flush request froze, if any
+	rescue  bool      // with flush: freeze the memtable of a failed WAL (DB.rescueLocked)
 	err     error
 	done    bool
 }
@@ -65,6 +66,11 @@ func (d *DB) commit(w *commitWaiter) error {
 // the WAL.
 func (d *DB) commitGroup(group []*commitWaiter) error {
 	d.mu.Lock()
+	if group[0].rescue {
+		d.rescueLocked()
+		d.mu.Unlock()
+		return nil
+	}
 	if d.closed {
 		d.mu.Unlock()
 		return ErrClosed
@@ -109,6 +115,7 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 		sync = sync || g.sync
 		bytes += uint64(len(g.batch.data))
 	}
+	// NoSync: the records are queued for the log's writer goroutine.
 	if err := d.walW.Flush(); err != nil {
 		return d.walFailed(err)
 	}
@@ -128,6 +135,12 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 // walFailed records a failed WAL write or sync. The store then refuses
 // writes until reopened: a failed fsync is never retried as if it had
 // succeeded, and nothing after an unwritten record may be acknowledged.
+//
+// NoSync writes acknowledged before the failure may be missing from the
+// log, since its writer goroutine writes them after the commit returns; they
+// are all in the memtables. So the memtable of the failed log is frozen
+// (rescueLocked) and, with every frozen memtable, flushed to level 0 even
+// though the store has failed; Close waits for that.
 func (d *DB) walFailed(err error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -137,9 +150,27 @@ func (d *DB) walFailed(err error) error {
 		if f := d.opts.EventListener.BackgroundError; f != nil {
 			f(d.bgErr)
 		}
-		d.cond.Broadcast()
+	}
+	if !d.walBroken {
+		d.walBroken = true
+		d.rescuing = true
+		d.cond.Broadcast() // wake stalled writers, and the flusher to rescue
 	}
 	return d.bgErr
+}
+
+// rescueLocked freezes the memtable after a WAL failure, so that the
+// flusher writes it to a table. The new memtable has no WAL: the store takes
+// no more writes. d.mu is held and no commit is under way (the caller leads
+// the commit queue, or Close has emptied it).
+func (d *DB) rescueLocked() {
+	if !d.rescuing || d.mem.mt.Empty() {
+		return
+	}
+	d.imm = append(d.imm, d.mem)
+	d.mem = &memEntry{mt: memtable.New(), logNum: d.allocFileNum()}
+	d.publish()
+	d.cond.Broadcast()
 }
 
 // makeRoomLocked freezes the full memtable, first waiting while too many

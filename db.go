@@ -94,6 +94,11 @@ type DB struct {
 	running    []*compaction
 	fileRefs   map[uint64]int // read states referencing each table
 	snapshots  []base.SeqNum  // read sequence numbers of open snapshots, ascending
+	// walBroken is set when a WAL write or sync failed. rescuing, set with
+	// it, has frozen memtables flushed in spite of bgErr, since they hold
+	// acknowledged writes the WAL may lack (walFailed); a failed flush
+	// clears it.
+	walBroken, rescuing bool
 	// compactionGate, when set (tests only), is received from before each
 	// compaction starts.
 	compactionGate chan struct{}
@@ -102,7 +107,7 @@ type DB struct {
 	commitMu   sync.Mutex
 	commitCond *sync.Cond
 	queue      []*commitWaiter
-	wal        vfs.File
+	wal        *logFile
 	walW       *record.Writer
 
 	visibleSeq atomic.Uint64 // reads see sequence numbers up to this
@@ -466,7 +471,8 @@ func (d *DB) createWAL(num uint64) error {
 		f.Close()
 		return fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
 	}
-	d.wal, d.walW = f, record.NewWriter(f, 0)
+	d.wal = newLogFile(f, d.path(logName(num)), 0, func(err error) { d.walFailed(err) })
+	d.walW = record.NewWriter(d.wal, 0)
 	return nil
 }
 
@@ -821,36 +827,44 @@ func (d *DB) Close() error {
 	for len(d.queue) > 0 {
 		d.commitCond.Wait()
 	}
-	d.mu.Lock()
-	err := d.bgErr
-	d.mu.Unlock()
-	if err == nil && d.walW != nil {
-		// After a failed WAL write or sync there is nothing to flush, and
-		// a second sync must not pass off the failure as success.
-		err = d.walW.Flush()
-		if err == nil {
-			err = d.wal.Sync()
+	if d.walW != nil {
+		// After a failed WAL write or sync a second sync must not pass off
+		// the failure as success: Flush and Sync return the first error.
+		if werr := d.walW.Flush(); werr != nil {
+			d.walFailed(werr)
+		} else if werr := d.wal.Sync(); werr != nil {
+			d.walFailed(werr)
 		}
 	}
+	d.mu.Lock()
+	d.rescueLocked() // the queue is empty: no commit is adding to the memtable
+	d.mu.Unlock()
 	d.commitMu.Unlock()
 	d.bgWG.Wait()
-	if err == nil {
-		d.mu.Lock()
-		// A flush or compaction that failed while Close waited.
-		err = d.bgErr
-		if err == nil && d.walW != nil {
-			// The WAL is whole and synced: record its size, so that the
-			// next Open can tell it cut short from a crash's torn tail.
-			err = d.logAndApply(&manifest.VersionEdit{ClosedLog: manifest.ClosedLog{Num: d.mem.logNum, Size: uint64(d.walW.Size())}})
-		}
-		d.mu.Unlock()
+	d.mu.Lock()
+	// Writes the failed WAL lacks are in frozen memtables, which the
+	// flusher left when it stopped; they must reach tables before the
+	// store lets go of them.
+	for d.rescuing && len(d.imm) > 0 {
+		d.flushOldestLocked()
 	}
+	// A WAL, flush or compaction failure, in the background or above.
+	err := d.bgErr
+	if err == nil && d.walW != nil {
+		// The WAL is whole and synced: record its size, so that the
+		// next Open can tell it cut short from a crash's torn tail.
+		err = d.logAndApply(&manifest.VersionEdit{ClosedLog: manifest.ClosedLog{Num: d.mem.logNum, Size: uint64(d.walW.Size())}})
+	}
+	d.mu.Unlock()
 
-	for _, c := range []io.Closer{d.wal, d.manifest} {
-		if c != nil {
-			if cerr := c.Close(); err == nil {
-				err = cerr
-			}
+	if d.wal != nil {
+		if cerr := d.wal.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if d.manifest != nil {
+		if cerr := d.manifest.Close(); err == nil {
+			err = cerr
 		}
 	}
 	if cerr := d.tables.close(); err == nil {

@@ -90,6 +90,114 @@ func TestFlushFailure(t *testing.T) {
 	}
 }
 
+// walWriteFault fails every write to a WAL once armed, with injected.
+func walWriteFault(injected error, alsoTables bool) vfs.Injector {
+	return func(op vfs.Op, name string) error {
+		switch {
+		case op == vfs.OpWrite && strings.HasSuffix(name, ".log"):
+			return injected
+		case alsoTables && op == vfs.OpCreate && strings.HasSuffix(name, ".sst"):
+			return injected
+		}
+		return nil
+	}
+}
+
+// setUntilRefused makes NoSync writes until one is refused, and returns the
+// keys of those acknowledged and the refusal.
+func setUntilRefused(t *testing.T, d *DB) ([]string, error) {
+	t.Helper()
+	var acked []string
+	for i := range 1_000_000 {
+		k := fmt.Sprintf("k%07d", i)
+		if err := d.Set([]byte(k), []byte("v"), NoSync); err != nil {
+			return acked, err
+		}
+		acked = append(acked, k)
+	}
+	t.Fatal("a million writes were acknowledged after the WAL started failing")
+	return nil, nil
+}
+
+// TestWALWriteFailureKeepsNoSyncWrites: NoSync commits return before their
+// WAL record is written, so when the log's writer fails, writes already
+// acknowledged are missing from the log. The store refuses writes from then
+// on, flushes its memtable to a table instead, and Close reports the
+// failure; after reopening, every acknowledged write is there.
+func TestWALWriteFailureKeepsNoSyncWrites(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	o := memOpts(efs)
+	var bgErrs atomic.Int32
+	o.EventListener.BackgroundError = func(error) { bgErrs.Add(1) }
+	d := mustOpen(t, "/db", o)
+	if err := d.Set([]byte("before"), []byte("v"), Sync); err != nil {
+		t.Fatal(err)
+	}
+	injected := errors.New("EIO")
+	efs.SetInjector(walWriteFault(injected, false))
+	acked, err := setUntilRefused(t, d)
+	if !errors.Is(err, injected) {
+		t.Fatalf("the refused write's error does not wrap the WAL's: %v", err)
+	}
+	if len(acked) == 0 {
+		t.Fatal("no write was acknowledged before the WAL failed: the test shows nothing")
+	}
+	expect(t, d, acked[len(acked)-1], "v")
+	if err := d.Set([]byte("later"), []byte("v"), Sync); err == nil {
+		t.Fatal("a Sync write succeeded after the WAL failed")
+	}
+	cerr := d.Close()
+	if !errors.Is(cerr, injected) {
+		t.Fatalf("Close after a failed WAL write: %v", cerr)
+	}
+	if bgErrs.Load() == 0 {
+		t.Fatal("the EventListener was not told")
+	}
+
+	efs.SetInjector(nil)
+	d = mustOpen(t, "/db", memOpts(mem))
+	defer d.Close()
+	expect(t, d, "before", "v")
+	for _, k := range acked {
+		expect(t, d, k, "v")
+	}
+	if _, err := d.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Set([]byte("again"), []byte("v"), Sync); err != nil {
+		t.Fatalf("reopened store refuses writes: %v", err)
+	}
+}
+
+// TestWALWriteFailureWithFailingFlush: when the flush that should save the
+// writes a failed WAL lacks fails too, Close says that writes may be lost,
+// and the store still reopens consistent, with everything synced before.
+func TestWALWriteFailureWithFailingFlush(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	d := mustOpen(t, "/db", memOpts(efs))
+	if err := d.Set([]byte("before"), []byte("v"), Sync); err != nil {
+		t.Fatal(err)
+	}
+	injected := errors.New("EIO")
+	efs.SetInjector(walWriteFault(injected, true))
+	if _, err := setUntilRefused(t, d); !errors.Is(err, injected) {
+		t.Fatalf("the refused write's error does not wrap the WAL's: %v", err)
+	}
+	cerr := d.Close()
+	if !errors.Is(cerr, injected) || !strings.Contains(cerr.Error(), "may be lost") {
+		t.Fatalf("Close after a failed WAL write and a failed flush: %v", cerr)
+	}
+	efs.SetInjector(nil)
+	d = mustOpen(t, "/db", memOpts(mem))
+	defer d.Close()
+	expect(t, d, "before", "v")
+	if _, err := d.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestOpenFailsCleanly: I/O errors during Open return an error and leave
 // nothing locked, so a later Open succeeds.
 func TestOpenFailsCleanly(t *testing.T) {

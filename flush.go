@@ -14,70 +14,110 @@ import (
 )
 
 // flushLoop writes frozen memtables to level-0 tables, oldest first, until
-// the DB closes or a flush fails.
+// the DB closes or a flush fails. After a WAL failure it first has the
+// failed log's memtable frozen, and flushes in spite of the failure
+// (walFailed).
 func (d *DB) flushLoop() {
 	defer d.bgWG.Done()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		for (len(d.imm) == 0 || d.bgErr != nil) && !d.closed {
+		for !d.closed && !d.flushDue() && !d.rescueDue() {
 			d.cond.Wait()
 		}
 		if d.closed {
-			return // frozen memtables stay in their WALs for the next Open
+			return // frozen memtables stay in their WALs for the next Open; Close flushes a rescue
 		}
-		m := d.imm[0]
-		num := d.allocFileNum()
-		d.flushing = true
-		d.mu.Unlock()
-
-		start := time.Now()
-		info := FlushInfo{FileNum: num, Entries: m.mt.Len()}
-		if f := d.opts.EventListener.FlushBegin; f != nil {
-			f(info)
-		}
-		meta, err := d.writeTable(m.mt, num)
-
-		d.mu.Lock()
-		d.flushing = false
-		if err == nil {
-			next := d.mem.logNum
-			if len(d.imm) > 1 {
-				next = d.imm[1].logNum
-			}
-			edit := &manifest.VersionEdit{LogNumber: next}
-			if meta != nil {
-				edit.NewFiles = []manifest.NewFile{{Level: 0, Meta: meta}}
-			}
-			err = d.logAndApply(edit)
-		}
-		info.Duration, info.Err = time.Since(start), err
-		if meta != nil {
-			info.Bytes = meta.Size
-		}
-		if f := d.opts.EventListener.FlushEnd; f != nil {
-			f(info)
-		}
-		if err != nil {
-			d.bgErr = fmt.Errorf("bloomkv: flush to table %06d failed; the store takes no more writes until reopened: %w", num, err)
-			if f := d.opts.EventListener.BackgroundError; f != nil {
-				f(d.bgErr)
-			}
-			d.cond.Broadcast()
+		if d.rescueDue() {
+			// Freezing the memtable must wait for the commit under way,
+			// which may still be adding to it: queue for the lead.
+			d.mu.Unlock()
+			d.commit(&commitWaiter{flush: true, rescue: true})
+			d.mu.Lock()
 			continue
 		}
-		d.imm = d.imm[1:]
-		d.publish()
-		d.metrics.flushes.Add(1)
-		if meta != nil {
-			d.metrics.flushBytes.Add(meta.Size)
-			d.metrics.levels[0].bytesWritten.Add(meta.Size)
+		d.flushOldestLocked()
+	}
+}
+
+// flushDue reports whether a frozen memtable awaits a flush the store may
+// make. d.mu is held.
+func (d *DB) flushDue() bool {
+	return len(d.imm) > 0 && (d.bgErr == nil || d.rescuing)
+}
+
+// rescueDue reports whether the memtable of a failed WAL awaits freezing.
+// d.mu is held.
+func (d *DB) rescueDue() bool {
+	return d.rescuing && !d.mem.mt.Empty()
+}
+
+// flushOldestLocked writes the oldest frozen memtable to a level-0 table,
+// records it in the manifest and removes its WAL. d.mu is held, and released
+// while the table is written. A failure stops the store (bgErr).
+func (d *DB) flushOldestLocked() error {
+	m := d.imm[0]
+	num := d.allocFileNum()
+	d.flushing = true
+	d.mu.Unlock()
+
+	start := time.Now()
+	info := FlushInfo{FileNum: num, Entries: m.mt.Len()}
+	if f := d.opts.EventListener.FlushBegin; f != nil {
+		f(info)
+	}
+	meta, err := d.writeTable(m.mt, num)
+
+	d.mu.Lock()
+	d.flushing = false
+	if err == nil {
+		next := d.mem.logNum
+		if len(d.imm) > 1 {
+			next = d.imm[1].logNum
 		}
-		if err := d.fs.Remove(d.path(logName(m.logNum))); err != nil {
-			d.opts.Logger.Warn("bloomkv: removing a flushed write-ahead log", "file", d.path(logName(m.logNum)), "err", err)
+		edit := &manifest.VersionEdit{LogNumber: next}
+		if meta != nil {
+			edit.NewFiles = []manifest.NewFile{{Level: 0, Meta: meta}}
+		}
+		err = d.logAndApply(edit)
+	}
+	info.Duration, info.Err = time.Since(start), err
+	if meta != nil {
+		info.Bytes = meta.Size
+	}
+	if f := d.opts.EventListener.FlushEnd; f != nil {
+		f(info)
+	}
+	if err != nil {
+		err = fmt.Errorf("bloomkv: flush to table %06d failed; the store takes no more writes until reopened: %w", num, err)
+		if d.rescuing {
+			// Writes acknowledged since the WAL failed were in this
+			// memtable: say so, and stop trying.
+			d.rescuing = false
+			err = fmt.Errorf("%w; writes acknowledged without Sync before the write-ahead log failed may be lost: %w", err, d.bgErr)
+			d.bgErr = nil
+		}
+		if d.bgErr == nil {
+			d.bgErr = err
+		}
+		if f := d.opts.EventListener.BackgroundError; f != nil {
+			f(err)
 		}
 		d.cond.Broadcast()
+		return err
 	}
+	d.imm = d.imm[1:]
+	d.publish()
+	d.metrics.flushes.Add(1)
+	if meta != nil {
+		d.metrics.flushBytes.Add(meta.Size)
+		d.metrics.levels[0].bytesWritten.Add(meta.Size)
+	}
+	if err := d.fs.Remove(d.path(logName(m.logNum))); err != nil {
+		d.opts.Logger.Warn("bloomkv: removing a flushed write-ahead log", "file", d.path(logName(m.logNum)), "err", err)
+	}
+	d.cond.Broadcast()
+	return nil
 }
 
 // writeTable writes mt as table num, synced with its directory entry, and
