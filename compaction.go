@@ -355,8 +355,9 @@ func (d *DB) compactLocked(c *compaction) error {
 // TargetFileSize, split only between user keys. Of each key's versions it
 // keeps the newest in each snapshot stripe, drops versions a range deletion
 // of the same stripe hides, and at the bottom drops deletions every snapshot
-// sees. Range deletions are kept likewise, each output holding the parts in
-// its own key range.
+// sees and writes the versions every snapshot sees with sequence number 0.
+// Range deletions are kept likewise, each output holding the parts in its
+// own key range.
 func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error) {
 	var bytesIn uint64
 	mi := &mergingIter{}
@@ -441,8 +442,18 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 		if len(frags) > 0 && rangedel.Cover(frags, k.UserKey, c.stripeCeiling(k.SeqNum())) > k.SeqNum() {
 			continue // a range deletion of the same stripe hides it
 		}
-		if k.Kind() == base.KindDelete && c.bottom && stripe == 0 {
-			continue // nothing older below; every snapshot sees the deletion
+		if c.bottom && stripe == 0 {
+			if k.Kind() == base.KindDelete {
+				continue // nothing older below; every snapshot sees the deletion
+			}
+			// The oldest version every snapshot sees, with nothing of
+			// its key below: its sequence number orders it against no
+			// other entry, so it is written as 0. Random sequence
+			// numbers are bytes Snappy cannot compress; a constant
+			// trailer is one it can (about 4 bytes an entry). Every
+			// kept range deletion is of a later stripe, so newer than
+			// the key before and after.
+			k.Trailer = base.MakeTrailer(0, k.Kind())
 		}
 		if out == nil {
 			if err := open(); err != nil {

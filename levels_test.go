@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/vfs"
 )
 
@@ -300,6 +301,134 @@ func TestCompactDropsWhatSnapshotsNoLongerNeed(t *testing.T) {
 	}
 	if _, err := d.Get(levelKey(1000)); err != nil { // the range's end is not in it
 		t.Fatalf("Get(%s) = %v", levelKey(1000), err)
+	}
+}
+
+// TestBottomCompactionZeroesSequenceNumbers: a compaction into the bottom
+// writes the versions every snapshot sees with sequence number 0 and keeps
+// the sequence numbers of those an open snapshot does not see; reads,
+// snapshot reads, later writes and range deletions over the zeroed keys, and
+// a reopen, are unaffected.
+func TestBottomCompactionZeroesSequenceNumbers(t *testing.T) {
+	fs := vfs.NewMem()
+	o := &Options{FS: fs, Logger: quietLogger()}
+	d := mustOpen(t, "/db", o)
+	defer func() { d.Close() }()
+	const n = 1000
+	for i := range n {
+		if err := d.Set(levelKey(i), []byte("old"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := d.NewSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		d.Set(levelKey(i), []byte("new"), NoSync)
+	}
+	for i := 100; i < 110; i++ {
+		d.Delete(levelKey(i), NoSync)
+	}
+	if err := d.DeleteRange(levelKey(200), levelKey(210), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	// lastLevel counts the last level's point entries by whether their
+	// sequence number is 0, and checks the manifest's sequence bounds.
+	lastLevel := func() (zero, other int) {
+		t.Helper()
+		s := d.acquire()
+		defer d.release(s)
+		for l := range len(s.version.Levels) - 1 {
+			if len(s.version.Levels[l]) != 0 {
+				t.Fatalf("L%d holds %d tables after Compact", l, len(s.version.Levels[l]))
+			}
+		}
+		for _, f := range s.version.Levels[len(s.version.Levels)-1] {
+			r, err := d.tables.get(f.FileNum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			it := r.NewCompactionIter()
+			lo := base.SeqNumMax
+			for ok := it.First(); ok; ok = it.Next() {
+				seq := it.Key().SeqNum()
+				lo = min(lo, seq)
+				if seq == 0 {
+					zero++
+				} else {
+					other++
+				}
+			}
+			if err := it.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if lo < f.SmallestSeq {
+				t.Fatalf("table %d holds sequence number %d below its manifest bound %d", f.FileNum, lo, f.SmallestSeq)
+			}
+		}
+		return zero, other
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The snapshot sees every "old" version, so all n are zeroed; the 100
+	// overwrites and 10 deletions after it keep theirs.
+	if zero, other := lastLevel(); zero != n || other != 110 {
+		t.Fatalf("with a snapshot open: %d entries with sequence number 0 (want %d), %d others (want 110)", zero, n, other)
+	}
+	for _, k := range []int{0, 99, 100, 109, 200, 209, 999} {
+		if v, err := snap.Get(levelKey(k)); err != nil || string(v) != "old" {
+			t.Fatalf("snapshot Get(%s) = %q, %v; want old", levelKey(k), v, err)
+		}
+	}
+	expect(t, d, string(levelKey(0)), "new")
+	expect(t, d, string(levelKey(99)), "new")
+	expect(t, d, string(levelKey(100)), "")
+	expect(t, d, string(levelKey(205)), "")
+	expect(t, d, string(levelKey(210)), "old")
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if zero, other := lastLevel(); zero != n-20 || other != 0 {
+		t.Fatalf("no snapshot open: %d entries with sequence number 0 (want %d), %d others (want 0)", zero, n-20, other)
+	}
+	if _, err := d.Check(); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	d = mustOpen(t, "/db", o)
+	// Newer writes and range deletions shadow the zeroed versions, in the
+	// upper levels and after they too reach the bottom.
+	d.Set(levelKey(5), []byte("newer"), NoSync)
+	if err := d.DeleteRange(levelKey(300), levelKey(310), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		expect(t, d, string(levelKey(5)), "newer")
+		expect(t, d, string(levelKey(150)), "old")
+		expect(t, d, string(levelKey(50)), "new")
+		expect(t, d, string(levelKey(305)), "")
+		expect(t, d, string(levelKey(310)), "old")
+		expect(t, d, string(levelKey(105)), "")
+	}
+	check()
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	check()
+	if zero, other := lastLevel(); zero != n-30 || other != 0 {
+		t.Fatalf("after the last Compact: %d entries with sequence number 0 (want %d), %d others (want 0)", zero, n-30, other)
+	}
+	if _, err := d.Check(); err != nil {
+		t.Fatal(err)
 	}
 }
 
