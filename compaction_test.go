@@ -151,10 +151,13 @@ func TestWritesStallOnLevel0(t *testing.T) {
 	// writer, which needs about eleven more memtables, can only wait. (A
 	// stall may begin for a flush backlog and go on for L0: the listener
 	// hears of it once, when it begins.)
+	// The listener runs under the DB's lock, so the test's lock is not
+	// held across a call into the DB (Metrics may take the DB's lock).
 	stalledOnL0 := func() bool {
 		mu.Lock()
-		defer mu.Unlock()
-		return len(reasons) > 0 && d.Metrics().Levels[0].Files >= 3
+		stalled := len(reasons) > 0
+		mu.Unlock()
+		return stalled && d.Metrics().Levels[0].Files >= 3
 	}
 	for !stalledOnL0() {
 		select {
