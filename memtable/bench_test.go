@@ -9,31 +9,51 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
-// benchKeys returns n distinct random 16-byte keys (the shape the end-to-end
-// benchmark writes), made once per size and shared by the benchmarks.
+// benchKeys returns 1M distinct 16-byte keys in random order, shaped as the
+// end-to-end benchmark's (./bench): a zero-padded decimal id, so that every
+// key shares its first 8 bytes. They slice one buffer, so the collector has
+// little to scan.
 var benchKeys = sync.OnceValue(func() [][]byte {
-	r := rand.New(rand.NewPCG(7, 7))
-	keys := make([][]byte, 1<<20)
-	buf := make([]byte, 16*len(keys))
-	for i := range keys {
+	return makeKeys(func(dst []byte, id uint64) {
+		for i := len(dst) - 1; i >= 0; i-- {
+			dst[i] = byte('0' + id%10)
+			id /= 10
+		}
+	})
+})
+
+// binaryKeys are like benchKeys but random bytes, which their first 8 bytes
+// order.
+var binaryKeys = sync.OnceValue(func() [][]byte {
+	r := rand.New(rand.NewPCG(8, 8))
+	return makeKeys(func(dst []byte, id uint64) {
+		binary.BigEndian.PutUint64(dst, r.Uint64())
+		binary.BigEndian.PutUint64(dst[8:], id)
+	})
+})
+
+func makeKeys(put func(dst []byte, id uint64)) [][]byte {
+	const n = 1 << 20
+	buf := make([]byte, 16*n)
+	keys := make([][]byte, n)
+	for i, id := range rand.New(rand.NewPCG(7, 7)).Perm(n) {
 		k := buf[16*i : 16*i+16 : 16*i+16]
-		binary.BigEndian.PutUint64(k, r.Uint64())
-		binary.BigEndian.PutUint64(k[8:], uint64(i))
+		put(k, 2*uint64(id))
 		keys[i] = k
 	}
 	return keys
-})
+}
 
 var benchValue = make([]byte, 100)
 
 // benchInsert inserts keys in random order, starting a new table whenever
 // full reports true, and reports the time per insert.
-func benchInsert(b *testing.B, full func(m *MemTable, n int) bool) {
-	keys := benchKeys()
+func benchInsert(b *testing.B, keys [][]byte, full func(m *MemTable, n int) bool) {
 	b.ReportAllocs()
 	m := New()
 	n := 0
 	b.ResetTimer()
+	defer cpuMeter(b)()
 	for i := range b.N {
 		if full(m, n) {
 			b.StopTimer()
@@ -47,13 +67,19 @@ func benchInsert(b *testing.B, full func(m *MemTable, n int) bool) {
 
 // BenchmarkInsert1M fills tables of a million entries, random key order.
 func BenchmarkInsert1M(b *testing.B) {
-	benchInsert(b, func(m *MemTable, n int) bool { return n == 1<<20 })
+	benchInsert(b, benchKeys(), func(m *MemTable, n int) bool { return n == 1<<20 })
 }
 
 // BenchmarkInsert4MiB fills tables up to the DB's default MemTableSize, as
 // the end-to-end benchmark does.
 func BenchmarkInsert4MiB(b *testing.B) {
-	benchInsert(b, func(m *MemTable, n int) bool { return m.Size() >= 4<<20 })
+	benchInsert(b, benchKeys(), func(m *MemTable, n int) bool { return m.Size() >= 4<<20 })
+}
+
+// BenchmarkInsert4MiBBinaryKeys is BenchmarkInsert4MiB with random binary
+// keys, which the first 8 bytes order.
+func BenchmarkInsert4MiBBinaryKeys(b *testing.B) {
+	benchInsert(b, binaryKeys(), func(m *MemTable, n int) bool { return m.Size() >= 4<<20 })
 }
 
 // BenchmarkApply applies batches of one entry each, as a DB of single Sets
@@ -64,6 +90,7 @@ func BenchmarkApply(b *testing.B) {
 	m := New()
 	batch := make(testBatch, 1)
 	b.ResetTimer()
+	defer cpuMeter(b)()
 	for i := range b.N {
 		if m.Size() >= 4<<20 {
 			b.StopTimer()
@@ -94,6 +121,7 @@ func benchGet(b *testing.B, m *MemTable, n int) {
 	keys := benchKeys()[:n]
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer cpuMeter(b)()
 	for i := range b.N {
 		if _, _, ok := m.Get(keys[(i*7919)%n], base.SeqNumMax); !ok {
 			b.Fatal("missing key")
@@ -110,6 +138,7 @@ func BenchmarkScan(b *testing.B) {
 	m := table1M()
 	b.Run("forward", func(b *testing.B) {
 		b.ReportAllocs()
+		defer cpuMeter(b)()
 		it := m.NewIter()
 		ok := it.First()
 		for range b.N {
@@ -123,6 +152,7 @@ func BenchmarkScan(b *testing.B) {
 	})
 	b.Run("backward", func(b *testing.B) {
 		b.ReportAllocs()
+		defer cpuMeter(b)()
 		it := m.NewIter()
 		ok := it.Last()
 		for range b.N {
@@ -143,6 +173,7 @@ func BenchmarkSeekGE(b *testing.B) {
 	keys := benchKeys()
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer cpuMeter(b)()
 	for i := range b.N {
 		it := m.NewIter()
 		ok := it.SeekGE(base.MakeInternalKey(keys[(i*7919)%len(keys)], base.SeqNumMax, base.KindMax))
