@@ -1,0 +1,396 @@
+package bloomkv
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
+	pebblesst "github.com/cockroachdb/pebble/v2/sstable"
+)
+
+// BenchmarkReads runs the read workloads of ./bench on a store of 500k keys
+// (16-byte keys, 100-byte values compressible to about half, loaded in random
+// order) with ./bench's settings: an 8 MiB cache, a 4 MiB memtable, 4 KiB
+// blocks, Snappy, 10 bits/key filters. The tables (about 40 MB) exceed the
+// cache, so many reads fetch a block from the OS page cache. Each workload
+// runs on bloomkv and on Pebble, side by side:
+//
+//	go test -run '^$' -bench Reads -benchmem .
+//
+// Besides wall time per op, each reports the process's CPU time per op (GC
+// included), which other processes on the machine disturb less.
+//
+// Loading takes a while; set BLOOMKV_READS_DIR to a directory to keep the
+// stores there between runs (they are reopened read-only).
+func BenchmarkReads(b *testing.B) {
+	dir := os.Getenv("BLOOMKV_READS_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	}
+	engines := []struct {
+		name string
+		open func(b *testing.B, dir string) readsEngine
+	}{
+		{"bloomkv", openReadsBloomkv},
+		{"pebble", openReadsPebble},
+	}
+	const n = readsKeys
+	for _, w := range []struct {
+		name string
+		run  func(b *testing.B, e readsEngine, r *rand.Rand)
+	}{
+		// Gets of uniformly random loaded keys (./bench readrandom).
+		{"get", func(b *testing.B, e readsEngine, r *rand.Rand) {
+			key := make([]byte, 16)
+			for range b.N {
+				readsGet(b, e, readsKey(key, 2*r.Uint64N(n)))
+			}
+		}},
+		// Gets of zipfian loaded keys (YCSB C).
+		{"get-zipf", func(b *testing.B, e readsEngine, r *rand.Rand) {
+			key := make([]byte, 16)
+			z := readsZipfKeys()
+			for range b.N {
+				readsGet(b, e, readsKey(key, 2*readsScatter(z.next(r), n)))
+			}
+		}},
+		// A seek to a random loaded key, then 10 nexts (./bench seekrandom).
+		{"seek10", func(b *testing.B, e readsEngine, r *rand.Rand) {
+			key := make([]byte, 16)
+			it := e.newIter(b)
+			defer it.close(b)
+			for range b.N {
+				ok := it.seekGE(readsKey(key, 2*r.Uint64N(n)))
+				for j := 0; ok && j < 10; j++ {
+					_ = it.value()
+					ok = it.next()
+				}
+			}
+		}},
+		// A new iterator per op, a seek to a zipfian key, then a zipfian
+		// number of nexts in [1, 1000] (YCSB E's scans).
+		{"scan-zipf", func(b *testing.B, e readsEngine, r *rand.Rand) {
+			key := make([]byte, 16)
+			z, lengths := readsZipfKeys(), readsZipfLengths()
+			for range b.N {
+				it := e.newIter(b)
+				m := 1 + lengths.next(r)
+				ok := it.seekGE(readsKey(key, 2*readsScatter(z.next(r), n)))
+				for j := uint64(0); ok && j < m; j++ {
+					_ = it.value()
+					ok = it.next()
+				}
+				it.close(b)
+			}
+		}},
+		// Full forward scans; an op is a key (./bench scan).
+		{"scan", func(b *testing.B, e readsEngine, r *rand.Rand) {
+			var it readsIter
+			ok := false
+			for range b.N {
+				if !ok {
+					if it != nil {
+						it.close(b)
+					}
+					it = e.newIter(b)
+					ok = it.first()
+				}
+				_ = it.value()
+				ok = it.next()
+			}
+			if it != nil {
+				it.close(b)
+			}
+		}},
+	} {
+		for _, eng := range engines {
+			b.Run(w.name+"/"+eng.name, func(b *testing.B) {
+				e := eng.open(b, filepath.Join(dir, eng.name))
+				defer e.close(b)
+				r := rand.New(rand.NewPCG(1, 2))
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu := processCPUTime()
+				w.run(b, e, r)
+				b.StopTimer()
+				if cpu != 0 {
+					b.ReportMetric(float64(processCPUTime()-cpu)/float64(b.N), "cpu-ns/op")
+				}
+			})
+		}
+	}
+}
+
+const readsKeys = 500_000
+
+// readsKey writes the key with the given id (16 decimal digits) into dst.
+func readsKey(dst []byte, id uint64) []byte {
+	for i := 15; i >= 0; i-- {
+		dst[i] = byte('0' + id%10)
+		id /= 10
+	}
+	return dst
+}
+
+func readsGet(b *testing.B, e readsEngine, key []byte) {
+	if ok, err := e.get(key); err != nil || !ok {
+		b.Fatalf("get %s: %v %v", key, ok, err)
+	}
+}
+
+// readsZipf draws ranks 0..n-1 zipfian with theta 0.99 (Gray et al.).
+type readsZipf struct {
+	n                       uint64
+	alpha, zetan, eta, half float64
+}
+
+func newReadsZipf(n uint64) *readsZipf {
+	const theta = 0.99
+	var zetan float64
+	for i := uint64(1); i <= n; i++ {
+		zetan += 1 / math.Pow(float64(i), theta)
+	}
+	zeta2 := 1 + math.Pow(0.5, theta)
+	return &readsZipf{n: n, alpha: 1 / (1 - theta), zetan: zetan,
+		eta: (1 - math.Pow(2/float64(n), 1-theta)) / (1 - zeta2/zetan), half: math.Pow(0.5, theta)}
+}
+
+func (z *readsZipf) next(r *rand.Rand) uint64 {
+	u := r.Float64()
+	switch uz := u * z.zetan; {
+	case uz < 1:
+		return 0
+	case uz < 1+z.half:
+		return 1
+	}
+	return min(uint64(float64(z.n)*math.Pow(z.eta*u-z.eta+1, z.alpha)), z.n-1)
+}
+
+var (
+	readsZipfKeys    = sync.OnceValue(func() *readsZipf { return newReadsZipf(readsKeys) })
+	readsZipfLengths = sync.OnceValue(func() *readsZipf { return newReadsZipf(1000) })
+)
+
+// readsScatter spreads zipf ranks over the key space.
+func readsScatter(rank, n uint64) uint64 {
+	x := rank + 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	x ^= x >> 31
+	return x % n
+}
+
+type readsEngine interface {
+	get(key []byte) (bool, error)
+	newIter(b *testing.B) readsIter
+	close(b *testing.B)
+}
+
+type readsIter interface {
+	seekGE(key []byte) bool
+	first() bool
+	next() bool
+	value() []byte
+	close(b *testing.B)
+}
+
+// readsLoad loads the keys into a store through set, in random order, unless
+// dir holds a finished load.
+func readsLoad(b *testing.B, dir string, open func() (set func(k, v []byte) error, done func() error)) {
+	marker := filepath.Join(dir, "LOADED")
+	if _, err := os.Stat(marker); err == nil {
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		b.Fatal(err)
+	}
+	set, done := open()
+	r := rand.New(rand.NewPCG(1, 1))
+	// Values are half random bytes, half a repeat of them.
+	pool := make([]byte, 1<<20+100)
+	for off := 0; off < len(pool); off += 64 {
+		end := min(off+64, len(pool))
+		half := off + (end-off)/2
+		for i := off; i < half; i++ {
+			pool[i] = byte(' ' + r.IntN(95))
+		}
+		copy(pool[half:end], pool[off:half])
+	}
+	order := r.Perm(readsKeys)
+	key := make([]byte, 16)
+	for _, i := range order {
+		off := r.IntN(len(pool) - 100)
+		if err := set(readsKey(key, 2*uint64(i)), pool[off:off+100]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := done(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
+type readsBloomkv struct{ d *DB }
+
+func openReadsBloomkv(b *testing.B, dir string) readsEngine {
+	readsLoad(b, dir, func() (func(k, v []byte) error, func() error) {
+		d, err := Open(dir, &Options{Logger: quietLogger()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(k, v []byte) error { return d.Set(k, v, NoSync) }, func() error {
+			if err := d.Flush(); err != nil {
+				return err
+			}
+			waitForCompactions(b, d)
+			return d.Close()
+		}
+	})
+	d, err := Open(dir, &Options{Logger: quietLogger(), ReadOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return readsBloomkv{d}
+}
+
+func (e readsBloomkv) get(k []byte) (bool, error) {
+	_, err := e.d.Get(k)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (e readsBloomkv) newIter(b *testing.B) readsIter {
+	it, err := e.d.NewIter(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return readsBloomkvIter{it}
+}
+
+func (e readsBloomkv) close(b *testing.B) {
+	if err := e.d.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+type readsBloomkvIter struct{ it *Iterator }
+
+func (i readsBloomkvIter) seekGE(k []byte) bool { return i.it.SeekGE(k) }
+func (i readsBloomkvIter) first() bool          { return i.it.First() }
+func (i readsBloomkvIter) next() bool           { return i.it.Next() }
+func (i readsBloomkvIter) value() []byte        { return i.it.Value() }
+func (i readsBloomkvIter) close(b *testing.B) {
+	if err := i.it.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+type readsPebble struct {
+	d *pebble.DB
+	c *pebble.Cache
+}
+
+func readsPebbleOptions(readOnly bool) (*pebble.Options, *pebble.Cache) {
+	// Pebble charges its memtables to the cache: two more than the 8 MiB
+	// the blocks get, as ./bench gives it.
+	c := pebble.NewCache(8<<20 + 2*4<<20)
+	o := &pebble.Options{MemTableSize: 4 << 20, Cache: c, ReadOnly: readOnly, Logger: readsQuietPebble{}}
+	for i := range o.Levels {
+		o.Levels[i].BlockSize = 4096
+		o.Levels[i].FilterPolicy = pebblebloom.FilterPolicy(10)
+		o.Levels[i].Compression = func() *pebblesst.CompressionProfile { return pebblesst.SnappyCompression }
+	}
+	o.EnsureDefaults()
+	return o, c
+}
+
+func openReadsPebble(b *testing.B, dir string) readsEngine {
+	readsLoad(b, dir, func() (func(k, v []byte) error, func() error) {
+		o, c := readsPebbleOptions(false)
+		d, err := pebble.Open(dir, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(k, v []byte) error { return d.Set(k, v, pebble.NoSync) }, func() error {
+			if err := d.Flush(); err != nil {
+				return err
+			}
+			// Let the compactions the load called for finish.
+			for quiet := 0; quiet < 10; {
+				time.Sleep(100 * time.Millisecond)
+				if m := d.Metrics(); m.Compact.NumInProgress > 0 || m.Compact.EstimatedDebt > 0 {
+					quiet = 0
+				} else {
+					quiet++
+				}
+			}
+			err := d.Close()
+			c.Unref()
+			return err
+		}
+	})
+	o, c := readsPebbleOptions(true)
+	d, err := pebble.Open(dir, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return readsPebble{d, c}
+}
+
+func (e readsPebble) get(k []byte) (bool, error) {
+	_, closer, err := e.d.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, closer.Close()
+}
+
+func (e readsPebble) newIter(b *testing.B) readsIter {
+	it, err := e.d.NewIter(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return readsPebbleIter{it}
+}
+
+func (e readsPebble) close(b *testing.B) {
+	if err := e.d.Close(); err != nil {
+		b.Fatal(err)
+	}
+	e.c.Unref()
+}
+
+type readsPebbleIter struct{ it *pebble.Iterator }
+
+func (i readsPebbleIter) seekGE(k []byte) bool { return i.it.SeekGE(k) }
+func (i readsPebbleIter) first() bool          { return i.it.First() }
+func (i readsPebbleIter) next() bool           { return i.it.Next() }
+func (i readsPebbleIter) value() []byte        { return i.it.Value() }
+func (i readsPebbleIter) close(b *testing.B) {
+	if err := i.it.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+type readsQuietPebble struct{}
+
+func (readsQuietPebble) Infof(string, ...any)  {}
+func (readsQuietPebble) Errorf(string, ...any) {}
+func (readsQuietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
