@@ -318,22 +318,45 @@ func grow(b []byte, n int) []byte {
 	return make([]byte, n)
 }
 
+// rawBufs are buffers for the stored bytes of blocks read into new memory:
+// a compressed block's stored bytes are dead once decompressed, so the read
+// reuses one of them instead of allocating.
+var rawBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledRaw bounds the buffers kept in rawBufs.
+const maxPooledRaw = 256 << 10
+
 // readBlockInto reads, verifies and decompresses the block at bh, into bufs
 // when given (reused) or into new memory.
 func (t *Reader) readBlockInto(bh BlockHandle, kind string, bufs *blockBufs) ([]byte, error) {
 	if bh.Length > maxBlockLen || bh.Offset > t.size || bh.Length+blockTrailerLen > t.size-bh.Offset {
 		return nil, corruptionf("%s: %s block %s lies outside the file of %d bytes", t.opts.FileName, kind, bh, t.size)
 	}
-	var buf []byte
+	n := int(bh.Length + blockTrailerLen)
 	switch {
 	case bufs != nil:
-		bufs.raw = grow(bufs.raw, int(bh.Length+blockTrailerLen))
-		buf = bufs.raw
+		bufs.raw = grow(bufs.raw, n)
+		return t.decodeBlock(bh, kind, bufs.raw, bufs)
 	case kind == "filter":
-		buf = alignedBytes(int(bh.Length + blockTrailerLen)) // probes touch one cache line
-	default:
-		buf = make([]byte, bh.Length+blockTrailerLen)
+		return t.decodeBlock(bh, kind, alignedBytes(n), nil) // probes touch one cache line
 	}
+	pooled := rawBufs.Get().(*[]byte)
+	*pooled = grow(*pooled, n)
+	out, err := t.decodeBlock(bh, kind, *pooled, nil)
+	if err == nil && len(out) > 0 && &out[0] == &(*pooled)[0] {
+		// Stored uncompressed: the block is the buffer itself.
+		out = append(make([]byte, 0, len(out)), out...)
+	}
+	if cap(*pooled) <= maxPooledRaw {
+		rawBufs.Put(pooled)
+	}
+	return out, err
+}
+
+// decodeBlock reads the block at bh into buf (its stored length plus the
+// trailer), verifies it and decompresses it, into bufs.dec when bufs is given
+// or into new memory. A block stored uncompressed is returned in buf.
+func (t *Reader) decodeBlock(bh BlockHandle, kind string, buf []byte, bufs *blockBufs) ([]byte, error) {
 	if err := t.readAt(buf, bh.Offset); err != nil {
 		return nil, fmt.Errorf("%s block %s: %w", kind, bh, err)
 	}
