@@ -21,112 +21,169 @@ import (
 // order) with ./bench's settings: an 8 MiB cache, a 4 MiB memtable, 4 KiB
 // blocks, Snappy, 10 bits/key filters. The tables (about 40 MB) exceed the
 // cache, so many reads fetch a block from the OS page cache. Each workload
-// runs on bloomkv and on Pebble, side by side:
+// runs on bloomkv and on Pebble:
 //
-//	go test -run '^$' -bench Reads -benchmem .
+//	go test -run '^$' -bench 'Reads$' -benchmem .
 //
 // Besides wall time per op, each reports the process's CPU time per op (GC
 // included), which other processes on the machine disturb less.
 //
 // Loading takes a while; set BLOOMKV_READS_DIR to a directory to keep the
-// stores there between runs (they are reopened read-only).
+// stores there between runs (they are reopened read-only). The loads end with
+// a flush and the compactions it calls for, so every key is in a table.
 func BenchmarkReads(b *testing.B) {
-	dir := os.Getenv("BLOOMKV_READS_DIR")
-	if dir == "" {
-		dir = b.TempDir()
-	}
-	engines := []struct {
-		name string
-		open func(b *testing.B, dir string) readsEngine
-	}{
-		{"bloomkv", openReadsBloomkv},
-		{"pebble", openReadsPebble},
-	}
-	const n = readsKeys
-	for _, w := range []struct {
-		name string
-		run  func(b *testing.B, e readsEngine, r *rand.Rand)
-	}{
-		// Gets of uniformly random loaded keys (./bench readrandom).
-		{"get", func(b *testing.B, e readsEngine, r *rand.Rand) {
-			key := make([]byte, 16)
-			for range b.N {
-				readsGet(b, e, readsKey(key, 2*r.Uint64N(n)))
-			}
-		}},
-		// Gets of zipfian loaded keys (YCSB C).
-		{"get-zipf", func(b *testing.B, e readsEngine, r *rand.Rand) {
-			key := make([]byte, 16)
-			z := readsZipfKeys()
-			for range b.N {
-				readsGet(b, e, readsKey(key, 2*readsScatter(z.next(r), n)))
-			}
-		}},
-		// A seek to a random loaded key, then 10 nexts (./bench seekrandom).
-		{"seek10", func(b *testing.B, e readsEngine, r *rand.Rand) {
-			key := make([]byte, 16)
-			it := e.newIter(b)
-			defer it.close(b)
-			for range b.N {
-				ok := it.seekGE(readsKey(key, 2*r.Uint64N(n)))
-				for j := 0; ok && j < 10; j++ {
-					_ = it.value()
-					ok = it.next()
-				}
-			}
-		}},
-		// A new iterator per op, a seek to a zipfian key, then a zipfian
-		// number of nexts in [1, 1000] (YCSB E's scans).
-		{"scan-zipf", func(b *testing.B, e readsEngine, r *rand.Rand) {
-			key := make([]byte, 16)
-			z, lengths := readsZipfKeys(), readsZipfLengths()
-			for range b.N {
-				it := e.newIter(b)
-				m := 1 + lengths.next(r)
-				ok := it.seekGE(readsKey(key, 2*readsScatter(z.next(r), n)))
-				for j := uint64(0); ok && j < m; j++ {
-					_ = it.value()
-					ok = it.next()
-				}
-				it.close(b)
-			}
-		}},
-		// Full forward scans; an op is a key (./bench scan).
-		{"scan", func(b *testing.B, e readsEngine, r *rand.Rand) {
-			var it readsIter
-			ok := false
-			for range b.N {
-				if !ok {
-					if it != nil {
-						it.close(b)
-					}
-					it = e.newIter(b)
-					ok = it.first()
-				}
-				_ = it.value()
-				ok = it.next()
-			}
-			if it != nil {
-				it.close(b)
-			}
-		}},
-	} {
-		for _, eng := range engines {
+	for _, w := range readsWorkloads {
+		for _, eng := range readsEngines {
 			b.Run(w.name+"/"+eng.name, func(b *testing.B) {
-				e := eng.open(b, filepath.Join(dir, eng.name))
+				e := eng.open(b, filepath.Join(readsDir(b), eng.name))
 				defer e.close(b)
-				r := rand.New(rand.NewPCG(1, 2))
+				run, done := w.start(b, e, rand.New(rand.NewPCG(1, 2)))
 				b.ReportAllocs()
 				b.ResetTimer()
 				cpu := processCPUTime()
-				w.run(b, e, r)
+				run(b.N)
 				b.StopTimer()
+				done()
 				if cpu != 0 {
 					b.ReportMetric(float64(processCPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 				}
 			})
 		}
 	}
+}
+
+// BenchmarkReadsVsPebble runs each workload of BenchmarkReads on bloomkv and
+// Pebble in alternating chunks of ops (tens of milliseconds each), so that
+// both see the same load from the rest of the machine, and reports each
+// engine's time per op and their ratio, pebble-ns/op over bloomkv-ns/op
+// (above 1: bloomkv is faster):
+//
+//	go test -run '^$' -bench ReadsVsPebble -benchtime 5s -count 6 .
+func BenchmarkReadsVsPebble(b *testing.B) {
+	for _, w := range readsWorkloads {
+		b.Run(w.name, func(b *testing.B) {
+			var runs [2]func(int)
+			for i, eng := range readsEngines {
+				e := eng.open(b, filepath.Join(readsDir(b), eng.name))
+				defer e.close(b)
+				run, done := w.start(b, e, rand.New(rand.NewPCG(1, 2)))
+				defer done()
+				runs[i] = run
+			}
+			var took [2]time.Duration
+			b.ResetTimer()
+			for range b.N {
+				for i, run := range runs {
+					t := time.Now()
+					run(w.chunk)
+					took[i] += time.Since(t)
+				}
+			}
+			b.StopTimer()
+			ops := float64(b.N * w.chunk)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(took[0])/ops, "bloomkv-ns/op")
+			b.ReportMetric(float64(took[1])/ops, "pebble-ns/op")
+			b.ReportMetric(float64(took[1])/float64(took[0]), "speedup")
+		})
+	}
+}
+
+var readsEngines = []struct {
+	name string
+	open func(b *testing.B, dir string) readsEngine
+}{
+	{"bloomkv", openReadsBloomkv},
+	{"pebble", openReadsPebble},
+}
+
+func readsDir(b *testing.B) string {
+	if dir := os.Getenv("BLOOMKV_READS_DIR"); dir != "" {
+		return dir
+	}
+	return b.TempDir()
+}
+
+// readsWorkloads: start returns a function running ops operations, and one
+// to call when done; chunk is the ops BenchmarkReadsVsPebble runs at a time.
+var readsWorkloads = []struct {
+	name  string
+	chunk int
+	start func(b *testing.B, e readsEngine, r *rand.Rand) (run func(ops int), done func())
+}{
+	// Gets of uniformly random loaded keys (./bench readrandom).
+	{"get", 2000, func(b *testing.B, e readsEngine, r *rand.Rand) (func(int), func()) {
+		key := make([]byte, 16)
+		return func(ops int) {
+			for range ops {
+				readsGet(b, e, readsKey(key, 2*r.Uint64N(readsKeys)))
+			}
+		}, func() {}
+	}},
+	// Gets of zipfian loaded keys (YCSB C).
+	{"get-zipf", 2000, func(b *testing.B, e readsEngine, r *rand.Rand) (func(int), func()) {
+		key := make([]byte, 16)
+		z := readsZipfKeys()
+		return func(ops int) {
+			for range ops {
+				readsGet(b, e, readsKey(key, 2*readsScatter(z.next(r), readsKeys)))
+			}
+		}, func() {}
+	}},
+	// A seek to a random loaded key, then 10 nexts (./bench seekrandom).
+	{"seek10", 1000, func(b *testing.B, e readsEngine, r *rand.Rand) (func(int), func()) {
+		key := make([]byte, 16)
+		it := e.newIter(b)
+		return func(ops int) {
+			for range ops {
+				ok := it.seekGE(readsKey(key, 2*r.Uint64N(readsKeys)))
+				for j := 0; ok && j < 10; j++ {
+					_ = it.value()
+					ok = it.next()
+				}
+			}
+		}, func() { it.close(b) }
+	}},
+	// A new iterator per op, a seek to a zipfian key, then a zipfian number
+	// of nexts in [1, 1000] (YCSB E's scans).
+	{"scan-zipf", 200, func(b *testing.B, e readsEngine, r *rand.Rand) (func(int), func()) {
+		key := make([]byte, 16)
+		z, lengths := readsZipfKeys(), readsZipfLengths()
+		return func(ops int) {
+			for range ops {
+				it := e.newIter(b)
+				m := 1 + lengths.next(r)
+				ok := it.seekGE(readsKey(key, 2*readsScatter(z.next(r), readsKeys)))
+				for j := uint64(0); ok && j < m; j++ {
+					_ = it.value()
+					ok = it.next()
+				}
+				it.close(b)
+			}
+		}, func() {}
+	}},
+	// Full forward scans; an op is a key (./bench scan).
+	{"scan", 50000, func(b *testing.B, e readsEngine, r *rand.Rand) (func(int), func()) {
+		var it readsIter
+		ok := false
+		return func(ops int) {
+				for range ops {
+					if !ok {
+						if it != nil {
+							it.close(b)
+						}
+						it = e.newIter(b)
+						ok = it.first()
+					}
+					_ = it.value()
+					ok = it.next()
+				}
+			}, func() {
+				if it != nil {
+					it.close(b)
+				}
+			}
+	}},
 }
 
 const readsKeys = 500_000
