@@ -657,7 +657,10 @@ func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 		v, ik, ok := mt.Get(key, seq)
 		tomb = max(tomb, mt.RangeDelCover(key, seq))
 		if ok {
-			return found(v, ik, tomb)
+			if ik.Kind() == base.KindSet {
+				v = append(make([]byte, 0, len(v)), v...)
+			}
+			return found(v, ik.Trailer, tomb)
 		}
 		if tomb != 0 {
 			return nil, ErrNotFound
@@ -677,13 +680,13 @@ func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 			if !f.Overlaps(key, key) {
 				continue
 			}
-			v, ik, ok, t, err := d.getFromTable(f, key, hash, seq)
+			v, tr, ok, t, err := d.getFromTable(f, key, hash, seq)
 			if err != nil {
 				return nil, err
 			}
 			tomb = max(tomb, t)
 			if ok {
-				return found(v, ik, tomb)
+				return found(v, tr, tomb)
 			}
 			if tomb != 0 {
 				return nil, ErrNotFound
@@ -693,46 +696,48 @@ func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 	return nil, ErrNotFound
 }
 
-// found turns the newest visible point entry into Get's answer, given the
-// newest range deletion covering it.
-func found(v []byte, ik base.InternalKey, tomb base.SeqNum) ([]byte, error) {
-	if tomb > ik.SeqNum() {
+// found turns the newest visible point entry (its value, already the
+// caller's copy, and its trailer) into Get's answer, given the newest range
+// deletion covering it.
+func found(v []byte, tr base.Trailer, tomb base.SeqNum) ([]byte, error) {
+	if tomb > tr.SeqNum() {
 		return nil, ErrNotFound
 	}
-	switch ik.Kind() {
+	switch tr.Kind() {
 	case base.KindSet:
-		return append(make([]byte, 0, len(v)), v...), nil
+		return v, nil
 	case base.KindDelete:
 		return nil, ErrNotFound
 	}
-	return nil, base.CorruptionErrorf("bloomkv: entry of unknown kind %v", ik.Kind())
+	return nil, base.CorruptionErrorf("bloomkv: entry of unknown kind %v", tr.Kind())
 }
 
 // getFromTable looks key up in a table whose range holds it: its range
 // deletions, then its filter, then its blocks, counting the filter's
-// answers. tomb is the newest range deletion of the table covering key.
-func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, hash uint64, seq base.SeqNum) (v []byte, ik base.InternalKey, ok bool, tomb base.SeqNum, err error) {
+// answers. tomb is the newest range deletion of the table covering key; v is
+// a copy of a set's value.
+func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, hash uint64, seq base.SeqNum) (v []byte, tr base.Trailer, ok bool, tomb base.SeqNum, err error) {
 	r, err := d.tables.get(f.FileNum)
 	if err != nil {
-		return nil, ik, false, 0, err
+		return nil, 0, false, 0, err
 	}
 	tomb = rangedel.Cover(r.RangeDeletions(), key, seq)
 	if r.HasFilter() {
 		d.metrics.filterProbes.Add(1)
 		ok, err := r.MayContainHash(hash)
 		if err != nil {
-			return nil, ik, false, 0, err
+			return nil, 0, false, 0, err
 		}
 		if !ok {
 			d.metrics.filterNegatives.Add(1)
-			return nil, ik, false, tomb, nil
+			return nil, 0, false, tomb, nil
 		}
 	}
-	v, ik, ok, err = r.LookupKey(key, seq)
+	v, tr, ok, err = r.LookupCopy(key, seq)
 	if err == nil && !ok && r.HasFilter() {
 		d.metrics.filterFalsePositives.Add(1)
 	}
-	return v, ik, ok, tomb, err
+	return v, tr, ok, tomb, err
 }
 
 // Set writes value under key.

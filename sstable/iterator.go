@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
 )
 
 // Iter iterates over a table's point entries in internal-key order: the index
@@ -25,12 +26,18 @@ type Iter struct {
 	// bypassCache: read data blocks straight from the file into bufs,
 	// neither looking them up in the cache nor adding them.
 	bypassCache bool
+	// counted: hold the current data block by a counted reference to
+	// bloomkv's cache (h), released on the next block or Close, so that
+	// the block's memory can be reused afterwards.
+	counted bool
+	h       cache.Handle
 }
 
 // NewIter returns an iterator over the table, positioned nowhere.
 func (t *Reader) NewIter() *Iter {
 	it := &Iter{}
 	it.reset(t, true)
+	it.counted = t.cc != nil
 	return it
 }
 
@@ -43,9 +50,11 @@ func (t *Reader) NewCompactionIter() *Iter {
 	return it
 }
 
-// reset readies it for t, keeping its buffers.
+// reset readies it for t, keeping its buffers; it holds no block and counts
+// no references until told.
 func (it *Iter) reset(t *Reader, reuse bool) {
-	it.t, it.valid, it.err, it.reuse, it.bypassCache = t, false, nil, reuse, false
+	it.release()
+	it.t, it.valid, it.err, it.reuse, it.bypassCache, it.counted = t, false, nil, reuse, false, false
 	it.data.err, it.data.valid = nil, false
 	if err := it.index.init(t, reuse); err != nil {
 		it.err = err // NewReader checked the index; unreachable unless it changed
@@ -69,11 +78,15 @@ func (it *Iter) loadBlock() bool {
 		it.err = cur.corrupt(cur.offset, fmt.Sprintf("bad block handle %x", cur.value))
 		return false
 	}
+	it.release()
 	var b []byte
 	var err error
-	if it.bypassCache {
+	switch {
+	case it.bypassCache:
 		b, err = it.t.readBlockInto(bh, "data", &it.bufs)
-	} else {
+	case it.counted:
+		b, it.h, err = it.t.countedBlock(bh)
+	default:
 		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs)
 	}
 	if err != nil {
@@ -85,6 +98,14 @@ func (it *Iter) loadBlock() bool {
 		return false
 	}
 	return true
+}
+
+// release drops the reference to the current data block, if any; the data
+// iterator must not be used until the next loadBlock.
+func (it *Iter) release() {
+	it.h.Release()
+	it.h = cache.Handle{}
+	it.data.data, it.data.value, it.data.valid = nil, nil, false
 }
 
 // settle records the state after a move and checks the block iterators'
@@ -227,6 +248,7 @@ func (it *Iter) Error() error { return it.err }
 // Close releases the iterator and returns its error.
 func (it *Iter) Close() error {
 	err := it.err
+	it.release()
 	it.valid = false
 	it.err = ErrIterClosed
 	return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
@@ -67,6 +68,10 @@ type Reader struct {
 	props     Properties
 	meta      map[string]BlockHandle // the metaindex: meta blocks by name
 	iters     sync.Pool              // *Iter for Get
+	// cc is opts.Cache when it is bloomkv's own cache, whose blocks
+	// iterators hold by counted references, so that a data block's memory
+	// is reused once it has left the cache and no iterator is on it.
+	cc *cache.Cache
 }
 
 // NewReader opens the table of size bytes that r holds. It checks the footer
@@ -86,6 +91,7 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		return nil, fmt.Errorf("sstable: %s: a reader sharing a cache needs a non-zero FileNum", opts.FileName)
 	}
 	t := &Reader{r: r, size: uint64(size), opts: opts}
+	t.cc, _ = opts.Cache.(*cache.Cache)
 	tail := make([]byte, min(uint64(maxFooterLen), t.size))
 	if err := t.readAt(tail, t.size-uint64(len(tail))); err != nil {
 		return nil, err
@@ -336,16 +342,29 @@ func (t *Reader) readBlockInto(bh BlockHandle, kind string, bufs *blockBufs) ([]
 	switch {
 	case bufs != nil:
 		bufs.raw = grow(bufs.raw, n)
-		return t.decodeBlock(bh, kind, bufs.raw, bufs)
+		return t.decodeBlock(bh, kind, bufs.raw, bufs, nil)
 	case kind == "filter":
-		return t.decodeBlock(bh, kind, alignedBytes(n), nil) // probes touch one cache line
+		return t.decodeBlock(bh, kind, alignedBytes(n), nil, newBytes) // probes touch one cache line
+	}
+	return t.readBlockAlloc(bh, kind, newBytes)
+}
+
+func newBytes(n int) []byte { return make([]byte, n) }
+
+// readBlockAlloc reads, verifies and decompresses the block at bh into memory
+// from alloc.
+func (t *Reader) readBlockAlloc(bh BlockHandle, kind string, alloc func(int) []byte) ([]byte, error) {
+	if bh.Length > maxBlockLen || bh.Offset > t.size || bh.Length+blockTrailerLen > t.size-bh.Offset {
+		return nil, corruptionf("%s: %s block %s lies outside the file of %d bytes", t.opts.FileName, kind, bh, t.size)
 	}
 	pooled := rawBufs.Get().(*[]byte)
-	*pooled = grow(*pooled, n)
-	out, err := t.decodeBlock(bh, kind, *pooled, nil)
+	*pooled = grow(*pooled, int(bh.Length+blockTrailerLen))
+	out, err := t.decodeBlock(bh, kind, *pooled, nil, alloc)
 	if err == nil && len(out) > 0 && &out[0] == &(*pooled)[0] {
 		// Stored uncompressed: the block is the buffer itself.
-		out = append(make([]byte, 0, len(out)), out...)
+		b := alloc(len(out))
+		copy(b, out)
+		out = b
 	}
 	if cap(*pooled) <= maxPooledRaw {
 		rawBufs.Put(pooled)
@@ -355,8 +374,9 @@ func (t *Reader) readBlockInto(bh BlockHandle, kind string, bufs *blockBufs) ([]
 
 // decodeBlock reads the block at bh into buf (its stored length plus the
 // trailer), verifies it and decompresses it, into bufs.dec when bufs is given
-// or into new memory. A block stored uncompressed is returned in buf.
-func (t *Reader) decodeBlock(bh BlockHandle, kind string, buf []byte, bufs *blockBufs) ([]byte, error) {
+// or else into memory from alloc. A block stored uncompressed is returned in
+// buf.
+func (t *Reader) decodeBlock(bh BlockHandle, kind string, buf []byte, bufs *blockBufs, alloc func(int) []byte) ([]byte, error) {
 	if err := t.readAt(buf, bh.Offset); err != nil {
 		return nil, fmt.Errorf("%s block %s: %w", kind, bh, err)
 	}
@@ -379,7 +399,7 @@ func (t *Reader) decodeBlock(bh BlockHandle, kind string, buf []byte, bufs *bloc
 			bufs.dec = grow(bufs.dec, n)
 			dst = bufs.dec
 		} else {
-			dst = make([]byte, n)
+			dst = alloc(n)
 		}
 		if out, err = snappy.Decode(dst, body); err != nil {
 			return nil, corruptionf("%s: %s block %s: Snappy data at offset %d: %v", t.opts.FileName, kind, bh, bh.Offset, err)
@@ -413,6 +433,19 @@ func (t *Reader) cachedBlock(bh BlockHandle, kind string) ([]byte, error) {
 	return t.opts.Cache.Load(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
 		return t.readBlock(bh, kind)
 	})
+}
+
+// countedBlock returns the data block at bh through bloomkv's cache, with a
+// reference the caller must release; a block read on a miss goes into memory
+// from cache.Alloc.
+func (t *Reader) countedBlock(bh BlockHandle) ([]byte, cache.Handle, error) {
+	if h, ok := t.cc.GetRef(t.opts.FileNum, bh.Offset); ok {
+		return h.Value(), h, nil
+	}
+	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
+		return t.readBlockAlloc(bh, "data", cache.Alloc)
+	})
+	return h.Value(), h, err
 }
 
 // Properties returns the table's properties.
@@ -477,27 +510,56 @@ func (t *Reader) GetHash(userKey []byte, hash uint64, seq base.SeqNum) (value []
 }
 
 func (t *Reader) get(userKey []byte, seq base.SeqNum) (value []byte, key base.InternalKey, found bool, err error) {
-	if seq == 0 {
-		return nil, key, false, nil
+	it := t.getIter(false)
+	defer t.iters.Put(it)
+	if !it.seekUserKey(userKey, seq) {
+		return nil, key, false, it.err
 	}
-	seq = min(seq, base.SeqNumMax+1) // above it every entry is visible
+	// The value aliases a block read into new memory or held by the cache,
+	// never the iterator's reusable buffers (reset with reuse off), and
+	// never reused (the iterator holds no counted reference).
+	return it.Value(), it.Key(), true, nil
+}
+
+// LookupCopy is Lookup with the entry's trailer (its sequence number and kind)
+// and, for a set, the value copied into new memory: the block the value lay in
+// may be reused once the call returns.
+func (t *Reader) LookupCopy(userKey []byte, seq base.SeqNum) (value []byte, trailer base.Trailer, found bool, err error) {
+	it := t.getIter(true)
+	if it.seekUserKey(userKey, seq) {
+		trailer, found = it.Key().Trailer, true
+		if trailer.Kind() == base.KindSet {
+			v := it.Value()
+			value = make([]byte, len(v))
+			copy(value, v)
+		}
+	}
+	err = it.err
+	it.release()
+	t.iters.Put(it)
+	return value, trailer, found, err
+}
+
+// getIter returns an iterator from the pool for a point lookup.
+func (t *Reader) getIter(counted bool) *Iter {
 	it, _ := t.iters.Get().(*Iter)
 	if it == nil {
 		it = &Iter{}
 	}
 	it.reset(t, false)
-	defer t.iters.Put(it)
+	it.counted = counted && t.cc != nil
+	return it
+}
+
+// seekUserKey positions it at the newest entry for userKey written before seq,
+// reporting whether there is one.
+func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
+	if seq == 0 {
+		return false
+	}
+	seq = min(seq, base.SeqNumMax+1) // above it every entry is visible
 	it.seek = base.MakeInternalKey(userKey, seq-1, base.KindMax).Append(it.seek[:0])
-	if !it.seekGEEncoded(it.seek) {
-		return nil, key, false, it.err
-	}
-	k := it.Key()
-	if !bytes.Equal(k.UserKey, userKey) {
-		return nil, key, false, nil
-	}
-	// The value aliases a block read into new memory or held by the cache,
-	// never the iterator's reusable buffers (reset with reuse off).
-	return it.Value(), k, true, nil
+	return it.seekGEEncoded(it.seek) && bytes.Equal(it.Key().UserKey, userKey)
 }
 
 // ErrIterClosed is returned by an iterator used after Close.

@@ -193,3 +193,62 @@ func TestCompactionIterBypassesCache(t *testing.T) {
 		t.Fatalf("a plain iterator over %d data blocks left cache counters %+v", blocks, m)
 	}
 }
+
+// TestValuesSurviveCacheChurn: with a cache far smaller than the table, an
+// iterator's current value stays intact while lookups and other iterators
+// evict blocks and reuse their memory, and LookupCopy's values are the
+// caller's.
+func TestValuesSurviveCacheChurn(t *testing.T) {
+	const n = 20000
+	var spec tableSpec
+	val := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i%26)}, 20+i%50) }
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key%06d", i)) }
+	for i := range n {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey(key(i), 1, base.KindSet), val(i)})
+	}
+	data := writeSpec(t, spec, WriterOptions{})
+	c := cache.New(32<<10, cache.Options{Shards: 1})
+	rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{Cache: c, FileNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := rd.NewIter()
+	other := rd.NewIter()
+	var copies [][]byte
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		v := it.Value()
+		// Churn: lookups and a second iterator far from it.
+		for j := range 3 {
+			k := (i*7919 + j*104729) % n
+			got, tr, found, err := rd.LookupCopy(key(k), base.SeqNumMax)
+			if err != nil || !found || tr.Kind() != base.KindSet || !bytes.Equal(got, val(k)) {
+				t.Fatalf("LookupCopy(%s) = %q, %v, %v, %v", key(k), got, tr, found, err)
+			}
+			if j == 0 {
+				copies = append(copies, got)
+			}
+			if !other.SeekGE(key((k + n/2) % n)) {
+				t.Fatalf("SeekGE: %v", other.Error())
+			}
+		}
+		if !bytes.Equal(v, val(i)) || !bytes.Equal(it.Key().UserKey, key(i)) {
+			t.Fatalf("entry %d changed while the iterator was on it: %s = %q", i, it.Key().UserKey, v)
+		}
+		i++
+	}
+	if err := it.Close(); err != nil || i != n {
+		t.Fatalf("iterated %d of %d entries: %v", i, n, err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range copies {
+		if k := (i * 7919) % n; !bytes.Equal(v, val(k)) {
+			t.Fatalf("the copy of %s's value changed to %q", key(k), v)
+		}
+	}
+	if m := c.Metrics(); m.Evictions == 0 {
+		t.Fatalf("no evictions: %+v", m)
+	}
+}

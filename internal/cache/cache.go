@@ -2,6 +2,13 @@
 // every table reader, bounded in bytes, sharded so that concurrent readers
 // rarely meet on a lock, and loading a missing block once however many
 // readers ask for it at the same time.
+//
+// Blocks are handed out two ways. Get and Load return the block's bytes, which
+// stay valid for as long as the caller holds them: such a block is never
+// reused. GetRef and LoadRef return a Handle, a counted reference: a block
+// whose memory came from Alloc goes back to Alloc once it has left the cache
+// and every Handle to it is released, which spares the allocation, the
+// zeroing and the garbage collection of a new block on every miss.
 package cache
 
 import (
@@ -47,13 +54,35 @@ type entry struct {
 	charge     int64
 	referenced atomic.Bool // CLOCK
 	prev, next *entry      // LRU list, or the CLOCK ring
+	// refs counts the references to the block: one while the cache holds
+	// it and one per unreleased Handle. At zero, an owned block that was
+	// never pinned goes back to Alloc.
+	refs atomic.Int32
+	// owned: value came from Alloc and may be reused once refs is zero.
+	owned bool
+	// pinned: Get or Load handed the block out without a Handle, so its
+	// memory is never reused.
+	pinned atomic.Bool
 }
 
-// call is a load in progress; waiters block on done.
+// release drops one reference to e.
+func (e *entry) release() {
+	n := e.refs.Add(-1)
+	if n == 0 && e.owned && !e.pinned.Load() {
+		free(e)
+	} else if n < 0 {
+		panic("cache: block released more often than referenced")
+	}
+}
+
+// call is a load in progress; waiters block on done. Each waiter is counted,
+// so that the loader takes a reference to the block for each before anyone
+// can evict it.
 type call struct {
-	done  chan struct{}
-	value []byte
-	err   error
+	done    sync.WaitGroup
+	e       *entry // the loaded block, when err is nil
+	err     error
+	waiters int32 // under the shard's lock
 }
 
 type shard struct {
@@ -67,9 +96,9 @@ type shard struct {
 }
 
 // Cache is a sharded block cache bounded in bytes. It is safe for concurrent
-// use. Blocks are immutable once cached: callers must not modify them, and the
-// cache never reuses their memory, so a block stays valid for as long as a
-// caller holds it, even after eviction.
+// use. Blocks are immutable once cached: callers must not modify them. A block
+// Get or Load returned stays valid for as long as the caller holds it, even
+// after eviction; one a Handle refers to, until the Handle is released.
 type Cache struct {
 	shards    []shard
 	mask      uint64
@@ -111,16 +140,24 @@ func (c *Cache) shard(k key) *shard {
 	return &c.shards[h&c.mask]
 }
 
-// Get returns the block cached under (file, offset).
+// Get returns the block cached under (file, offset). The block is never
+// reused: the caller may hold it for as long as it likes.
 func (c *Cache) Get(file, offset uint64) ([]byte, bool) {
+	h, ok := c.GetRef(file, offset)
+	return h.pin(), ok
+}
+
+// GetRef returns a reference to the block cached under (file, offset), which
+// the caller must release.
+func (c *Cache) GetRef(file, offset uint64) (Handle, bool) {
 	k := key{file, offset}
 	s := c.shard(k)
-	if v, ok := s.lookup(k); ok {
+	if e := s.lookup(k); e != nil {
 		c.hits.Add(1)
-		return v, true
+		return Handle{e}, true
 	}
 	c.misses.Add(1)
-	return nil, false
+	return Handle{}, false
 }
 
 // GetOrLoad returns the block cached under (file, offset), or calls load and
@@ -136,57 +173,151 @@ func (c *Cache) GetOrLoad(file, offset uint64, load func() ([]byte, error)) ([]b
 // its result, for a caller whose Get missed. Concurrent callers for the same
 // block share one call of load. An error from load is returned to every such
 // caller and not cached. Load does not count hits or misses: the Get before it
-// did.
+// did. Like Get's, the block is never reused.
 func (c *Cache) Load(file, offset uint64, load func() ([]byte, error)) ([]byte, error) {
+	h, err := c.load(file, offset, load, false)
+	return h.pin(), err
+}
+
+// LoadRef is Load returning a reference to the block, which the caller must
+// release. The block load returns must come from Alloc and be the cache's
+// from then on: once it has left the cache and every reference is released,
+// its memory goes back to Alloc.
+func (c *Cache) LoadRef(file, offset uint64, load func() ([]byte, error)) (Handle, error) {
+	return c.load(file, offset, load, true)
+}
+
+func (c *Cache) load(file, offset uint64, load func() ([]byte, error), owned bool) (Handle, error) {
 	k := key{file, offset}
 	s := c.shard(k)
 	s.mu.Lock()
 	if e, ok := s.entries[k]; ok { // filled since the caller's Get
 		s.touch(e)
+		e.refs.Add(1)
 		s.mu.Unlock()
-		return e.value, nil
+		return Handle{e}, nil
 	}
 	if cl, ok := s.loading[k]; ok {
+		cl.waiters++
 		s.mu.Unlock()
-		<-cl.done
-		return cl.value, cl.err
+		cl.done.Wait()
+		return Handle{cl.e}, cl.err
 	}
-	cl := &call{done: make(chan struct{})}
+	cl := &call{}
+	cl.done.Add(1)
 	s.loading[k] = cl
 	s.mu.Unlock()
 
 	finished := false
 	defer func() {
 		if !finished { // load panicked: release the waiters, then re-panic
-			cl.err = errLoadPanicked
 			s.mu.Lock()
 			delete(s.loading, k)
 			s.mu.Unlock()
-			close(cl.done)
+			cl.err = errLoadPanicked
+			cl.done.Done()
 		}
 	}()
-	cl.value, cl.err = load()
+	value, err := load()
 	finished = true
 
 	s.mu.Lock()
 	delete(s.loading, k)
-	if cl.err == nil {
-		c.evictions.Add(s.insert(k, cl.value))
+	if err == nil {
+		e := &entry{key: k, value: value, owned: owned, charge: int64(len(value)) + entryOverhead}
+		if owned {
+			e.charge = int64(cap(value)) + entryOverhead
+		}
+		// The caller's reference and one per waiter, taken before the
+		// block is in the cache, where an eviction could release it.
+		e.refs.Store(1 + cl.waiters)
+		c.evictions.Add(s.insert(e))
+		cl.e = e
 	}
+	cl.err = err
 	s.mu.Unlock()
-	close(cl.done)
-	return cl.value, cl.err
+	cl.done.Done()
+	return Handle{cl.e}, err
 }
 
 var errLoadPanicked = errors.New("cache: the load of this block panicked")
 
-// Set caches value under (file, offset), replacing any block there.
+// Set caches value under (file, offset), replacing any block there. The
+// cache never reuses value's memory.
 func (c *Cache) Set(file, offset uint64, value []byte) {
 	k := key{file, offset}
 	s := c.shard(k)
+	e := &entry{key: k, value: value, charge: int64(len(value)) + entryOverhead}
 	s.mu.Lock()
-	c.evictions.Add(s.insert(k, value))
+	c.evictions.Add(s.insert(e))
 	s.mu.Unlock()
+}
+
+// Handle is a reference to a cached block, from GetRef or LoadRef. The zero
+// Handle refers to nothing.
+type Handle struct{ e *entry }
+
+// Value returns the block; it is valid until the Handle is released.
+func (h Handle) Value() []byte {
+	if h.e == nil {
+		return nil
+	}
+	return h.e.value
+}
+
+// Release drops the reference; the block must not be used afterwards.
+// Releasing the zero Handle does nothing.
+func (h Handle) Release() {
+	if h.e != nil {
+		h.e.release()
+	}
+}
+
+// pin releases the reference, marking the block never to be reused, and
+// returns it: memory handed out without a Handle stays valid.
+func (h Handle) pin() []byte {
+	if h.e == nil {
+		return nil
+	}
+	h.e.pinned.Store(true)
+	h.e.release()
+	return h.e.value
+}
+
+// Alloc returns n bytes for a block to be loaded with LoadRef, reusing the
+// memory of a released block when it can. The bytes are not zeroed.
+func Alloc(n int) []byte {
+	c := sizeClass(n)
+	if c >= len(freeBlocks) {
+		return make([]byte, n)
+	}
+	if e, ok := freeBlocks[c].Get().(*entry); ok {
+		return e.value[:n]
+	}
+	return make([]byte, n, c*classBytes)
+}
+
+// Blocks are reused by size class: multiples of classBytes up to
+// maxClassBytes; larger blocks are not reused.
+const (
+	classBytes    = 256
+	maxClassBytes = 64 << 10
+)
+
+// freeBlocks holds released blocks by size class, each block in its (now
+// dead) entry, so that putting it back allocates nothing.
+var freeBlocks [maxClassBytes/classBytes + 1]sync.Pool
+
+func sizeClass(n int) int { return (n + classBytes - 1) / classBytes }
+
+// free returns a dead entry's block to Alloc, when its capacity is a class's.
+func free(e *entry) {
+	c := cap(e.value) / classBytes
+	if c*classBytes != cap(e.value) || c >= len(freeBlocks) || c == 0 {
+		return
+	}
+	e.prev, e.next = nil, nil
+	freeBlocks[c].Put(e)
 }
 
 // EvictFile drops every block of file, for a table that was deleted. A load of
@@ -226,29 +357,28 @@ func (c *Cache) Metrics() Metrics {
 	return m
 }
 
-func (s *shard) lookup(k key) ([]byte, bool) {
+// lookup returns the entry under k with a reference taken, or nil. An entry
+// in the map holds the cache's reference, so under the lock its count is at
+// least one and may be raised.
+func (s *shard) lookup(k key) *entry {
 	if s.policy == CLOCK {
 		s.mu.RLock()
-		e, ok := s.entries[k]
-		if ok {
+		e := s.entries[k]
+		if e != nil {
 			e.referenced.Store(true)
+			e.refs.Add(1)
 		}
 		s.mu.RUnlock()
-		if !ok {
-			return nil, false
-		}
-		return e.value, true
+		return e
 	}
 	s.mu.Lock()
-	e, ok := s.entries[k]
-	if ok {
+	e := s.entries[k]
+	if e != nil {
 		s.touch(e)
+		e.refs.Add(1)
 	}
 	s.mu.Unlock()
-	if !ok {
-		return nil, false
-	}
-	return e.value, true
+	return e
 }
 
 // touch records a hit on e; the shard's lock is held exclusively.
@@ -263,24 +393,24 @@ func (s *shard) touch(e *entry) {
 	}
 }
 
-// insert adds (k, value), evicting as needed, and returns the number of
-// evictions. A value larger than the shard is not cached.
-func (s *shard) insert(k key, value []byte) uint64 {
-	if old, ok := s.entries[k]; ok {
+// insert adds e, evicting as needed, and returns the number of evictions. An
+// entry larger than the shard is not cached. The cache's reference to e is
+// taken here.
+func (s *shard) insert(e *entry) uint64 {
+	if old, ok := s.entries[e.key]; ok {
 		s.remove(old)
 	}
-	charge := int64(len(value)) + entryOverhead
-	if charge > s.capacity {
+	if e.charge > s.capacity {
 		return 0
 	}
 	var evicted uint64
-	for s.used+charge > s.capacity {
+	for s.used+e.charge > s.capacity {
 		s.remove(s.victim())
 		evicted++
 	}
-	e := &entry{key: k, value: value, charge: charge}
-	s.entries[k] = e
-	s.used += charge
+	e.refs.Add(1)
+	s.entries[e.key] = e
+	s.used += e.charge
 	s.pushFront(e)
 	return evicted
 }
@@ -299,10 +429,12 @@ func (s *shard) victim() *entry {
 	}
 }
 
+// remove drops e from the cache, and the cache's reference to it.
 func (s *shard) remove(e *entry) {
 	delete(s.entries, e.key)
 	s.used -= e.charge
 	s.unlink(e)
+	e.release()
 }
 
 // pushFront links e into the circular list: for LRU before the head (as the

@@ -204,3 +204,133 @@ func TestPanickingLoadReleasesWaiters(t *testing.T) {
 	}()
 	<-done
 }
+
+// loadOwned loads a block of n bytes of fill through LoadRef.
+func loadOwned(t *testing.T, c *Cache, file, offset uint64, n int, fill byte) Handle {
+	t.Helper()
+	h, err := c.LoadRef(file, offset, func() ([]byte, error) {
+		b := Alloc(n)
+		for i := range b {
+			b[i] = fill
+		}
+		return b, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func filledWith(b []byte, fill byte) bool {
+	for _, x := range b {
+		if x != fill {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// churn allocates and overwrites blocks of n bytes, as loads after an
+// eviction do.
+func churn(n int) {
+	for range 100 {
+		b := Alloc(n)
+		for i := range b {
+			b[i] = 0xee
+		}
+	}
+}
+
+// TestHeldBlocksAreNotReused: a block evicted while a Handle holds it, or
+// after Get or Load handed it out, keeps its bytes.
+func TestHeldBlocksAreNotReused(t *testing.T) {
+	c := New(1<<20, Options{})
+	h := loadOwned(t, c, 1, 0, 1000, 'a')
+	c.EvictFile(1)
+	churn(1000)
+	if !filledWith(h.Value(), 'a') {
+		t.Fatal("a held block was reused after its eviction")
+	}
+	h.Release()
+
+	h = loadOwned(t, c, 2, 0, 1000, 'b')
+	h.Release()
+	pinned, ok := c.Get(2, 0)
+	if !ok {
+		t.Fatal("miss on a cached block")
+	}
+	c.EvictFile(2)
+	churn(1000)
+	if !filledWith(pinned, 'b') {
+		t.Fatal("a block Get returned was reused after its eviction")
+	}
+
+	h, ok = c.GetRef(3, 0)
+	if ok || h.Value() != nil {
+		t.Fatal("GetRef of an absent block")
+	}
+	h.Release() // the zero Handle
+}
+
+// TestReleasedBlocksAreReused: once evicted and released, an Alloc'd block's
+// memory comes back from Alloc.
+func TestReleasedBlocksAreReused(t *testing.T) {
+	c := New(1<<20, Options{})
+	for i := range uint64(50) { // sync.Pool may drop some (always, under -race, a quarter)
+		h := loadOwned(t, c, 1, i, 4100, 'a')
+		addr := &h.Value()[0]
+		if m := c.Metrics(); m.Bytes != int64(cap(h.Value()))+entryOverhead {
+			t.Fatalf("an owned block is charged %d bytes, its capacity is %d", m.Bytes, cap(h.Value()))
+		}
+		h.Release()
+		c.EvictFile(1)
+		if b := Alloc(4100); &b[0] == addr {
+			return
+		}
+	}
+	t.Fatal("released blocks never came back from Alloc")
+}
+
+// TestRefsUnderConcurrency: readers holding handles while other goroutines
+// load, evict and churn always see their own block's bytes.
+func TestRefsUnderConcurrency(t *testing.T) {
+	c := New(64<<10, Options{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 2))
+			for range 3000 {
+				off := uint64(r.IntN(200))
+				fill := byte(off)
+				h, ok := c.GetRef(5, off)
+				if !ok {
+					var err error
+					h, err = c.LoadRef(5, off, func() ([]byte, error) {
+						b := Alloc(1000 + int(off))
+						for i := range b {
+							b[i] = fill
+						}
+						return b, nil
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				runtimeGosched()
+				if v := h.Value(); len(v) != 1000+int(off) || !filledWith(v, fill) {
+					t.Errorf("block %d changed while held", off)
+					h.Release()
+					return
+				}
+				h.Release()
+				if r.IntN(300) == 0 {
+					c.EvictFile(5)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
