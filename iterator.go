@@ -370,18 +370,22 @@ type levelIter struct {
 	files  []*manifest.FileMetadata
 	idx    int
 	it     *sstable.Iter
+	spare  *sstable.Iter // a closed iterator to reuse for the next table
 	e      error
 }
 
-// open positions on table i, closing the current one; false past either end
-// or on an error.
+// open positions on table i, closing the current one unless it is table i;
+// false past either end or on an error.
 func (l *levelIter) open(i int) bool {
 	if l.it != nil {
+		if i == l.idx && l.e == nil && l.it.Error() == nil {
+			return true // a seek within the table already open
+		}
 		if err := l.it.Error(); err != nil && l.e == nil {
 			l.e = err
 		}
 		l.it.Close()
-		l.it = nil
+		l.spare, l.it = l.it, nil
 	}
 	l.idx = i
 	if l.e != nil || i < 0 || i >= len(l.files) {
@@ -392,7 +396,12 @@ func (l *levelIter) open(i int) bool {
 		l.e = err
 		return false
 	}
-	l.it = r.NewIter()
+	if l.spare != nil {
+		l.it, l.spare = l.spare, nil
+		r.ResetIter(l.it)
+	} else {
+		l.it = r.NewIter()
+	}
 	return true
 }
 

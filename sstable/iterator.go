@@ -36,9 +36,16 @@ type Iter struct {
 // NewIter returns an iterator over the table, positioned nowhere.
 func (t *Reader) NewIter() *Iter {
 	it := &Iter{}
+	t.ResetIter(it)
+	return it
+}
+
+// ResetIter readies it, an iterator NewIter returned (open or closed), to
+// iterate over t as t.NewIter's would, keeping its buffers: a caller moving
+// from table to table needs no new iterator for each.
+func (t *Reader) ResetIter(it *Iter) {
 	it.reset(t, true)
 	it.counted = t.cc != nil
-	return it
 }
 
 // NewCompactionIter returns an iterator for one pass over the whole table,
