@@ -29,8 +29,9 @@ import (
 // included), which other processes on the machine disturb less.
 //
 // Loading takes a while; set BLOOMKV_READS_DIR to a directory to keep the
-// stores there between runs (they are reopened read-only). The loads end with
-// a flush and the compactions it calls for, so every key is in a table.
+// stores there between runs (they are reopened read-only). The last 20,000
+// keys loaded are in the memtable (replayed from the WAL at open); the others
+// are in tables, flushed and compacted as far as the load called for.
 func BenchmarkReads(b *testing.B) {
 	for _, w := range readsWorkloads {
 		for _, eng := range readsEngines {
@@ -259,9 +260,15 @@ type readsIter interface {
 	close(b *testing.B)
 }
 
+// readsMemKeys is how many keys the load writes last, after settling the
+// rest into tables: they stay in the memtable (the WAL, replayed at open), as
+// ./bench's last writes do.
+const readsMemKeys = 20_000
+
 // readsLoad loads the keys into a store through set, in random order, unless
-// dir holds a finished load.
-func readsLoad(b *testing.B, dir string, open func() (set func(k, v []byte) error, done func() error)) {
+// dir holds a finished load: all but the last readsMemKeys, then settle
+// (flush and let compactions finish), then the rest, then done (close).
+func readsLoad(b *testing.B, dir string, open func() (set func(k, v []byte) error, settle, done func() error)) {
 	marker := filepath.Join(dir, "LOADED")
 	if _, err := os.Stat(marker); err == nil {
 		return
@@ -269,7 +276,7 @@ func readsLoad(b *testing.B, dir string, open func() (set func(k, v []byte) erro
 	if err := os.RemoveAll(dir); err != nil {
 		b.Fatal(err)
 	}
-	set, done := open()
+	set, settle, done := open()
 	r := rand.New(rand.NewPCG(1, 1))
 	// Values are half random bytes, half a repeat of them.
 	pool := make([]byte, 1<<20+100)
@@ -283,7 +290,12 @@ func readsLoad(b *testing.B, dir string, open func() (set func(k, v []byte) erro
 	}
 	order := r.Perm(readsKeys)
 	key := make([]byte, 16)
-	for _, i := range order {
+	for j, i := range order {
+		if j == len(order)-readsMemKeys {
+			if err := settle(); err != nil {
+				b.Fatal(err)
+			}
+		}
 		off := r.IntN(len(pool) - 100)
 		if err := set(readsKey(key, 2*uint64(i)), pool[off:off+100]); err != nil {
 			b.Fatal(err)
@@ -300,18 +312,20 @@ func readsLoad(b *testing.B, dir string, open func() (set func(k, v []byte) erro
 type readsBloomkv struct{ d *DB }
 
 func openReadsBloomkv(b *testing.B, dir string) readsEngine {
-	readsLoad(b, dir, func() (func(k, v []byte) error, func() error) {
+	readsLoad(b, dir, func() (func(k, v []byte) error, func() error, func() error) {
 		d, err := Open(dir, &Options{Logger: quietLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}
-		return func(k, v []byte) error { return d.Set(k, v, NoSync) }, func() error {
+		set := func(k, v []byte) error { return d.Set(k, v, NoSync) }
+		settle := func() error {
 			if err := d.Flush(); err != nil {
 				return err
 			}
 			waitForCompactions(b, d)
-			return d.Close()
+			return nil
 		}
+		return set, settle, d.Close
 	})
 	d, err := Open(dir, &Options{Logger: quietLogger(), ReadOnly: true})
 	if err != nil {
@@ -374,13 +388,14 @@ func readsPebbleOptions(readOnly bool) (*pebble.Options, *pebble.Cache) {
 }
 
 func openReadsPebble(b *testing.B, dir string) readsEngine {
-	readsLoad(b, dir, func() (func(k, v []byte) error, func() error) {
+	readsLoad(b, dir, func() (func(k, v []byte) error, func() error, func() error) {
 		o, c := readsPebbleOptions(false)
 		d, err := pebble.Open(dir, o)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return func(k, v []byte) error { return d.Set(k, v, pebble.NoSync) }, func() error {
+		set := func(k, v []byte) error { return d.Set(k, v, pebble.NoSync) }
+		settle := func() error {
 			if err := d.Flush(); err != nil {
 				return err
 			}
@@ -393,10 +408,14 @@ func openReadsPebble(b *testing.B, dir string) readsEngine {
 					quiet++
 				}
 			}
+			return nil
+		}
+		done := func() error {
 			err := d.Close()
 			c.Unref()
 			return err
 		}
+		return set, settle, done
 	})
 	o, c := readsPebbleOptions(true)
 	d, err := pebble.Open(dir, o)
