@@ -171,19 +171,24 @@ func (it *blockIter) corrupt(off int, msg string) error {
 // nextOffset, or the error.
 func (it *blockIter) decodeAt(off int) bool {
 	p := it.data[off:]
-	shared, n1 := uvarint(p)
-	if n1 <= 0 {
-		return it.corrupt(off, "bad shared-length varint") == nil
+	var shared, unshared, vlen uint64
+	var h int
+	if len(p) >= 3 && (p[0]|p[1]|p[2]) < 0x80 {
+		// The common case: three one-byte varints.
+		shared, unshared, vlen, h = uint64(p[0]), uint64(p[1]), uint64(p[2]), 3
+	} else {
+		var n1, n2, n3 int
+		if shared, n1 = uvarint(p); n1 <= 0 {
+			return it.corrupt(off, "bad shared-length varint") == nil
+		}
+		if unshared, n2 = uvarint(p[n1:]); n2 <= 0 {
+			return it.corrupt(off, "bad key-length varint") == nil
+		}
+		if vlen, n3 = uvarint(p[n1+n2:]); n3 <= 0 {
+			return it.corrupt(off, "bad value-length varint") == nil
+		}
+		h = n1 + n2 + n3
 	}
-	unshared, n2 := uvarint(p[n1:])
-	if n2 <= 0 {
-		return it.corrupt(off, "bad key-length varint") == nil
-	}
-	vlen, n3 := uvarint(p[n1+n2:])
-	if n3 <= 0 {
-		return it.corrupt(off, "bad value-length varint") == nil
-	}
-	h := n1 + n2 + n3
 	rest := uint64(len(p) - h)
 	if shared > uint64(len(it.key)) || unshared > rest || vlen > rest-unshared {
 		return it.corrupt(off, fmt.Sprintf("entry (shared %d, key %d, value %d) overruns the block or the previous key (%d)", shared, unshared, vlen, len(it.key))) == nil
@@ -279,6 +284,13 @@ func (it *blockIter) restartKey(i int) ([]byte, bool) {
 		return nil, false
 	}
 	p := it.data[off:]
+	if len(p) >= 3 && (p[0]|p[1]|p[2]) < 0x80 {
+		// The common case: three one-byte varints.
+		if p[0] != 0 || int(p[1]) > len(p)-3 {
+			return nil, false
+		}
+		return p[3 : 3+int(p[1])], true
+	}
 	shared, n1 := uvarint(p)
 	unshared, n2 := uvarint(p[max(n1, 0):])
 	_, n3 := uvarint(p[max(n1, 0)+max(n2, 0):])
