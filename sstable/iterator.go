@@ -184,7 +184,14 @@ func (it *Iter) Next() bool {
 	if it.err != nil || !it.valid {
 		return false
 	}
-	return it.settle(it.skipForward(it.data.next()))
+	ok := it.data.next()
+	if ok && len(it.data.key) >= base.TrailerLen {
+		// Within the block: no error can have arisen (the data iterator
+		// decoded the entry, the index did not move), and the key holds a
+		// trailer.
+		return true
+	}
+	return it.settle(it.skipForward(ok))
 }
 
 // Prev moves to the previous entry.
