@@ -31,6 +31,8 @@ type Iter struct {
 	// the block's memory can be reused afterwards.
 	counted bool
 	h       cache.Handle
+	// ra reads ahead for counted iterators walking blocks in file order.
+	ra readahead
 }
 
 // NewIter returns an iterator over the table, positioned nowhere.
@@ -61,6 +63,7 @@ func (t *Reader) NewCompactionIter() *Iter {
 // no references until told.
 func (it *Iter) reset(t *Reader, reuse bool) {
 	it.release()
+	it.ra.reset()
 	it.t, it.valid, it.err, it.reuse, it.bypassCache, it.counted = t, false, nil, reuse, false, false
 	it.data.err, it.data.valid = nil, false
 	if err := it.index.init(t, reuse); err != nil {
@@ -92,7 +95,7 @@ func (it *Iter) loadBlock() bool {
 	case it.bypassCache:
 		b, err = it.t.readBlockInto(bh, "data", &it.bufs)
 	case it.counted:
-		b, it.h, err = it.t.countedBlock(bh)
+		b, it.h, err = it.t.countedBlock(bh, &it.ra)
 	default:
 		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs)
 	}
@@ -263,6 +266,7 @@ func (it *Iter) Error() error { return it.err }
 func (it *Iter) Close() error {
 	err := it.err
 	it.release()
+	it.ra.release()
 	it.valid = false
 	it.err = ErrIterClosed
 	return err

@@ -72,6 +72,9 @@ type Reader struct {
 	// iterators hold by counted references, so that a data block's memory
 	// is reused once it has left the cache and no iterator is on it.
 	cc *cache.Cache
+	// dataEnd bounds the data blocks: the lowest offset of the other
+	// blocks, which follow them. Read-ahead stops there.
+	dataEnd uint64
 }
 
 // NewReader opens the table of size bytes that r holds. It checks the footer
@@ -121,6 +124,10 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		return nil, mi.err
 	}
 	t.meta = handles
+	t.dataEnd = min(t.footer.metaindex.Offset, t.footer.index.Offset)
+	for _, bh := range handles {
+		t.dataEnd = min(t.dataEnd, bh.Offset)
+	}
 	if bh, ok := handles[metaPropertiesName]; ok {
 		b, err := t.readBlock(bh, "properties")
 		if err != nil {
@@ -380,6 +387,12 @@ func (t *Reader) decodeBlock(bh BlockHandle, kind string, buf []byte, bufs *bloc
 	if err := t.readAt(buf, bh.Offset); err != nil {
 		return nil, fmt.Errorf("%s block %s: %w", kind, bh, err)
 	}
+	return t.checkDecode(bh, kind, buf, bufs, alloc)
+}
+
+// checkDecode checks the stored block at bh, in buf (its stored length plus
+// the trailer), and decompresses it as decodeBlock does.
+func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *blockBufs, alloc func(int) []byte) ([]byte, error) {
 	body, typ := buf[:bh.Length], buf[bh.Length]
 	stored := uint32(buf[bh.Length+1]) | uint32(buf[bh.Length+2])<<8 | uint32(buf[bh.Length+3])<<16 | uint32(buf[bh.Length+4])<<24
 	if got := maskedCRC(body, typ); got != stored {
@@ -437,15 +450,120 @@ func (t *Reader) cachedBlock(bh BlockHandle, kind string) ([]byte, error) {
 
 // countedBlock returns the data block at bh through bloomkv's cache, with a
 // reference the caller must release; a block read on a miss goes into memory
-// from cache.Alloc.
-func (t *Reader) countedBlock(bh BlockHandle) ([]byte, cache.Handle, error) {
+// from cache.Alloc. ra, when given, is the caller's read-ahead: misses of a
+// sequential walk are served from file bytes read ahead in one go.
+func (t *Reader) countedBlock(bh BlockHandle, ra *readahead) ([]byte, cache.Handle, error) {
+	if ra != nil {
+		ra.saw(bh)
+	}
 	if h, ok := t.cc.GetRef(t.opts.FileNum, bh.Offset); ok {
 		return h.Value(), h, nil
 	}
 	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
+		if ra != nil {
+			if raw := ra.stored(t, bh); raw != nil {
+				return t.verifyAlloc(bh, "data", raw, cache.Alloc)
+			}
+		}
 		return t.readBlockAlloc(bh, "data", cache.Alloc)
 	})
 	return h.Value(), h, err
+}
+
+// verifyAlloc verifies and decompresses the stored block raw (read into
+// memory the caller reuses) into memory from alloc.
+func (t *Reader) verifyAlloc(bh BlockHandle, kind string, raw []byte, alloc func(int) []byte) ([]byte, error) {
+	out, err := t.checkDecode(bh, kind, raw, nil, alloc)
+	if err == nil && len(out) > 0 && &out[0] == &raw[0] {
+		// Stored uncompressed: the block is in raw itself.
+		b := alloc(len(out))
+		copy(b, out)
+		out = b
+	}
+	return out, err
+}
+
+// Read-ahead: once an iterator has loaded blocks that follow one another in
+// the file raStart times in a row, a miss reads raMin bytes from the block on
+// in one read, and each further read-ahead twice as many, up to raMax; the
+// misses that follow are decoded from those bytes instead of a read each.
+const (
+	raStart = 2
+	raMin   = 16 << 10
+	raMax   = 256 << 10
+)
+
+// raBufs are read-ahead buffers, of up to raMax bytes.
+var raBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// readahead is an iterator's read-ahead state for one table.
+type readahead struct {
+	buf  *[]byte // from raBufs; nil until the first read-ahead
+	off  uint64  // file offset of (*buf)[0]
+	n    int     // bytes of buf read
+	next uint64  // where the last block loaded ends
+	seq  int     // blocks loaded in a row that each followed the last
+	size int     // the next read-ahead's size
+}
+
+// saw records a block the iterator loads, hit or miss.
+func (ra *readahead) saw(bh BlockHandle) {
+	if bh.Offset == ra.next {
+		ra.seq++
+	} else {
+		ra.seq, ra.size = 0, 0
+	}
+	ra.next = bh.Offset + bh.Length + blockTrailerLen
+}
+
+// stored returns the stored bytes (with the trailer) of the block at bh from
+// the read-ahead, reading ahead first when the walk is sequential and bh lies
+// past what was read; nil when the block should be read on its own (as it is
+// when the read-ahead fails: its error is the block's own read's to report).
+func (ra *readahead) stored(t *Reader, bh BlockHandle) []byte {
+	n := bh.Length + blockTrailerLen
+	if bh.Length > maxBlockLen || bh.Offset > t.size || n > t.size-bh.Offset {
+		return nil // readBlockAlloc reports it
+	}
+	if ra.buf != nil && bh.Offset >= ra.off && bh.Offset+n <= ra.off+uint64(ra.n) {
+		return (*ra.buf)[bh.Offset-ra.off:][:n]
+	}
+	if ra.seq < raStart {
+		return nil
+	}
+	ra.size = min(max(2*ra.size, raMin), raMax)
+	end := min(bh.Offset+uint64(ra.size), max(t.dataEnd, bh.Offset+n), t.size)
+	if end-bh.Offset <= n {
+		return nil // nothing to read beyond the block
+	}
+	if ra.buf == nil {
+		ra.buf = raBufs.Get().(*[]byte)
+	}
+	if cap(*ra.buf) < ra.size {
+		*ra.buf = make([]byte, ra.size)
+	}
+	ra.off, ra.n = bh.Offset, int(end-bh.Offset)
+	if err := t.readAt((*ra.buf)[:ra.n], ra.off); err != nil {
+		// Let the block's own read succeed or fail as it would have,
+		// and start over.
+		ra.n, ra.seq, ra.size = 0, 0, 0
+		return nil
+	}
+	return (*ra.buf)[:n]
+}
+
+// reset forgets the read-ahead, keeping its buffer, for another table.
+func (ra *readahead) reset() {
+	buf := ra.buf
+	*ra = readahead{buf: buf}
+}
+
+// release forgets the read-ahead and returns its buffer.
+func (ra *readahead) release() {
+	if ra.buf != nil {
+		raBufs.Put(ra.buf)
+	}
+	*ra = readahead{}
 }
 
 // Properties returns the table's properties.

@@ -252,3 +252,63 @@ func TestValuesSurviveCacheChurn(t *testing.T) {
 		t.Fatalf("no evictions: %+v", m)
 	}
 }
+
+// failingAfter fails every read of the data blocks longer than limit bytes.
+type failingAfter struct {
+	r       *bytes.Reader
+	limit   int
+	dataEnd int64
+}
+
+func (f *failingAfter) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) > f.limit && off < f.dataEnd {
+		return 0, fmt.Errorf("read of %d bytes refused", len(p))
+	}
+	return f.r.ReadAt(p, off)
+}
+
+// TestReadAhead: a scan through a cache that keeps nothing reads the file a
+// few times, not once a block; a read-ahead that fails leaves each block to
+// its own read, which succeeds.
+func TestReadAhead(t *testing.T) {
+	data := tableOfKeys(t, 50000)
+	cr := &countingReader{r: bytes.NewReader(data)}
+	rd, err := NewReader(cr, int64(len(data)), ReaderOptions{Cache: cache.New(1, cache.Options{Shards: 1}), FileNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, dataEnd := 0, int64(len(data))
+	for _, b := range rd.Blocks().Blocks {
+		if b.Kind == BlockData {
+			blocks++
+		} else {
+			dataEnd = min(dataEnd, int64(b.Handle.Offset))
+		}
+	}
+	scan := func(rd *Reader) {
+		t.Helper()
+		it := rd.NewIter()
+		n := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			if want := fmt.Sprintf("key%06d", n); string(it.Key().UserKey) != want || string(it.Value()) != "value" {
+				t.Fatalf("entry %d: %s = %q", n, it.Key().UserKey, it.Value())
+			}
+			n++
+		}
+		if err := it.Close(); err != nil || n != 50000 {
+			t.Fatalf("scanned %d entries: %v", n, err)
+		}
+	}
+	before := cr.reads.Load()
+	scan(rd)
+	if reads := cr.reads.Load() - before; reads*4 > int64(blocks) {
+		t.Fatalf("a scan of %d data blocks read the file %d times", blocks, reads)
+	}
+
+	fr := &failingAfter{r: bytes.NewReader(data), limit: 8 << 10, dataEnd: dataEnd}
+	rd, err = NewReader(fr, int64(len(data)), ReaderOptions{Cache: cache.New(1, cache.Options{Shards: 1}), FileNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scan(rd)
+}
