@@ -36,11 +36,15 @@ type Iterator struct {
 	key    []byte
 	value  []byte
 	keyBuf []byte
-	valBuf []byte
-	valid  bool
-	back   bool // moving backward: the merged iterator is before the key
-	err    error
-	closed bool
+	// seekBuf holds the key of the last seek: the caller's key may alias
+	// this iterator's Key or Value, which the seek's children overwrite or
+	// release as they move.
+	seekBuf []byte
+	valBuf  []byte
+	valid   bool
+	back    bool // moving backward: the merged iterator is before the key
+	err     error
+	closed  bool
 }
 
 // NewIter returns an iterator over the store as it is now. A nil o means no
@@ -155,13 +159,15 @@ func (it *Iterator) SeekLT(key []byte) bool {
 
 func (it *Iterator) seekGE(key []byte) bool {
 	it.back = false
-	it.m.seekGE(key)
+	it.seekBuf = append(it.seekBuf[:0], key...)
+	it.m.seekGE(it.seekBuf)
 	return it.findNext()
 }
 
 func (it *Iterator) seekLT(key []byte) bool {
 	it.back = true
-	it.m.seekLT(key)
+	it.seekBuf = append(it.seekBuf[:0], key...)
+	it.m.seekLT(it.seekBuf)
 	return it.findPrev()
 }
 
@@ -199,10 +205,12 @@ func (it *Iterator) Prev() bool {
 // Valid reports whether the iterator is at a key.
 func (it *Iterator) Valid() bool { return it.valid }
 
-// Key returns the current key. It is valid until the next move.
+// Key returns the current key. It is valid until the next move or Close;
+// copy it to keep it.
 func (it *Iterator) Key() []byte { return it.key }
 
-// Value returns the current value. It is valid until the next move.
+// Value returns the current value. It is valid until the next move or
+// Close; copy it to keep it.
 func (it *Iterator) Value() []byte { return it.value }
 
 // Error returns the error that stopped the iterator, if any.
