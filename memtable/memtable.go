@@ -1,37 +1,84 @@
 // Package memtable is bloomkv's in-memory write buffer: the newest writes, in
-// internal-key order, until they are flushed to a table. It is a B-tree
-// (github.com/google/btree) of internal keys. Writers insert under a lock;
-// point reads search under a shared lock; an iterator walks a copy-on-write
-// clone of the tree, a consistent snapshot that writers do not disturb.
+// internal-key order, until they are flushed to a table.
+//
+// The table is a skiplist whose nodes live in an arena: chunks of bytes
+// without Go pointers, so the garbage collector never scans them. A node
+// refers to its neighbours by 32-bit handles (chunk number and 8-byte unit
+// within the chunk), and carries its key and value right after its header.
+//
+// Writers take a mutex, so one inserts at a time (the DB has a single writer
+// anyway: the commit leader). A writer links a node bottom level first and
+// publishes every link with an atomic store, so readers, which take no lock,
+// always find a well-formed list. Each node holds an insertion number; a
+// write makes its nodes visible by raising the table's visible number once
+// it has linked all of them, so readers see a batch whole or not at all, and
+// an iterator, which keeps the visible number of its creation, sees the table
+// as it was then.
 package memtable
 
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	"github.com/google/btree"
+	"unsafe"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
-// entryOverhead approximates the memory an entry costs beyond its key and
-// value bytes (tree slot, slice headers, node share), for size accounting.
-const entryOverhead = 56
+// entryOverhead is what an entry costs in the arena beyond its key and value
+// bytes, on average: header, prev link, tower (2 levels) and alignment.
+// Size counts it per entry. TestSizeMatchesArena keeps it honest.
+const entryOverhead = 47
 
-// chunkSize is the size of the arena chunks that hold keys and values.
-const chunkSize = 64 << 10
+const (
+	// maxHeight bounds a node's tower: with a 1/2 chance of each further
+	// level, 32 levels serve 2^32 entries.
+	maxHeight = 32
+	unitShift = 3  // handles count 8-byte units
+	unitBits  = 15 // the unit within a chunk: a handle's low bits
+	unitMask  = 1<<unitBits - 1
+	maxChunks = 1 << (32 - unitBits) // chunk numbers: a handle's high bits
+	// chunkSize is the size of the largest regular chunk (256 KiB, the
+	// span a handle's unit bits address); the first is firstChunk and each
+	// new one twice the last, so that a small table stays small.
+	chunkSize  = 1 << (unitBits + unitShift)
+	firstChunk = 16 << 10
+	// bigRecord is the size beyond which a node or value gets a chunk of its
+	// own rather than leaving most of a regular chunk unused.
+	bigRecord = chunkSize / 4
+	hdrSize   = int(unsafe.Sizeof(node{}))
+	valHdr    = int(unsafe.Sizeof(valueRec{}))
+)
 
-// entry is a tree item. prefix holds the user key's first 8 bytes
-// (big-endian, zero-padded) inline, so that most comparisons are decided
-// without following the key's pointer, a likely cache miss.
-type entry struct {
+// node is the header of a skiplist node. Before it in the arena lie its
+// level-0 prev link (4 bytes just below) and, below that, its tower of next
+// links, level 0 highest; after it, its user key and then its value.
+type node struct {
+	trailer base.Trailer
+	// prefix holds the user key's first 8 bytes (big-endian, zero-padded)
+	// so that most comparisons are decided without reading the key.
 	prefix uint64
-	key    base.InternalKey
-	value  []byte
+	keyLen uint32
+	valLen uint32
+	// ord is the node's insertion number; readers ignore nodes at or above
+	// the visible number they read.
+	ord uint32
+	// repl is the handle of the newest valueRec replacing the value, or 0.
+	repl atomic.Uint32
+}
+
+// valueRec is a value that replaced an entry's earlier one (Add of the same
+// internal key twice); its bytes follow it.
+type valueRec struct {
+	prev uint32 // the valueRec it replaced, or 0
+	ord  uint32
+	len  uint32
+	_    uint32
 }
 
 // keyPrefix returns the first 8 bytes of k as a big-endian integer, padded
@@ -46,51 +93,87 @@ func keyPrefix(k []byte) uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-func makeEntry(key base.InternalKey, value []byte) entry {
-	return entry{prefix: keyPrefix(key.UserKey), key: key, value: value}
-}
-
-func less(a, b entry) bool {
-	if a.prefix != b.prefix {
-		return a.prefix < b.prefix
-	}
-	return base.CompareInternal(a.key, b.key) < 0
-}
-
 // MemTable is a sorted in-memory table of internal keys. It is safe for
 // concurrent use: any number of readers and iterators alongside writers.
 type MemTable struct {
-	mu    sync.RWMutex
-	tree  *btree.BTreeG[entry]
-	chunk []byte // arena: the unused tail of the current chunk
-	size  atomic.Int64
-	count atomic.Int64
-	// rangeDels are the range deletions, in the order written; numDels
-	// mirrors their count for lock-free checks.
-	rangeDels []rangedel.Tombstone
-	numDels   atomic.Int32
+	// Read by readers.
+	dir     atomic.Pointer[[]unsafe.Pointer] // chunk bases, by chunk number
+	height  atomic.Uint32                    // the tallest tower's height
+	visible atomic.Uint32                    // nodes with ord below it are visible
+	size    atomic.Int64
+	count   atomic.Int64
+	dels    atomic.Pointer[[]rangedel.Tombstone] // in the order written
+	head    uint32                               // handle of the head node (no key)
+
+	// The writer's, under mu.
+	mu       sync.Mutex
+	chunks   []unsafe.Pointer // what dir points to a copy of
+	cur      unsafe.Pointer   // the regular chunk being filled
+	curNum   uint32           // its chunk number
+	curOff   int              // its first free byte
+	curCap   int              // its size
+	nextOrd  uint32
+	wSize    int64
+	wCount   int64
+	wDels    []rangedel.Tombstone
+	delsDone int // how many of wDels are published
+	rng      uint64
+	used     int64 // arena bytes taken: padding counted, unused chunk tails not
+	addFn    func(base.InternalKey, []byte)
 }
 
 // New returns an empty MemTable.
 func New() *MemTable {
-	return &MemTable{tree: btree.NewG[entry](32, less)}
+	m := &MemTable{nextOrd: 1, rng: rand.Uint64() | 1}
+	m.addFn = m.addLocked
+	m.newChunk(firstChunk)
+	m.head, _ = m.alloc(4*maxHeight+4, hdrSize)
+	m.height.Store(1)
+	m.visible.Store(1)
+	return m
 }
 
-// copyIn copies b into the arena; the caller holds the write lock.
-func (m *MemTable) copyIn(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
+// newChunk starts a regular chunk of size bytes.
+func (m *MemTable) newChunk(size int) {
+	m.cur, m.curNum = m.addChunk(size)
+	m.curOff, m.curCap = 0, size
+}
+
+// addChunk allocates a chunk and publishes it in the directory before any
+// node in it can be linked.
+func (m *MemTable) addChunk(size int) (unsafe.Pointer, uint32) {
+	if len(m.chunks) == maxChunks {
+		panic("memtable: arena full (32 GiB)")
 	}
-	if len(b) > chunkSize/4 { // large values get their own allocation
-		return append([]byte(nil), b...)
+	buf := make([]byte, size)
+	m.chunks = append(m.chunks, unsafe.Pointer(unsafe.SliceData(buf)))
+	d := m.chunks // readers use their copy's length, below what append writes
+	m.dir.Store(&d)
+	return m.chunks[len(m.chunks)-1], uint32(len(m.chunks) - 1)
+}
+
+// alloc reserves pre bytes before an 8-aligned point and post bytes from it,
+// and returns the point's handle and address.
+func (m *MemTable) alloc(pre, post int) (uint32, unsafe.Pointer) {
+	need := pre + post + 7
+	if need > bigRecord {
+		at := (pre + 7) &^ 7
+		base, num := m.addChunk(at + post)
+		m.used += int64(at + post)
+		return num<<unitBits | uint32(at>>unitShift), unsafe.Add(base, at)
 	}
-	if len(m.chunk) < len(b) {
-		m.chunk = make([]byte, chunkSize)
+	at := (m.curOff + pre + 7) &^ 7
+	if at+post > m.curCap {
+		size := min(2*m.curCap, chunkSize)
+		for size < need {
+			size *= 2
+		}
+		m.newChunk(size)
+		at = (pre + 7) &^ 7
 	}
-	out := m.chunk[:len(b):len(b)]
-	copy(out, b)
-	m.chunk = m.chunk[len(b):]
-	return out
+	m.used += int64(at + post - m.curOff)
+	m.curOff = at + post
+	return m.curNum<<unitBits | uint32(at>>unitShift), unsafe.Add(m.cur, at)
 }
 
 // Add inserts one entry, copying key and value. An entry with the same user
@@ -99,6 +182,7 @@ func (m *MemTable) copyIn(b []byte) []byte {
 func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	m.mu.Lock()
 	m.addLocked(key, value)
+	m.publish()
 	m.mu.Unlock()
 }
 
@@ -108,32 +192,243 @@ type Batch interface {
 	Each(fn func(key base.InternalKey, value []byte))
 }
 
-// Apply inserts every entry of b while holding the write lock once, so a
+// Apply inserts every entry of b and then makes them visible together, so a
 // reader sees all of them or none.
 func (m *MemTable) Apply(b Batch) {
 	m.mu.Lock()
-	b.Each(m.addLocked)
+	b.Each(m.addFn)
+	m.publish()
 	m.mu.Unlock()
 }
 
+// publish makes what the writer added visible to readers.
+func (m *MemTable) publish() {
+	if m.delsDone != len(m.wDels) {
+		d := m.wDels
+		m.dels.Store(&d)
+		m.delsDone = len(d)
+	}
+	m.size.Store(m.wSize)
+	m.count.Store(m.wCount)
+	m.visible.Store(m.nextOrd)
+}
+
 func (m *MemTable) addLocked(key base.InternalKey, value []byte) {
+	if m.nextOrd == ^uint32(0) {
+		panic("memtable: too many entries")
+	}
 	if key.Kind() == base.KindRangeDelete {
 		// The key is the range's start and the value its end.
-		m.rangeDels = append(m.rangeDels, rangedel.Tombstone{
-			Start: m.copyIn(key.UserKey), End: m.copyIn(value), SeqNum: key.SeqNum(),
+		b := make([]byte, len(key.UserKey)+len(value))
+		copy(b, key.UserKey)
+		copy(b[len(key.UserKey):], value)
+		m.wDels = append(m.wDels, rangedel.Tombstone{
+			Start: b[:len(key.UserKey):len(key.UserKey)], End: b[len(key.UserKey):], SeqNum: key.SeqNum(),
 		})
-		m.numDels.Add(1)
-		m.size.Add(int64(len(key.UserKey) + len(value) + entryOverhead))
-		m.count.Add(1)
+		m.wSize += int64(len(key.UserKey) + len(value) + entryOverhead)
+		m.wCount++
 		return
 	}
-	e := makeEntry(base.InternalKey{UserKey: m.copyIn(key.UserKey), Trailer: key.Trailer}, m.copyIn(value))
-	if old, replaced := m.tree.ReplaceOrInsert(e); replaced {
-		m.size.Add(-int64(len(old.key.UserKey) + len(old.value) + entryOverhead))
-		m.count.Add(-1)
+	m.insert(key, value)
+}
+
+// at returns the address of the node with handle h; dir is a directory at
+// least as new as the link h was read from.
+func at(dir []unsafe.Pointer, h uint32) unsafe.Pointer {
+	return unsafe.Add(dir[h>>unitBits], uintptr(h&unitMask)<<unitShift)
+}
+
+// next returns the link of the node at p at level l.
+func next(p unsafe.Pointer, l int) uint32 {
+	return (*atomic.Uint32)(unsafe.Add(p, -8-4*l)).Load()
+}
+
+func setNext(p unsafe.Pointer, l int, h uint32) {
+	(*atomic.Uint32)(unsafe.Add(p, -8-4*l)).Store(h)
+}
+
+// prev returns the level-0 predecessor of the node at p (the head's handle
+// for the first node).
+func prev(p unsafe.Pointer) uint32 {
+	return (*atomic.Uint32)(unsafe.Add(p, -4)).Load()
+}
+
+func nodeKey(p unsafe.Pointer) []byte {
+	n := (*node)(p)
+	if n.keyLen == 0 {
+		return nil
 	}
-	m.size.Add(int64(len(key.UserKey) + len(value) + entryOverhead))
-	m.count.Add(1)
+	return unsafe.Slice((*byte)(unsafe.Add(p, hdrSize)), n.keyLen)
+}
+
+// compare orders the node at p against the internal key (prefix, key,
+// trailer), as base.CompareInternal does.
+func compare(p unsafe.Pointer, prefix uint64, key []byte, trailer base.Trailer) int {
+	n := (*node)(p)
+	if n.prefix != prefix {
+		if n.prefix < prefix {
+			return -1
+		}
+		return 1
+	}
+	nk := nodeKey(p)
+	if len(nk) >= 16 && len(key) >= 16 {
+		// Keys that share their first 8 bytes (zero-padded numbers, common
+		// prefixes) often differ in the next 8: compare them inline.
+		a, b := binary.BigEndian.Uint64(nk[8:]), binary.BigEndian.Uint64(key[8:])
+		if a != b {
+			if a < b {
+				return -1
+			}
+			return 1
+		}
+		nk, key = nk[16:], key[16:]
+	}
+	if c := bytes.Compare(nk, key); c != 0 {
+		return c
+	}
+	switch {
+	case n.trailer > trailer:
+		return -1
+	case n.trailer < trailer:
+		return 1
+	}
+	return 0
+}
+
+// seek descends from the top level to the last node before the key at each
+// level, recording it in preds when preds is not nil, and returns the
+// level-0 one (the head when there is none) and its successor (0 when there
+// is none). dir is updated when a link leads to a newer chunk.
+func (m *MemTable) seek(dir *[]unsafe.Pointer, key base.InternalKey, preds *[maxHeight]uint32) (pred, succ uint32, found bool) {
+	prefix := keyPrefix(key.UserKey)
+	x := m.head
+	xp := at(*dir, x)
+	var ge uint32 // a node known not to be before the key
+	for l := int(m.height.Load()) - 1; l >= 0; l-- {
+		for {
+			nx := next(xp, l)
+			if nx == 0 || nx == ge {
+				succ = nx
+				break
+			}
+			if nx>>unitBits >= uint32(len(*dir)) {
+				*dir = *m.dir.Load()
+			}
+			np := at(*dir, nx)
+			c := compare(np, prefix, key.UserKey, key.Trailer)
+			if c >= 0 {
+				ge, found, succ = nx, c == 0, nx
+				break
+			}
+			x, xp = nx, np
+		}
+		if preds != nil {
+			preds[l] = x
+		}
+	}
+	// succ is the node the bottom level's search stopped at. Reading x's
+	// next link again would be wrong: a writer may have linked a node
+	// after x since, one that sorts before the key.
+	return x, succ, found
+}
+
+// randomHeight draws a tower height: each level beyond the first with
+// probability 1/2, which, with comparisons the search knows the outcome of
+// skipped, visits fewer nodes than 1/4 or 1/e for little more memory.
+func (m *MemTable) randomHeight() int {
+	// xorshift64*, whose high bits are the good ones
+	m.rng ^= m.rng >> 12
+	m.rng ^= m.rng << 25
+	m.rng ^= m.rng >> 27
+	return min(1+bits.LeadingZeros64(m.rng*2685821657736338717), maxHeight)
+}
+
+// insert adds a point entry; the caller holds mu.
+func (m *MemTable) insert(key base.InternalKey, value []byte) {
+	var preds [maxHeight]uint32
+	dir := m.chunks
+	pred, succ, found := m.seek(&dir, key, &preds)
+	if found {
+		m.replace(succ, value)
+		return
+	}
+	h := m.randomHeight()
+	if top := int(m.height.Load()); h > top {
+		for l := top; l < h; l++ {
+			preds[l] = m.head
+		}
+		m.height.Store(uint32(h))
+	}
+	if uint64(len(key.UserKey))+uint64(len(value)) > 1<<32-1-uint64(hdrSize) {
+		panic("memtable: key and value too large")
+	}
+	nh, p := m.alloc(4*h+4, hdrSize+len(key.UserKey)+len(value))
+	dir = m.chunks
+	n := (*node)(p)
+	n.trailer = key.Trailer
+	n.prefix = keyPrefix(key.UserKey)
+	n.keyLen = uint32(len(key.UserKey))
+	n.valLen = uint32(len(value))
+	n.ord = m.nextOrd
+	m.nextOrd++
+	body := unsafe.Slice((*byte)(unsafe.Add(p, hdrSize)), len(key.UserKey)+len(value))
+	copy(body, key.UserKey)
+	copy(body[len(key.UserKey):], value)
+	// The new node's links, before it is reachable: plain stores.
+	*(*uint32)(unsafe.Add(p, -4)) = pred
+	for l := range h {
+		*(*uint32)(unsafe.Add(p, -8-4*l)) = next(at(dir, preds[l]), l)
+	}
+	// Link it, level 0 first, so that a node found at a level is in every
+	// level below; then point its successor back at it.
+	for l := range h {
+		setNext(at(dir, preds[l]), l, nh)
+	}
+	if succ != 0 {
+		(*atomic.Uint32)(unsafe.Add(at(dir, succ), -4)).Store(nh)
+	}
+	m.wSize += int64(len(key.UserKey) + len(value) + entryOverhead)
+	m.wCount++
+}
+
+// replace gives the node h a new value.
+func (m *MemTable) replace(h uint32, value []byte) {
+	n := (*node)(at(m.chunks, h))
+	old := n.valLen
+	if r := n.repl.Load(); r != 0 {
+		old = (*valueRec)(at(m.chunks, r)).len
+	}
+	rh, p := m.alloc(0, valHdr+len(value))
+	rec := (*valueRec)(p)
+	rec.prev, rec.ord, rec.len = n.repl.Load(), m.nextOrd, uint32(len(value))
+	m.nextOrd++
+	copy(unsafe.Slice((*byte)(unsafe.Add(p, valHdr)), len(value)), value)
+	n.repl.Store(rh)
+	m.wSize += int64(len(value)) - int64(old)
+}
+
+// valueOf returns the value of the node at p as a reader with visible number
+// vis sees it.
+func valueOf(dir *[]unsafe.Pointer, m *MemTable, p unsafe.Pointer, vis uint32) []byte {
+	n := (*node)(p)
+	for r := n.repl.Load(); r != 0; {
+		if r>>unitBits >= uint32(len(*dir)) {
+			*dir = *m.dir.Load()
+		}
+		rec := (*valueRec)(at(*dir, r))
+		if rec.ord < vis {
+			if rec.len == 0 {
+				return nil
+			}
+			return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(rec), valHdr)), rec.len)
+		}
+		r = rec.prev
+	}
+	if n.valLen == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(p, hdrSize+int(n.keyLen))), n.valLen)
 }
 
 // Size returns the approximate memory the entries take, in bytes.
@@ -154,150 +449,163 @@ func (m *MemTable) Get(userKey []byte, seq base.SeqNum) (value []byte, key base.
 		return nil, key, false
 	}
 	seq = min(seq, base.SeqNumMax+1)
-	pivot := makeEntry(base.MakeInternalKey(userKey, seq-1, base.KindMax), nil)
-	m.mu.RLock()
-	m.tree.AscendGreaterOrEqual(pivot, func(e entry) bool {
-		if bytes.Equal(e.key.UserKey, userKey) {
-			value, key, found = e.value, e.key, true
+	vis := m.visible.Load()
+	dir := *m.dir.Load()
+	_, h, _ := m.seek(&dir, base.MakeInternalKey(userKey, seq-1, base.KindMax), nil)
+	for h != 0 {
+		if h>>unitBits >= uint32(len(dir)) {
+			dir = *m.dir.Load()
 		}
-		return false
-	})
-	m.mu.RUnlock()
-	return value, key, found
+		p := at(dir, h)
+		n := (*node)(p)
+		k := nodeKey(p)
+		if !bytes.Equal(k, userKey) {
+			break
+		}
+		if n.ord < vis {
+			return valueOf(&dir, m, p, vis), base.InternalKey{UserKey: k, Trailer: n.trailer}, true
+		}
+		h = next(p, 0)
+	}
+	return nil, key, false
 }
 
 // RangeDelCover returns the highest sequence number below seq of the range
 // deletions covering userKey, or 0 when none does.
 func (m *MemTable) RangeDelCover(userKey []byte, seq base.SeqNum) base.SeqNum {
-	if m.numDels.Load() == 0 {
+	d := m.dels.Load()
+	if d == nil {
 		return 0
 	}
 	var cover base.SeqNum
-	m.mu.RLock()
-	for _, t := range m.rangeDels {
+	for _, t := range *d {
 		if t.SeqNum < seq && t.SeqNum > cover && t.Covers(userKey) {
 			cover = t.SeqNum
 		}
 	}
-	m.mu.RUnlock()
 	return cover
 }
 
 // RangeDels returns the range deletions written so far, unfragmented. The
 // slice is the caller's; the keys alias the table's memory.
 func (m *MemTable) RangeDels() []rangedel.Tombstone {
-	if m.numDels.Load() == 0 {
+	d := m.dels.Load()
+	if d == nil {
 		return nil
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return slices.Clone(m.rangeDels)
+	return slices.Clone(*d)
 }
 
 // NewIter returns an iterator over a snapshot of the table: entries added
 // after NewIter are not seen.
 func (m *MemTable) NewIter() *Iter {
-	m.mu.Lock() // Clone must not run concurrently with a writer
-	snap := m.tree.Clone()
-	m.mu.Unlock()
-	return &Iter{tree: snap}
+	return &Iter{m: m, vis: m.visible.Load(), dir: *m.dir.Load()}
 }
-
-// refill is the number of entries an iterator takes from the tree at a time.
-const refill = 64
 
 // Iter walks a MemTable snapshot in internal-key order: First, Last, SeekGE,
 // SeekLT, Next, Prev. Keys and values alias the table's memory. It is not
 // safe for concurrent use.
 type Iter struct {
-	tree    *btree.BTreeG[entry]
-	buf     []entry // entries around the position, in the direction of travel
-	pos     int
-	forward bool
+	m   *MemTable
+	vis uint32 // the visible number when the iterator was made
+	dir []unsafe.Pointer
+	h   uint32 // the current node, or 0
+	p   unsafe.Pointer
 }
 
-// fill loads up to refill entries in the direction of travel: from pivot on
-// (ascending) or back from it (descending), pivot itself included when incl;
-// from the start or the end of the table when pivot is nil.
-func (it *Iter) fill(forward bool, pivot *entry, incl bool) bool {
-	it.buf, it.pos, it.forward = it.buf[:0], 0, forward
-	fn := func(e entry) bool {
-		if pivot != nil && !incl && base.CompareInternal(e.key, pivot.key) == 0 {
+// node returns the address of node h, refreshing the directory if h lies in
+// a chunk newer than it.
+func (it *Iter) node(h uint32) unsafe.Pointer {
+	if h>>unitBits >= uint32(len(it.dir)) {
+		it.dir = *it.m.dir.Load()
+	}
+	return at(it.dir, h)
+}
+
+// forward settles on the first visible node from h on.
+func (it *Iter) forward(h uint32) bool {
+	for h != 0 {
+		p := it.node(h)
+		if (*node)(p).ord < it.vis {
+			it.h, it.p = h, p
 			return true
 		}
-		it.buf = append(it.buf, e)
-		return len(it.buf) < refill
+		h = next(p, 0)
 	}
-	switch {
-	case forward && pivot == nil:
-		it.tree.Ascend(fn)
-	case forward:
-		it.tree.AscendGreaterOrEqual(*pivot, fn)
-	case pivot == nil:
-		it.tree.Descend(fn)
-	default:
-		it.tree.DescendLessOrEqual(*pivot, fn)
+	it.h, it.p = 0, nil
+	return false
+}
+
+// backward settles on the last visible node from h back.
+func (it *Iter) backward(h uint32) bool {
+	for h != it.m.head {
+		p := it.node(h)
+		if (*node)(p).ord < it.vis {
+			it.h, it.p = h, p
+			return true
+		}
+		h = prev(p)
 	}
-	return len(it.buf) > 0
+	it.h, it.p = 0, nil
+	return false
 }
 
 // First moves to the first entry.
-func (it *Iter) First() bool { return it.fill(true, nil, false) }
+func (it *Iter) First() bool { return it.forward(next(it.node(it.m.head), 0)) }
 
 // Last moves to the last entry.
-func (it *Iter) Last() bool { return it.fill(false, nil, false) }
+func (it *Iter) Last() bool {
+	x := it.m.head
+	xp := it.node(x)
+	for l := int(it.m.height.Load()) - 1; l >= 0; l-- {
+		for nx := next(xp, l); nx != 0; nx = next(xp, l) {
+			x, xp = nx, it.node(nx)
+		}
+	}
+	return it.backward(x)
+}
 
 // SeekGE moves to the first entry whose internal key is ≥ key.
 func (it *Iter) SeekGE(key base.InternalKey) bool {
-	e := makeEntry(key, nil)
-	return it.fill(true, &e, true)
+	_, succ, _ := it.m.seek(&it.dir, key, nil)
+	return it.forward(succ)
 }
 
 // SeekLT moves to the last entry whose internal key is < key.
 func (it *Iter) SeekLT(key base.InternalKey) bool {
-	e := makeEntry(key, nil)
-	return it.fill(false, &e, false)
+	pred, _, _ := it.m.seek(&it.dir, key, nil)
+	return it.backward(pred)
 }
 
 // Valid reports whether the iterator is at an entry.
-func (it *Iter) Valid() bool { return it.pos < len(it.buf) }
+func (it *Iter) Valid() bool { return it.h != 0 }
 
 // Next moves to the next entry.
 func (it *Iter) Next() bool {
-	if !it.Valid() {
+	if it.h == 0 {
 		return false
 	}
-	cur := it.buf[it.pos]
-	if it.forward {
-		if it.pos++; it.pos < len(it.buf) {
-			return true
-		}
-	}
-	return it.fill(true, &cur, false)
+	return it.forward(next(it.p, 0))
 }
 
 // Prev moves to the previous entry.
 func (it *Iter) Prev() bool {
-	if !it.Valid() {
+	if it.h == 0 {
 		return false
 	}
-	cur := it.buf[it.pos]
-	if !it.forward {
-		if it.pos++; it.pos < len(it.buf) {
-			return true
-		}
-	}
-	return it.fill(false, &cur, false)
+	return it.backward(prev(it.p))
 }
 
 // Key returns the current entry's internal key.
-func (it *Iter) Key() base.InternalKey { return it.buf[it.pos].key }
+func (it *Iter) Key() base.InternalKey {
+	return base.InternalKey{UserKey: nodeKey(it.p), Trailer: (*node)(it.p).trailer}
+}
 
 // Value returns the current entry's value.
-func (it *Iter) Value() []byte { return it.buf[it.pos].value }
+func (it *Iter) Value() []byte { return valueOf(&it.dir, it.m, it.p, it.vis) }
 
 // Close releases the iterator.
 func (it *Iter) Close() error {
-	it.buf, it.tree = nil, nil
+	*it = Iter{}
 	return nil
 }
