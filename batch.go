@@ -33,6 +33,9 @@ const batchHeaderLen = batchrepr.HeaderLen
 type Batch struct {
 	data  []byte
 	count uint32
+	// waiter is the batch's place in the commit queue while Apply runs,
+	// kept here so that a commit allocates nothing.
+	waiter commitWaiter
 }
 
 // NewBatch returns an empty batch.
@@ -40,6 +43,27 @@ func (d *DB) NewBatch() *Batch { return newBatch() }
 
 func newBatch() *Batch {
 	return &Batch{data: make([]byte, batchHeaderLen, 64)}
+}
+
+// maxPooledBatch is the largest batch encoding DB.Set and friends keep for
+// reuse; a bigger one (a large value) goes to the collector.
+const maxPooledBatch = 64 << 10
+
+// getBatch returns an empty batch for a one-write commit.
+func (d *DB) getBatch() *Batch {
+	if b, ok := d.batches.Get().(*Batch); ok {
+		return b
+	}
+	return newBatch()
+}
+
+// putBatch keeps b for reuse; its commit is over.
+func (d *DB) putBatch(b *Batch) {
+	if cap(b.data) > maxPooledBatch {
+		return
+	}
+	b.Reset()
+	d.batches.Put(b)
 }
 
 func (b *Batch) init() {

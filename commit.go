@@ -2,7 +2,6 @@ package bloomkv
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -47,7 +46,9 @@ func (d *DB) commit(w *commitWaiter) error {
 			n++
 		}
 	}
-	group := slices.Clone(d.queue[:n])
+	// The leader alone uses d.group until it hands the lead on below.
+	d.group = append(d.group[:0], d.queue[:n]...)
+	group := d.group
 	d.commitMu.Unlock()
 
 	err := d.commitGroup(group)
@@ -56,7 +57,12 @@ func (d *DB) commit(w *commitWaiter) error {
 	for _, g := range group {
 		g.err, g.done = err, true
 	}
-	d.queue = d.queue[n:]
+	// Move the waiters behind the group to the front, so that appends reuse
+	// the queue's memory instead of growing it from its end.
+	rest := copy(d.queue, d.queue[n:])
+	clear(d.queue[rest:])
+	d.queue = d.queue[:rest]
+	clear(group)
 	d.commitCond.Broadcast()
 	d.commitMu.Unlock()
 	return w.err
@@ -126,7 +132,7 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 	}
 	d.metrics.walBytes.Add(bytes)
 	for _, g := range group {
-		mem.mt.Apply(walBatch(g.batch.data))
+		mem.mt.Apply((*batchEntries)(g.batch))
 	}
 	d.visibleSeq.Store(uint64(last))
 	return nil

@@ -107,6 +107,8 @@ type DB struct {
 	commitMu   sync.Mutex
 	commitCond *sync.Cond
 	queue      []*commitWaiter
+	group      []*commitWaiter // the leader's copy of its group, reused
+	batches    sync.Pool       // *Batch for Set, Delete and DeleteRange
 	wal        *logFile
 	walW       *record.Writer
 
@@ -401,7 +403,7 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 			if err != nil {
 				return nil, fmt.Errorf("bloomkv: %s: %w", name, err)
 			}
-			mem.Apply(walBatch(rec))
+			mem.Apply(&batchEntries{data: rec})
 			if count > 0 {
 				d.lastSeq = max(d.lastSeq, seq+base.SeqNum(count)-1)
 			}
@@ -453,11 +455,13 @@ func (d *DB) checkFilesPresent(names []string, logs []uint64) error {
 	return nil
 }
 
-// walBatch applies an encoded (already checked) batch to a memtable.
-type walBatch []byte
+// batchEntries is a batch as the memtable reads it (memtable.Batch): its
+// encoding, already checked. A pointer to it fits in an interface without
+// an allocation, which a commit would otherwise make.
+type batchEntries Batch
 
-func (b walBatch) Each(fn func(key base.InternalKey, value []byte)) {
-	batchrepr.Decode(b, func(seq base.SeqNum, e batchrepr.Entry) {
+func (b *batchEntries) Each(fn func(key base.InternalKey, value []byte)) {
+	batchrepr.Decode(b.data, func(seq base.SeqNum, e batchrepr.Entry) {
 		fn(base.MakeInternalKey(e.Key, seq, e.Kind), e.Value)
 	})
 }
@@ -742,7 +746,8 @@ func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, hash uint64, seq
 
 // Set writes value under key.
 func (d *DB) Set(key, value []byte, o *WriteOptions) error {
-	b := newBatch()
+	b := d.getBatch()
+	defer d.putBatch(b)
 	if err := b.Set(key, value); err != nil {
 		return err
 	}
@@ -751,7 +756,8 @@ func (d *DB) Set(key, value []byte, o *WriteOptions) error {
 
 // Delete removes key.
 func (d *DB) Delete(key []byte, o *WriteOptions) error {
-	b := newBatch()
+	b := d.getBatch()
+	defer d.putBatch(b)
 	if err := b.Delete(key); err != nil {
 		return err
 	}
@@ -761,7 +767,8 @@ func (d *DB) Delete(key []byte, o *WriteOptions) error {
 // DeleteRange removes every key in [start, end) written before it. start
 // must not sort after end; an empty range does nothing.
 func (d *DB) DeleteRange(start, end []byte, o *WriteOptions) error {
-	b := newBatch()
+	b := d.getBatch()
+	defer d.putBatch(b)
 	if err := b.DeleteRange(start, end); err != nil {
 		return err
 	}
@@ -769,7 +776,8 @@ func (d *DB) DeleteRange(start, end []byte, o *WriteOptions) error {
 }
 
 // Apply writes every write of b atomically: after a crash all of them are in
-// the store or none is. A nil o means NoSync.
+// the store or none is. A nil o means NoSync. b may be reused once Apply
+// returns, and must not be applied by two calls at once.
 func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 	if d.closedFlag.Load() {
 		return ErrClosed
@@ -780,8 +788,11 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 	if b == nil || b.Empty() {
 		return nil
 	}
-	sync := o != nil && o.Sync
-	return d.commit(&commitWaiter{batch: b, sync: sync})
+	w := &b.waiter
+	*w = commitWaiter{batch: b, sync: o != nil && o.Sync}
+	err := d.commit(w)
+	*w = commitWaiter{}
+	return err
 }
 
 // Flush writes the memtable to a table and waits for it.
