@@ -231,6 +231,7 @@ func (d *DB) rotateLocked() error {
 		return d.walFailedLocked(fmt.Errorf("starting %s: %w", d.path(logName(num)), err))
 	}
 	old.Close()
+	d.wal.recycle(old)
 	d.imm = append(d.imm, d.mem)
 	d.mem = &memEntry{mt: memtable.New(), logNum: num}
 	d.publish()

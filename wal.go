@@ -12,6 +12,12 @@ import (
 // written: past it, a commit waits for the writer instead of queueing more.
 const maxLogPending = 4 << 20
 
+// logHelpBytes is the queue length at which Write writes the queue itself
+// when the writer goroutine has not taken it. The goroutine shares the CPU
+// with the committer and with compactions, and on a busy machine it was
+// seen to wait tens of milliseconds to run while megabytes queued up.
+const logHelpBytes = 64 << 10
+
 // logFile is a write-ahead log file with a writer goroutine of its own. A
 // commit hands its records to Write, which queues them and returns; the
 // goroutine writes the queue to the file in the order it came. Sync returns
@@ -49,7 +55,10 @@ func newLogFile(f vfs.File, name string, size int64, onFail func(error)) *logFil
 	return l
 }
 
-// Write queues p. It waits only while the queue is over maxLogPending.
+// Write queues p. Once the queue holds logHelpBytes and the writer
+// goroutine is not writing, it writes the queue itself; it waits only while
+// the queue is over maxLogPending. An error it returns from its own write
+// is not passed to onFail: the caller reports it.
 func (l *logFile) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -64,19 +73,65 @@ func (l *logFile) Write(p []byte) (int, error) {
 	}
 	l.pending = append(l.pending, p...)
 	if !l.writing {
-		l.work.Signal()
+		if len(l.pending) < logHelpBytes {
+			l.work.Signal()
+		} else if err := l.writeQueued(); err != nil {
+			return 0, err
+		}
 	}
 	return len(p), nil
 }
 
-// Flush waits until every byte queued so far is written.
+// Flush waits until every byte queued so far is written, writing the queue
+// itself when the writer goroutine is not.
 func (l *logFile) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.err == nil && (len(l.pending) > 0 || l.writing) {
+		if !l.writing {
+			return l.writeQueued()
+		}
 		l.idle.Wait()
 	}
 	return l.err
+}
+
+// writeQueued writes the queue to the file. l.mu is held, unlocked during
+// the write; nobody else is writing. On a failed write it sets l.err,
+// empties the queue and returns the error; it returns nil when the queue
+// is written, and l.err if an earlier write had failed.
+func (l *logFile) writeQueued() error {
+	if l.err != nil {
+		// Nothing may follow a record that did not reach the file.
+		l.pending = l.pending[:0]
+		l.idle.Broadcast()
+		return l.err
+	}
+	buf := l.pending
+	l.pending, l.spare = l.spare[:0], nil
+	l.writing = true
+	l.mu.Unlock()
+	n, err := l.f.Write(buf)
+	if err == nil && n < len(buf) {
+		err = io.ErrShortWrite
+	}
+	l.mu.Lock()
+	l.writing = false
+	l.spare = buf[:0]
+	at := l.written
+	l.written += int64(n)
+	if err != nil && l.err == nil {
+		l.err = fmt.Errorf("bloomkv: writing %s at offset %d: %w", l.name, at+int64(n), err)
+		l.pending = l.pending[:0]
+	}
+	l.idle.Broadcast()
+	if len(l.pending) > 0 || l.closing {
+		l.work.Signal() // the writer goroutine waits while someone else writes
+	}
+	if err != nil {
+		return l.err
+	}
+	return nil
 }
 
 // Sync writes and syncs every byte queued so far. The caller serializes
@@ -108,42 +163,39 @@ func (l *logFile) Close() error {
 	return l.f.Close()
 }
 
+// recycle gives l the queue buffers of old, a closed log, so that a new log
+// does not grow its own from nothing. l takes no writes yet.
+func (l *logFile) recycle(old *logFile) {
+	old.mu.Lock()
+	bufs := [2][]byte{old.pending, old.spare}
+	old.pending, old.spare = nil, nil
+	old.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.pending) == 0 && !l.writing && l.spare == nil {
+		l.pending, l.spare = bufs[0][:0], bufs[1][:0]
+	}
+}
+
 func (l *logFile) writeLoop() {
 	defer close(l.done)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for {
-		for len(l.pending) == 0 && !l.closing {
+		for (len(l.pending) == 0 || l.writing) && !l.closing {
 			l.work.Wait()
 		}
-		if len(l.pending) == 0 {
-			return // closing, and all is written
+		for l.writing { // closing while a Write or Flush writes
+			l.idle.Wait()
 		}
-		if l.err != nil {
-			// Nothing may follow a record that did not reach the file.
-			l.pending = l.pending[:0]
-			l.idle.Broadcast()
+		if len(l.pending) == 0 {
+			if l.closing {
+				return // all is written
+			}
 			continue
 		}
-		buf := l.pending
-		l.pending, l.spare = l.spare[:0], nil
-		l.writing = true
-		l.mu.Unlock()
-		n, err := l.f.Write(buf)
-		if err == nil && n < len(buf) {
-			err = io.ErrShortWrite
-		}
-		l.mu.Lock()
-		l.writing = false
-		l.spare = buf[:0]
-		at := l.written
-		l.written += int64(n)
-		failed := err != nil && l.err == nil
-		if failed {
-			l.err = fmt.Errorf("bloomkv: writing %s at offset %d: %w", l.name, at+int64(n), err)
-			l.pending = l.pending[:0]
-		}
-		l.idle.Broadcast()
+		hadErr := l.err != nil
+		failed := l.writeQueued() != nil && !hadErr
 		if failed && l.onFail != nil {
 			// Waiters have seen the error; onFail takes DB.mu, which a
 			// waiter (rotateLocked) may hold, so call it unlocked.
