@@ -28,12 +28,16 @@ func walFile(t *testing.T, fs *vfs.MemFS) string {
 }
 
 func readFile(t *testing.T, fs vfs.FS, name string) []byte {
+	t.Helper()
 	f, err := fs.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	b, _ := io.ReadAll(f)
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatalf("reading %s: %v", name, err)
+	}
 	return b
 }
 

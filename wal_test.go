@@ -3,7 +3,6 @@ package bloomkv
 import (
 	"bytes"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -22,20 +21,6 @@ func newTestLog(t *testing.T, fs vfs.FS, name string) (*logFile, chan error) {
 	}
 	failed := make(chan error, 4)
 	return newLogFile(f, name, 0, func(err error) { failed <- err }), failed
-}
-
-func readAll(t *testing.T, fs vfs.FS, name string) []byte {
-	t.Helper()
-	f, err := fs.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // TestLogFileKeepsOrder writes records of many sizes, some past
@@ -74,7 +59,7 @@ func TestLogFileKeepsOrder(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := readAll(t, fs, "/000001.log"); !bytes.Equal(got, want) {
+	if got := readFile(t, fs, "/000001.log"); !bytes.Equal(got, want) {
 		t.Fatalf("the log holds %d bytes, want %d, or they differ", len(got), len(want))
 	}
 	select {
