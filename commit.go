@@ -174,7 +174,7 @@ func (d *DB) rescueLocked() {
 		return
 	}
 	d.imm = append(d.imm, d.mem)
-	d.mem = &memEntry{mt: memtable.New(), logNum: d.allocFileNum()}
+	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: d.allocFileNum()}
 	d.publish()
 	d.cond.Broadcast()
 }
@@ -233,7 +233,7 @@ func (d *DB) rotateLocked() error {
 	old.Close()
 	d.wal.recycle(old)
 	d.imm = append(d.imm, d.mem)
-	d.mem = &memEntry{mt: memtable.New(), logNum: num}
+	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: num}
 	d.publish()
 	d.cond.Broadcast() // wake the flusher
 	return nil

@@ -223,7 +223,7 @@ func (d *DB) open() error {
 		return err
 	}
 	if d.opts.ReadOnly {
-		d.mem = &memEntry{mt: memtable.New()}
+		d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize)}
 		if !mem.Empty() {
 			d.imm = []*memEntry{{mt: mem}}
 		}
@@ -261,7 +261,7 @@ func (d *DB) open() error {
 	if err := d.createWAL(walNum); err != nil {
 		return err
 	}
-	d.mem = &memEntry{mt: memtable.New(), logNum: walNum}
+	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: walNum}
 	d.visibleSeq.Store(uint64(d.lastSeq))
 	d.publish()
 	d.deleteObsolete()
@@ -361,7 +361,7 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 	if err := d.checkFilesPresent(names, logs); err != nil {
 		return nil, err
 	}
-	mem := memtable.New()
+	mem := memtable.NewSized(d.opts.MemTableSize)
 	tornIn := "" // a log that ended torn; only later logs without records may follow
 	for _, num := range logs {
 		name := d.path(logName(num))
@@ -653,12 +653,13 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 // order holds for them as for points).
 func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 	var tomb base.SeqNum
+	hash := filterblock.Hash(key) // for the memtables' filters and the tables'
 	for i := len(s.imm); i >= 0; i-- {
 		mt := s.mem.mt
 		if i < len(s.imm) {
 			mt = s.imm[i].mt
 		}
-		v, ik, ok := mt.Get(key, seq)
+		v, ik, ok := mt.GetHash(key, hash, seq)
 		tomb = max(tomb, mt.RangeDelCover(key, seq))
 		if ok {
 			if ik.Kind() == base.KindSet {
@@ -670,7 +671,6 @@ func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 			return nil, ErrNotFound
 		}
 	}
-	hash := filterblock.Hash(key)
 	for l := range manifest.NumLevels {
 		files := s.version.Levels[l]
 		if l > 0 {

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
@@ -120,9 +121,23 @@ type MemTable struct {
 	rng      uint64
 	used     int64 // arena bytes taken: padding counted, unused chunk tails not
 	addFn    func(base.InternalKey, []byte)
+
+	// filter holds the user keys of the point entries (see keyFilter);
+	// it has no words in a table made by New.
+	filter keyFilter
 }
 
-// New returns an empty MemTable.
+// NewSized returns an empty MemTable expected to grow to about size bytes
+// (Size). It keeps a filter of its user keys sized for that, so that a Get
+// of a key it lacks (nearly every Get of a store whose data is mostly in
+// tables) is answered without a search.
+func NewSized(size int64) *MemTable {
+	m := New()
+	m.filter = newKeyFilter(size)
+	return m
+}
+
+// New returns an empty MemTable, without a key filter.
 func New() *MemTable {
 	m := &MemTable{nextOrd: 1, rng: rand.Uint64() | 1}
 	m.addFn = m.addLocked
@@ -228,6 +243,11 @@ func (m *MemTable) addLocked(key base.InternalKey, value []byte) {
 		m.wSize += int64(len(key.UserKey) + len(value) + entryOverhead)
 		m.wCount++
 		return
+	}
+	if m.filter.words != nil {
+		// Before the entry becomes visible (publish), so a reader that
+		// can see it finds its bits set.
+		m.filter.add(filterblock.Hash(key.UserKey))
 	}
 	m.insert(key, value)
 }
@@ -445,7 +465,12 @@ func (m *MemTable) Empty() bool { return m.Len() == 0 }
 // table's memory; the caller must not modify them). found is false when
 // there is none. Range deletions are not applied (RangeDelCover).
 func (m *MemTable) Get(userKey []byte, seq base.SeqNum) (value []byte, key base.InternalKey, found bool) {
-	if seq == 0 {
+	return m.GetHash(userKey, filterblock.Hash(userKey), seq)
+}
+
+// GetHash is Get for a caller that has hashed userKey with filterblock.Hash.
+func (m *MemTable) GetHash(userKey []byte, hash uint64, seq base.SeqNum) (value []byte, key base.InternalKey, found bool) {
+	if seq == 0 || !m.filter.mayContain(hash) {
 		return nil, key, false
 	}
 	seq = min(seq, base.SeqNumMax+1)
@@ -608,4 +633,49 @@ func (it *Iter) Value() []byte { return valueOf(&it.dir, it.m, it.p, it.vis) }
 func (it *Iter) Close() error {
 	*it = Iter{}
 	return nil
+}
+
+// keyFilter is a Bloom filter of the user keys added to a MemTable, blocked
+// to one 64-bit word per key: the hash's high half picks the word and its
+// low bits keyFilterProbes bits in it. The writer sets bits with atomic ORs
+// under the write lock, before the entry is published; readers load words
+// without a lock. Every point entry is added, deletions included, since a
+// deletion here hides older versions in tables.
+type keyFilter struct {
+	words []atomic.Uint64
+}
+
+// keyFilterProbes is the number of bits a key sets in its word.
+const keyFilterProbes = 4
+
+// newKeyFilter sizes a filter for a table of about size bytes: a bit per
+// byte, so 16 bits or more per key for entries of 128 bytes or more, whose
+// false positives stay under about 1%.
+func newKeyFilter(size int64) keyFilter {
+	n := min(max(size/8/64, 64), 1<<24)
+	return keyFilter{words: make([]atomic.Uint64, n)}
+}
+
+func (f *keyFilter) mask(hash uint64) (*atomic.Uint64, uint64) {
+	w := &f.words[(hash>>32)*uint64(len(f.words))>>32]
+	var m uint64
+	for i := range keyFilterProbes {
+		m |= 1 << ((hash >> (6 * i)) & 63)
+	}
+	return w, m
+}
+
+func (f *keyFilter) add(hash uint64) {
+	w, m := f.mask(hash)
+	w.Or(m)
+}
+
+// mayContain reports whether a key of this hash may have been added; a
+// filter without words (New) always answers yes.
+func (f *keyFilter) mayContain(hash uint64) bool {
+	if f.words == nil {
+		return true
+	}
+	w, m := f.mask(hash)
+	return w.Load()&m == m
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
@@ -17,10 +18,22 @@ type kv struct {
 }
 
 // TestAgainstModel adds random entries and compares Get, iteration both ways
-// and seeks with a sorted slice.
+// and seeks with a sorted slice, on a table without a key filter and on one
+// whose filter is small for its keys (so that it answers "maybe" often).
 func TestAgainstModel(t *testing.T) {
+	for _, sized := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sized=%v", sized), func(t *testing.T) {
+			m := New()
+			if sized {
+				m = NewSized(16 << 10)
+			}
+			testAgainstModel(t, m)
+		})
+	}
+}
+
+func testAgainstModel(t *testing.T, m *MemTable) {
 	r := rand.New(rand.NewPCG(1, 1))
-	m := New()
 	var model []kv
 	seen := map[string]bool{}
 	for range 5000 {
@@ -144,7 +157,7 @@ func (b testBatch) Each(fn func(base.InternalKey, []byte)) {
 // together (under -race in CI). Readers check batches are all-or-nothing: a
 // batch writes keys 0-9 at one sequence number.
 func TestConcurrentUse(t *testing.T) {
-	m := New()
+	m := NewSized(1 << 20)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for w := range 2 {
@@ -182,7 +195,10 @@ func TestConcurrentUse(t *testing.T) {
 						return
 					}
 				}
-				m.Get([]byte("key3"), base.SeqNumMax)
+				if _, _, found := m.Get([]byte("key3"), base.SeqNumMax); !found && len(perSeq) > 0 {
+					t.Error("key3 not found after an iterator saw a batch")
+					return
+				}
 			}
 		}()
 	}
@@ -251,4 +267,40 @@ func TestPrefixOrder(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestKeyFilter: a table sized for its keys answers a Get of an absent key
+// from its filter nearly always, and never misses a present one, deletions
+// included; a range deletion is not a point entry and stays out.
+func TestKeyFilter(t *testing.T) {
+	m := NewSized(4 << 20)
+	value := make([]byte, 100)
+	key := func(i int) []byte { return []byte(fmt.Sprintf("%016d", i)) }
+	n := 0
+	for ; m.Size() < 4<<20; n++ {
+		kind := base.KindSet
+		if n%10 == 0 {
+			kind = base.KindDelete
+		}
+		m.Add(base.MakeInternalKey(key(2*n), base.SeqNum(n+1), kind), value)
+	}
+	for i := range n {
+		if !m.filter.mayContain(filterblock.Hash(key(2 * i))) {
+			t.Fatalf("the filter lacks key %d", 2*i)
+		}
+		if _, ik, found := m.Get(key(2*i), base.SeqNumMax); !found || ik.SeqNum() != base.SeqNum(i+1) {
+			t.Fatalf("Get(%d) = %v, %v", 2*i, ik, found)
+		}
+	}
+	const probes = 100_000
+	maybes := 0
+	for i := range probes {
+		if m.filter.mayContain(filterblock.Hash(key(2*i + 1))) {
+			maybes++
+		}
+	}
+	if rate := float64(maybes) / probes; rate > 0.01 {
+		t.Fatalf("%d keys in %d bytes: false-positive rate %.4f", n, len(m.filter.words)*8, rate)
+	}
+	t.Logf("%d keys, %d filter bytes: false-positive rate %.4f", n, len(m.filter.words)*8, float64(maybes)/probes)
 }
