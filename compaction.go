@@ -36,6 +36,14 @@ func (c *compaction) all() []*manifest.FileMetadata {
 	return append(slices.Clip(c.inputs[0]), c.inputs[1]...)
 }
 
+// inputLevel returns the level of c.inputs[i].
+func (c *compaction) inputLevel(i int) int {
+	if i == 0 {
+		return c.level
+	}
+	return c.outputLevel
+}
+
 // stripe returns the number of open snapshots that cannot see seq: entries
 // in the same stripe are seen by the same snapshots, so within a stripe only
 // the newest version of a key matters. Stripe 0 is seen by every snapshot.
@@ -138,13 +146,19 @@ func (d *DB) pickFileLocked(l int) *compaction {
 // or returns nil when a table it needs is busy or a running compaction
 // writes into its range.
 func (d *DB) setupLocked(l int, inputs []*manifest.FileMetadata) *compaction {
+	return d.setupIntoLocked(l, l+1, inputs)
+}
+
+// setupIntoLocked is setupLocked into level out > l; the levels between
+// must hold nothing in the inputs' range (manualSetupLocked checks).
+func (d *DB) setupIntoLocked(l, out int, inputs []*manifest.FileMetadata) *compaction {
 	if len(inputs) == 0 {
 		return nil
 	}
-	c := &compaction{level: l, outputLevel: l + 1}
+	c := &compaction{level: l, outputLevel: out}
 	c.inputs[0] = inputs
 	c.lo, c.hi = keyRange(inputs)
-	c.inputs[1] = d.version.Overlapping(l+1, c.lo, c.hi)
+	c.inputs[1] = d.version.Overlapping(out, c.lo, c.hi)
 	if len(c.inputs[1]) > 0 {
 		c.lo, c.hi = keyRange(c.all())
 	}
@@ -314,7 +328,7 @@ func (d *DB) compactLocked(c *compaction) error {
 	edit := &manifest.VersionEdit{}
 	for i, files := range c.inputs {
 		for _, f := range files {
-			edit.DeletedFiles = append(edit.DeletedFiles, manifest.DeletedFile{Level: c.level + i, FileNum: f.FileNum})
+			edit.DeletedFiles = append(edit.DeletedFiles, manifest.DeletedFile{Level: c.inputLevel(i), FileNum: f.FileNum})
 		}
 	}
 	var bytesOut uint64
@@ -342,7 +356,7 @@ func (d *DB) compactLocked(c *compaction) error {
 		lm[c.outputLevel].bytesWritten.Add(bytesOut)
 		for i, files := range c.inputs {
 			for _, f := range files {
-				lm[c.level+i].bytesRead.Add(f.Size)
+				lm[c.inputLevel(i)].bytesRead.Add(f.Size)
 			}
 		}
 	}
@@ -542,13 +556,13 @@ func (d *DB) Compact(start, end []byte) error {
 			if len(inputs) == 0 {
 				break
 			}
-			c := d.setupLocked(l, inputs)
+			c := d.manualSetupLocked(l, inputs)
 			if c == nil {
 				d.cond.Wait() // a background compaction holds a table
 				continue
 			}
 			c.manual = true
-			if c.outputLevel == manifest.NumLevels-1 {
+			if c.outputLevel == manifest.NumLevels-1 && c.level == l {
 				c.move = false // rewrite into the last level to drop deletions
 			}
 			d.startLocked(c)
@@ -557,10 +571,75 @@ func (d *DB) Compact(start, end []byte) error {
 			if err != nil {
 				return err
 			}
+			if c.level != l {
+				continue // tables below moved down; now level l's
+			}
 			break
 		}
 	}
 	return d.compactLastLevelLocked(start, end)
+}
+
+// manualSetupLocked picks the next step of Compact at level l, whose
+// tables in the range are inputs. Levels that hold nothing in the inputs'
+// range are skipped: the inputs go into the first level below l holding
+// keys in their range, or into the last level. And when that level's
+// tables in the range have nothing below them, they first move to the last
+// level (a manifest edit; the returned compaction is then of their level,
+// not l), so that the inputs merge with them there, once. A store whose
+// data sits in level 0 and level 1 is then rewritten once, into the last
+// level, rather than into level 1 and then again into the last level.
+// It returns nil when a table it needs is busy or a running compaction
+// writes into its range.
+func (d *DB) manualSetupLocked(l int, inputs []*manifest.FileMetadata) *compaction {
+	const last = manifest.NumLevels - 1
+	lo, hi := keyRange(inputs)
+	out := l + 1
+	for out < last && d.levelClearLocked(out, lo, hi) {
+		out++
+	}
+	if out < last {
+		if below := d.version.Overlapping(out, lo, hi); len(below) > 0 {
+			blo, bhi := keyRange(below)
+			clear := true
+			for ll := out + 1; ll <= last && clear; ll++ {
+				clear = d.levelClearLocked(ll, blo, bhi)
+			}
+			if clear {
+				c := &compaction{level: out, outputLevel: last, move: true, lo: blo, hi: bhi}
+				c.inputs[0] = below
+				if d.conflictsLocked(c) {
+					return nil
+				}
+				return c
+			}
+		}
+	}
+	c := d.setupIntoLocked(l, out, inputs)
+	if c == nil {
+		return nil
+	}
+	for ll := l + 1; ll < out; ll++ {
+		if !d.levelClearLocked(ll, c.lo, c.hi) {
+			// The tables of out widened the range onto a level between.
+			return d.setupLocked(l, inputs)
+		}
+	}
+	return c
+}
+
+// levelClearLocked reports whether level l holds no table overlapping
+// [lo, hi] and no running compaction writes into that range of it.
+func (d *DB) levelClearLocked(l int, lo, hi []byte) bool {
+	if len(d.version.Overlapping(l, lo, hi)) > 0 {
+		return false
+	}
+	for _, r := range d.running {
+		if r.outputLevel == l && overlaps(r.lo, r.hi, lo, hi) {
+			return false
+		}
+	}
+	return true
 }
 
 // compactLastLevelLocked rewrites the last level's tables in [start, end]

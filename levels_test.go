@@ -449,3 +449,92 @@ func TestRangeArguments(t *testing.T) {
 	}
 	expect(t, d, "a", "1")
 }
+
+// TestCompactRewritesEachTableOnce: Compact of a store whose data sits in
+// level 0 and level 1 (and nothing below, as after a load smaller than
+// LBaseMaxBytes) moves level 1 to the last level and merges level 0 into
+// it: every table is read by one merge, and nothing is written into level
+// 1 on the way; every key reads its newest value after.
+func TestCompactRewritesEachTableOnce(t *testing.T) {
+	var mu sync.Mutex
+	var infos []CompactionInfo
+	o := memOpts(vfs.NewMem())
+	o.MemTableSize = 256 << 10
+	o.L0CompactionThreshold = 8 // the 3 flushes below leave tables in L0
+	o.L0StopWritesThreshold = 100
+	o.DisableCompression = true
+	o.EventListener.CompactionEnd = func(c CompactionInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		infos = append(infos, c)
+	}
+	d := mustOpen(t, "/db", o)
+	defer d.Close()
+	const n = 20_000
+	fillKeysOrder(t, d, n, 100, true)
+	waitForCompactions(t, d)
+	for i := range 1500 { // newer versions, in level-0 tables
+		if err := d.Set(levelKey(2*i), []byte("new"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+		if i%500 == 499 {
+			if err := d.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitForCompactions(t, d)
+	m := d.Metrics()
+	if m.Levels[0].Files == 0 || m.Levels[1].Files == 0 {
+		t.Fatalf("want tables in L0 and L1 only; tables per level: %v", levelFiles(m))
+	}
+	for l := 2; l < len(m.Levels); l++ {
+		if m.Levels[l].Files != 0 {
+			t.Fatalf("want tables in L0 and L1 only; tables per level: %v", levelFiles(m))
+		}
+	}
+	var before uint64
+	for _, l := range m.Levels {
+		before += l.Bytes
+	}
+	mu.Lock()
+	infos = nil
+	mu.Unlock()
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	var merged uint64
+	for _, c := range infos {
+		if c.Move || !c.Manual {
+			continue
+		}
+		if c.ToLevel != len(m.Levels)-1 {
+			t.Errorf("Compact merged L%d into L%d, not into the last level", c.FromLevel, c.ToLevel)
+		}
+		merged += c.BytesIn
+	}
+	mu.Unlock()
+	if merged != before {
+		t.Fatalf("Compact's merges read %d bytes of tables; the store held %d: a table was read more or less than once", merged, before)
+	}
+	for i := range n {
+		want := "new"
+		if i >= 1500 {
+			want = ""
+		}
+		v, err := d.Get(levelKey(2 * i))
+		if err != nil {
+			t.Fatalf("key %d: %v", 2*i, err)
+		}
+		if want != "" && string(v) != want {
+			t.Fatalf("key %d: %q, want %q", 2*i, v, want)
+		}
+		if want == "" && len(v) != 100 {
+			t.Fatalf("key %d: a value of %d bytes, want the first 100", 2*i, len(v))
+		}
+	}
+	if _, err := d.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
