@@ -107,12 +107,14 @@ func readCurrent(fs vfs.FS, dir string) (uint64, error) {
 
 // tableCache keeps an open Reader per table.
 type tableCache struct {
-	fs     vfs.FS
-	dir    string
-	cache  *cache.Cache
-	mu     sync.Mutex
-	tables map[uint64]*openTable
-	closed bool
+	fs    vfs.FS
+	dir   string
+	cache *cache.Cache
+	// buffers are the tables' shared scratch buffers.
+	buffers sstable.Buffers
+	mu      sync.Mutex
+	tables  map[uint64]*openTable
+	closed  bool
 	// pinned sums the memory the open tables hold outside the cache.
 	pinned atomic.Int64
 }
@@ -145,7 +147,7 @@ func (tc *tableCache) get(num uint64) (*sstable.Reader, error) {
 		}
 		size, err := f.Size()
 		if err == nil {
-			t.r, err = sstable.NewReader(f, size, sstable.ReaderOptions{Cache: tc.cache, FileNum: num, FileName: name})
+			t.r, err = sstable.NewReader(f, size, sstable.ReaderOptions{Cache: tc.cache, FileNum: num, FileName: name, Buffers: &tc.buffers})
 		}
 		if err != nil {
 			f.Close()

@@ -45,6 +45,26 @@ type ReaderOptions struct {
 	// then fetches them through the cache; a filter "no" still reads no
 	// data block.
 	CacheIndexAndFilterBlocks bool
+	// Buffers, when set, are scratch buffers this reader shares with
+	// others (a store's tables share one); without it the reader keeps
+	// its own.
+	Buffers *Buffers
+}
+
+// Buffers are scratch buffers that table readers share: for the stored
+// bytes of blocks read into new memory (a compressed block's are dead once
+// decompressed) and for iterators' read-ahead. The zero Buffers is ready to
+// use, and it is safe for concurrent use.
+type Buffers struct {
+	raw, readahead sync.Pool // of *[]byte
+}
+
+// getBuf returns a buffer from p, or a new empty one.
+func getBuf(p *sync.Pool) *[]byte {
+	if b, ok := p.Get().(*[]byte); ok {
+		return b
+	}
+	return new([]byte)
 }
 
 // RangeDeletion is one fragment of a range deletion: the user keys in
@@ -92,6 +112,9 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	}
 	if opts.Cache != nil && opts.FileNum == 0 {
 		return nil, fmt.Errorf("sstable: %s: a reader sharing a cache needs a non-zero FileNum", opts.FileName)
+	}
+	if opts.Buffers == nil {
+		opts.Buffers = new(Buffers)
 	}
 	t := &Reader{r: r, size: uint64(size), opts: opts}
 	t.cc, _ = opts.Cache.(*cache.Cache)
@@ -331,12 +354,7 @@ func grow(b []byte, n int) []byte {
 	return make([]byte, n)
 }
 
-// rawBufs are buffers for the stored bytes of blocks read into new memory:
-// a compressed block's stored bytes are dead once decompressed, so the read
-// reuses one of them instead of allocating.
-var rawBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-// maxPooledRaw bounds the buffers kept in rawBufs.
+// maxPooledRaw bounds the buffers kept in Buffers.raw.
 const maxPooledRaw = 256 << 10
 
 // readBlockInto reads, verifies and decompresses the block at bh, into bufs
@@ -364,7 +382,7 @@ func (t *Reader) readBlockAlloc(bh BlockHandle, kind string, alloc func(int) []b
 	if bh.Length > maxBlockLen || bh.Offset > t.size || bh.Length+blockTrailerLen > t.size-bh.Offset {
 		return nil, corruptionf("%s: %s block %s lies outside the file of %d bytes", t.opts.FileName, kind, bh, t.size)
 	}
-	pooled := rawBufs.Get().(*[]byte)
+	pooled := getBuf(&t.opts.Buffers.raw)
 	*pooled = grow(*pooled, int(bh.Length+blockTrailerLen))
 	out, err := t.decodeBlock(bh, kind, *pooled, nil, alloc)
 	if err == nil && len(out) > 0 && &out[0] == &(*pooled)[0] {
@@ -374,7 +392,7 @@ func (t *Reader) readBlockAlloc(bh BlockHandle, kind string, alloc func(int) []b
 		out = b
 	}
 	if cap(*pooled) <= maxPooledRaw {
-		rawBufs.Put(pooled)
+		t.opts.Buffers.raw.Put(pooled)
 	}
 	return out, err
 }
@@ -450,7 +468,7 @@ func (t *Reader) cachedBlock(bh BlockHandle, kind string) ([]byte, error) {
 
 // countedBlock returns the data block at bh through bloomkv's cache, with a
 // reference the caller must release; a block read on a miss goes into memory
-// from cache.Alloc. ra, when given, is the caller's read-ahead: misses of a
+// from the cache's Alloc. ra, when given, is the caller's read-ahead: misses of a
 // sequential walk are served from file bytes read ahead in one go.
 func (t *Reader) countedBlock(bh BlockHandle, ra *readahead) ([]byte, cache.Handle, error) {
 	if ra != nil {
@@ -462,10 +480,10 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead) ([]byte, cache.Hand
 	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
 		if ra != nil {
 			if raw := ra.stored(t, bh); raw != nil {
-				return t.verifyAlloc(bh, "data", raw, cache.Alloc)
+				return t.verifyAlloc(bh, "data", raw, t.cc.Alloc)
 			}
 		}
-		return t.readBlockAlloc(bh, "data", cache.Alloc)
+		return t.readBlockAlloc(bh, "data", t.cc.Alloc)
 	})
 	return h.Value(), h, err
 }
@@ -493,17 +511,15 @@ const (
 	raMax   = 256 << 10
 )
 
-// raBufs are read-ahead buffers, of up to raMax bytes.
-var raBufs = sync.Pool{New: func() any { return new([]byte) }}
-
 // readahead is an iterator's read-ahead state for one table.
 type readahead struct {
-	buf  *[]byte // from raBufs; nil until the first read-ahead
-	off  uint64  // file offset of (*buf)[0]
-	n    int     // bytes of buf read
-	next uint64  // where the last block loaded ends
-	seq  int     // blocks loaded in a row that each followed the last
-	size int     // the next read-ahead's size
+	buf  *[]byte    // up to raMax bytes; nil until the first read-ahead
+	pool *sync.Pool // where buf came from and goes back
+	off  uint64     // file offset of (*buf)[0]
+	n    int        // bytes of buf read
+	next uint64     // where the last block loaded ends
+	seq  int        // blocks loaded in a row that each followed the last
+	size int        // the next read-ahead's size
 }
 
 // saw records a block the iterator loads, hit or miss.
@@ -537,7 +553,8 @@ func (ra *readahead) stored(t *Reader, bh BlockHandle) []byte {
 		return nil // nothing to read beyond the block
 	}
 	if ra.buf == nil {
-		ra.buf = raBufs.Get().(*[]byte)
+		ra.pool = &t.opts.Buffers.readahead
+		ra.buf = getBuf(ra.pool)
 	}
 	if cap(*ra.buf) < ra.size {
 		*ra.buf = make([]byte, ra.size)
@@ -554,14 +571,14 @@ func (ra *readahead) stored(t *Reader, bh BlockHandle) []byte {
 
 // reset forgets the read-ahead, keeping its buffer, for another table.
 func (ra *readahead) reset() {
-	buf := ra.buf
-	*ra = readahead{buf: buf}
+	buf, pool := ra.buf, ra.pool
+	*ra = readahead{buf: buf, pool: pool}
 }
 
 // release forgets the read-ahead and returns its buffer.
 func (ra *readahead) release() {
 	if ra.buf != nil {
-		raBufs.Put(ra.buf)
+		ra.pool.Put(ra.buf)
 	}
 	*ra = readahead{}
 }

@@ -58,8 +58,9 @@ type entry struct {
 	// it and one per unreleased Handle. At zero, an owned block that was
 	// never pinned goes back to Alloc.
 	refs atomic.Int32
-	// owned: value came from Alloc and may be reused once refs is zero.
-	owned bool
+	// free, set for an owned block (value came from the cache's Alloc),
+	// is where the block goes for reuse once refs is zero.
+	free *freeLists
 	// pinned: Get or Load handed the block out without a Handle, so its
 	// memory is never reused.
 	pinned atomic.Bool
@@ -68,8 +69,8 @@ type entry struct {
 // release drops one reference to e.
 func (e *entry) release() {
 	n := e.refs.Add(-1)
-	if n == 0 && e.owned && !e.pinned.Load() {
-		free(e)
+	if n == 0 && e.free != nil && !e.pinned.Load() {
+		e.free.put(e)
 	} else if n < 0 {
 		panic("cache: block released more often than referenced")
 	}
@@ -107,6 +108,7 @@ type Cache struct {
 	hits      atomic.Uint64
 	misses    atomic.Uint64
 	evictions atomic.Uint64
+	free      freeLists // released blocks, for Alloc
 }
 
 // Options configure a Cache.
@@ -227,9 +229,9 @@ func (c *Cache) load(file, offset uint64, load func() ([]byte, error), owned boo
 	delete(s.loading, k)
 	if err == nil {
 		e := &cl.block
-		e.key, e.value, e.owned, e.charge = k, value, owned, int64(len(value))+entryOverhead
+		e.key, e.value, e.free, e.charge = k, value, nil, int64(len(value))+entryOverhead
 		if owned {
-			e.charge = int64(cap(value)) + entryOverhead
+			e.free, e.charge = &c.free, int64(cap(value))+entryOverhead
 		}
 		// The caller's reference and one per waiter, taken before the
 		// block is in the cache, where an eviction could release it.
@@ -288,16 +290,17 @@ func (h Handle) pin() []byte {
 }
 
 // Alloc returns n bytes for a block to be loaded with LoadRef, reusing the
-// memory of a released block when it can. The bytes are not zeroed.
-func Alloc(n int) []byte {
-	c := sizeClass(n)
-	if c >= len(freeBlocks) {
+// memory of a block the cache released when it can. The bytes are not
+// zeroed.
+func (c *Cache) Alloc(n int) []byte {
+	class := sizeClass(n)
+	if class >= len(c.free) {
 		return make([]byte, n)
 	}
-	if e, ok := freeBlocks[c].Get().(*entry); ok {
+	if e, ok := c.free[class].Get().(*entry); ok {
 		return e.value[:n]
 	}
-	return make([]byte, n, c*classBytes)
+	return make([]byte, n, class*classBytes)
 }
 
 // Blocks are reused by size class: multiples of classBytes up to
@@ -307,20 +310,20 @@ const (
 	maxClassBytes = 64 << 10
 )
 
-// freeBlocks holds released blocks by size class, each block in its (now
-// dead) entry, so that putting it back allocates nothing.
-var freeBlocks [maxClassBytes/classBytes + 1]sync.Pool
+// freeLists holds a cache's released blocks by size class, each block in
+// its (now dead) entry, so that putting it back allocates nothing.
+type freeLists [maxClassBytes/classBytes + 1]sync.Pool
 
 func sizeClass(n int) int { return (n + classBytes - 1) / classBytes }
 
-// free returns a dead entry's block to Alloc, when its capacity is a class's.
-func free(e *entry) {
+// put returns a dead entry's block to Alloc, when its capacity is a class's.
+func (f *freeLists) put(e *entry) {
 	c := cap(e.value) / classBytes
-	if c*classBytes != cap(e.value) || c >= len(freeBlocks) || c == 0 {
+	if c*classBytes != cap(e.value) || c >= len(f) || c == 0 {
 		return
 	}
 	e.prev, e.next = nil, nil
-	freeBlocks[c].Put(e)
+	f[c].Put(e)
 }
 
 // EvictFile drops every block of file, for a table that was deleted. A load of

@@ -209,7 +209,7 @@ func TestPanickingLoadReleasesWaiters(t *testing.T) {
 func loadOwned(t *testing.T, c *Cache, file, offset uint64, n int, fill byte) Handle {
 	t.Helper()
 	h, err := c.LoadRef(file, offset, func() ([]byte, error) {
-		b := Alloc(n)
+		b := c.Alloc(n)
 		for i := range b {
 			b[i] = fill
 		}
@@ -230,11 +230,11 @@ func filledWith(b []byte, fill byte) bool {
 	return len(b) > 0
 }
 
-// churn allocates and overwrites blocks of n bytes, as loads after an
-// eviction do.
-func churn(n int) {
+// churn allocates and overwrites blocks of n bytes from c, as loads after
+// an eviction do.
+func churn(c *Cache, n int) {
 	for range 100 {
-		b := Alloc(n)
+		b := c.Alloc(n)
 		for i := range b {
 			b[i] = 0xee
 		}
@@ -247,7 +247,7 @@ func TestHeldBlocksAreNotReused(t *testing.T) {
 	c := New(1<<20, Options{})
 	h := loadOwned(t, c, 1, 0, 1000, 'a')
 	c.EvictFile(1)
-	churn(1000)
+	churn(c, 1000)
 	if !filledWith(h.Value(), 'a') {
 		t.Fatal("a held block was reused after its eviction")
 	}
@@ -260,7 +260,7 @@ func TestHeldBlocksAreNotReused(t *testing.T) {
 		t.Fatal("miss on a cached block")
 	}
 	c.EvictFile(2)
-	churn(1000)
+	churn(c, 1000)
 	if !filledWith(pinned, 'b') {
 		t.Fatal("a block Get returned was reused after its eviction")
 	}
@@ -284,7 +284,7 @@ func TestReleasedBlocksAreReused(t *testing.T) {
 		}
 		h.Release()
 		c.EvictFile(1)
-		if b := Alloc(4100); &b[0] == addr {
+		if b := c.Alloc(4100); &b[0] == addr {
 			return
 		}
 	}
@@ -308,7 +308,7 @@ func TestRefsUnderConcurrency(t *testing.T) {
 				if !ok {
 					var err error
 					h, err = c.LoadRef(5, off, func() ([]byte, error) {
-						b := Alloc(1000 + int(off))
+						b := c.Alloc(1000 + int(off))
 						for i := range b {
 							b[i] = fill
 						}
