@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -126,11 +127,26 @@ type openTable struct {
 	err  error
 }
 
+// get returns the open table num, opening it if need be. A failed open is
+// not kept: a later call tries again (the error may be transient), and a
+// call that found another caller's open failed tries once itself, so that
+// only the calls that met the failure report it.
 func (tc *tableCache) get(num uint64) (*sstable.Reader, error) {
+	for attempt := 0; ; attempt++ {
+		r, opened, err := tc.getOnce(num)
+		if err == nil || opened || attempt > 0 || errors.Is(err, ErrClosed) {
+			return r, err
+		}
+	}
+}
+
+// getOnce is one attempt of get; opened says whether this call made the
+// open attempt whose result it returns.
+func (tc *tableCache) getOnce(num uint64) (r *sstable.Reader, opened bool, err error) {
 	tc.mu.Lock()
 	if tc.closed {
 		tc.mu.Unlock()
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	t, ok := tc.tables[num]
 	if !ok {
@@ -139,6 +155,7 @@ func (tc *tableCache) get(num uint64) (*sstable.Reader, error) {
 	}
 	tc.mu.Unlock()
 	t.once.Do(func() {
+		opened = true
 		name := vfs.Join(tc.dir, tableName(num))
 		f, err := tc.fs.Open(name)
 		if err != nil {
@@ -159,10 +176,12 @@ func (tc *tableCache) get(num uint64) (*sstable.Reader, error) {
 	})
 	if t.err != nil {
 		tc.mu.Lock()
-		delete(tc.tables, num) // let a later call retry (the error may be transient)
+		if tc.tables[num] == t { // not a newer entry another call made
+			delete(tc.tables, num) // let a later call retry
+		}
 		tc.mu.Unlock()
 	}
-	return t.r, t.err
+	return t.r, opened, t.err
 }
 
 // evict closes and forgets a table that was deleted.

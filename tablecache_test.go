@@ -1,0 +1,55 @@
+package bloomkv
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/vfs"
+)
+
+// TestTableOpenFailureIsNotShared: a table open that failed (a transient
+// I/O error) is reported by the call that made it, and neither a call that
+// found the failed entry nor a later one gets that error: each opens the
+// table again.
+func TestTableOpenFailureIsNotShared(t *testing.T) {
+	mem := vfs.NewMem()
+	d := mustOpen(t, "/db", memOpts(mem))
+	if err := d.Set([]byte("k"), []byte("v"), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s := d.acquire()
+	num := s.version.Levels[0][0].FileNum
+	d.release(s)
+	d.Close()
+
+	efs := vfs.NewErrorFS(mem)
+	tc := &tableCache{fs: efs, dir: "/db", tables: map[uint64]*openTable{}}
+	defer tc.close()
+	open := vfs.OpOpen
+	efs.SetInjector(vfs.FailOnce(&open, 0))
+	if _, err := tc.get(num); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("the open that meets the fault: %v", err)
+	}
+	if r, err := tc.get(num); err != nil || r == nil {
+		t.Fatalf("the next open: %v", err)
+	}
+
+	// A call that finds another call's failed entry (as it would while
+	// that call, a compaction say, was failing) opens the table itself.
+	failed := &openTable{err: errors.New("another call's failed open")}
+	failed.once.Do(func() {})
+	tc.evict(num)
+	tc.tables[num] = failed
+	if r, err := tc.get(num); err != nil || r == nil {
+		t.Fatalf("a call that found a failed entry: %v", err)
+	}
+	tc.mu.Lock()
+	good := tc.tables[num]
+	tc.mu.Unlock()
+	if good == nil || good == failed || good.r == nil {
+		t.Fatal("the table's entry is not the reopened one")
+	}
+}
