@@ -601,11 +601,7 @@ func (d *DB) manualSetupLocked(l int, inputs []*manifest.FileMetadata) *compacti
 	if out < last {
 		if below := d.version.Overlapping(out, lo, hi); len(below) > 0 {
 			blo, bhi := keyRange(below)
-			clear := true
-			for ll := out + 1; ll <= last && clear; ll++ {
-				clear = d.levelClearLocked(ll, blo, bhi)
-			}
-			if clear {
+			if d.levelsClearLocked(out+1, last+1, blo, bhi) {
 				c := &compaction{level: out, outputLevel: last, move: true, lo: blo, hi: bhi}
 				c.inputs[0] = below
 				if d.conflictsLocked(c) {
@@ -616,14 +612,9 @@ func (d *DB) manualSetupLocked(l int, inputs []*manifest.FileMetadata) *compacti
 		}
 	}
 	c := d.setupIntoLocked(l, out, inputs)
-	if c == nil {
-		return nil
-	}
-	for ll := l + 1; ll < out; ll++ {
-		if !d.levelClearLocked(ll, c.lo, c.hi) {
-			// The tables of out widened the range onto a level between.
-			return d.setupLocked(l, inputs)
-		}
+	if c != nil && !d.levelsClearLocked(l+1, out, c.lo, c.hi) {
+		// The tables of out widened the range onto a level between.
+		return d.setupLocked(l, inputs)
 	}
 	return c
 }
@@ -636,6 +627,16 @@ func (d *DB) levelClearLocked(l int, lo, hi []byte) bool {
 	}
 	for _, r := range d.running {
 		if r.outputLevel == l && overlaps(r.lo, r.hi, lo, hi) {
+			return false
+		}
+	}
+	return true
+}
+
+// levelsClearLocked is levelClearLocked for every level in [from, to).
+func (d *DB) levelsClearLocked(from, to int, lo, hi []byte) bool {
+	for l := from; l < to; l++ {
+		if !d.levelClearLocked(l, lo, hi) {
 			return false
 		}
 	}
