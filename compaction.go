@@ -99,8 +99,12 @@ func (d *DB) levelScores(v *manifest.Version, busy map[uint64]bool) [manifest.Nu
 // marked busy, or nil.
 func (d *DB) pickAutoLocked() *compaction {
 	scores := d.levelScoresLocked(d.version)
-	levels := []int{0, 1, 2, 3, 4, 5}
-	slices.SortStableFunc(levels, func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
+	// Every level but the last, highest score first.
+	var levels [manifest.NumLevels - 1]int
+	for l := range levels {
+		levels[l] = l
+	}
+	slices.SortStableFunc(levels[:], func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
 	for _, l := range levels {
 		if scores[l] < 1 {
 			break

@@ -9,7 +9,6 @@
 package bloomkv
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -89,7 +88,6 @@ type DB struct {
 	closedLogs map[uint64]uint64
 	bgErr      error // a failed flush or WAL write: the store takes no more writes
 	closed     bool
-	flushing   bool
 	busy       map[uint64]bool // tables being compacted
 	running    []*compaction
 	fileRefs   map[uint64]int // read states referencing each table
@@ -267,8 +265,6 @@ func (d *DB) open() error {
 	d.deleteObsolete()
 	return nil
 }
-
-func bytesCompare(a, b []byte) int { return bytes.Compare(a, b) }
 
 func (d *DB) allocFileNum() uint64 {
 	n := d.nextFileNum

@@ -58,7 +58,6 @@ func (d *DB) rescueDue() bool {
 func (d *DB) flushOldestLocked() error {
 	m := d.imm[0]
 	num := d.allocFileNum()
-	d.flushing = true
 	d.mu.Unlock()
 
 	start := time.Now()
@@ -69,7 +68,6 @@ func (d *DB) flushOldestLocked() error {
 	meta, err := d.writeTable(m.mt, num)
 
 	d.mu.Lock()
-	d.flushing = false
 	if err == nil {
 		next := d.mem.logNum
 		if len(d.imm) > 1 {
