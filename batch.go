@@ -3,7 +3,6 @@ package bloomkv
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -17,10 +16,6 @@ const (
 	MaxValueSize = 64 << 20 // 64 MiB: a value must fit in one table block
 	MaxBatchSize = 1 << 30  // 1 GiB of encoded batch
 )
-
-// ErrTooLarge is wrapped by the error returned for a key, value or batch
-// beyond MaxKeySize, MaxValueSize or MaxBatchSize.
-var ErrTooLarge = errors.New("bloomkv: too large")
 
 // batchHeaderLen is the encoded batch header: sequence number and count.
 const batchHeaderLen = batchrepr.HeaderLen

@@ -1,16 +1,10 @@
 package bloomkv
 
 import (
-	"bufio"
 	"fmt"
 	"time"
 
-	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
-	"github.com/bloomkv/bloomkv/internal/rangedel"
-	"github.com/bloomkv/bloomkv/internal/vfs"
-	"github.com/bloomkv/bloomkv/memtable"
-	"github.com/bloomkv/bloomkv/sstable"
 )
 
 // flushLoop writes frozen memtables to level-0 tables, oldest first, until
@@ -116,134 +110,4 @@ func (d *DB) flushOldestLocked() error {
 	}
 	d.cond.Broadcast()
 	return nil
-}
-
-// writeTable writes mt as table num, synced with its directory entry, and
-// returns its metadata (nil, and no file, for an empty memtable).
-func (d *DB) writeTable(mt *memtable.MemTable, num uint64) (*manifest.FileMetadata, error) {
-	if mt.Empty() {
-		return nil, nil
-	}
-	b, err := d.newTableBuilder(num)
-	if err != nil {
-		return nil, err
-	}
-	it := mt.NewIter()
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := b.add(it.Key(), it.Value()); err != nil {
-			b.abandon()
-			return nil, err
-		}
-	}
-	for _, t := range mt.RangeDels() {
-		if err := b.addRangeDel(t); err != nil {
-			b.abandon()
-			return nil, err
-		}
-	}
-	meta, err := b.finish()
-	if err != nil {
-		return nil, err
-	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		return nil, fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
-	}
-	return meta, nil
-}
-
-// tableWriteBuffer is the bytes a table write gathers before handing them to
-// the file.
-const tableWriteBuffer = 256 << 10
-
-// tableBuilder writes one table file and gathers its metadata.
-type tableBuilder struct {
-	d       *DB
-	name    string
-	f       vfs.File
-	buf     *bufio.Writer // between w and f: one system call per tableWriteBuffer bytes
-	w       *sstable.Writer
-	meta    *manifest.FileMetadata
-	first   bool   // no key or range deletion added yet
-	largest []byte // the largest key's user key, copied (callers reuse theirs)
-}
-
-func (d *DB) newTableBuilder(num uint64) (*tableBuilder, error) {
-	name := d.path(tableName(num))
-	f, err := d.fs.Create(name)
-	if err != nil {
-		return nil, fmt.Errorf("bloomkv: creating %s: %w", name, err)
-	}
-	buf := bufio.NewWriterSize(f, tableWriteBuffer)
-	w, err := sstable.NewWriter(buf, d.opts.writerOptions())
-	if err != nil {
-		f.Close()
-		d.fs.Remove(name)
-		return nil, err
-	}
-	return &tableBuilder{d: d, name: name, f: f, buf: buf, w: w, first: true,
-		meta: &manifest.FileMetadata{FileNum: num, SmallestSeq: base.SeqNumMax}}, nil
-}
-
-// add adds a point entry; entries come in internal-key order.
-func (b *tableBuilder) add(k base.InternalKey, value []byte) error {
-	if err := b.w.Add(k, value); err != nil {
-		return fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
-	}
-	b.extend(k, k)
-	return nil
-}
-
-// addRangeDel adds a range deletion, in any order relative to the points.
-// The table's key range grows to hold it, its end as an exclusive bound.
-func (b *tableBuilder) addRangeDel(t rangedel.Tombstone) error {
-	if err := b.w.DeleteRange(t.Start, t.End, t.SeqNum); err != nil {
-		return fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
-	}
-	b.extend(base.MakeInternalKey(t.Start, t.SeqNum, base.KindRangeDelete), base.MakeRangeDeleteSentinel(t.End))
-	return nil
-}
-
-// extend grows the table's bounds to hold [lo, hi] and its sequence
-// numbers to hold lo's.
-func (b *tableBuilder) extend(lo, hi base.InternalKey) {
-	if b.first || base.CompareInternal(lo, b.meta.Smallest) < 0 {
-		b.meta.Smallest = lo.Clone()
-	}
-	if b.first || base.CompareInternal(hi, b.meta.Largest) > 0 {
-		b.largest = append(b.largest[:0], hi.UserKey...)
-		b.meta.Largest = base.InternalKey{UserKey: b.largest, Trailer: hi.Trailer} // cloned in finish
-	}
-	b.first = false
-	b.meta.SmallestSeq = min(b.meta.SmallestSeq, lo.SeqNum())
-	b.meta.LargestSeq = max(b.meta.LargestSeq, lo.SeqNum())
-}
-
-// size returns the bytes written so far.
-func (b *tableBuilder) size() uint64 { return b.w.Size() }
-
-// finish completes and syncs the table; the caller syncs the directory.
-func (b *tableBuilder) finish() (*manifest.FileMetadata, error) {
-	b.meta.Largest = b.meta.Largest.Clone()
-	err := b.w.Close()
-	if err == nil {
-		err = b.buf.Flush()
-	}
-	if err == nil {
-		err = b.f.Sync()
-	}
-	if cerr := b.f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		b.d.fs.Remove(b.name)
-		return nil, fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
-	}
-	b.meta.Size = b.w.Size()
-	return b.meta, nil
-}
-
-// abandon removes a table that will not be finished.
-func (b *tableBuilder) abandon() {
-	b.f.Close()
-	b.d.fs.Remove(b.name)
 }

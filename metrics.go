@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/bloomkv/bloomkv/internal/cache"
@@ -152,4 +153,19 @@ func (m *Metrics) String() string {
 		m.FilterProbes, m.FilterNegatives, m.FilterFalsePositives, 100*m.FilterFalsePositiveRate())
 	fmt.Fprintf(&b, "write stalls: %d (%s)   open snapshots: %d\n", m.WriteStalls, m.WriteStallDuration.Round(time.Millisecond), m.Snapshots)
 	return b.String()
+}
+
+type dbMetrics struct {
+	filterProbes, filterNegatives, filterFalsePositives atomic.Uint64
+	walBytes, flushes, flushBytes                       atomic.Uint64
+	compactions, compactBytesIn, compactBytesOut        atomic.Uint64
+	moves                                               atomic.Uint64
+	snapshots                                           atomic.Int64
+	stalls                                              atomic.Uint64
+	stallNanos                                          atomic.Int64
+	levels                                              [manifest.NumLevels]levelCounters
+}
+
+type levelCounters struct {
+	bytesWritten, bytesRead, bytesMoved, compactions atomic.Uint64
 }

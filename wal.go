@@ -5,7 +5,9 @@ import (
 	"io"
 	"sync"
 
+	"github.com/bloomkv/bloomkv/internal/record"
 	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/memtable"
 )
 
 // maxLogPending bounds the log bytes handed to a logFile and not yet
@@ -205,4 +207,66 @@ func (l *logFile) writeLoop() {
 			l.mu.Lock()
 		}
 	}
+}
+
+func (d *DB) createWAL(num uint64) error {
+	f, err := d.fs.Create(d.path(logName(num)))
+	if err != nil {
+		return fmt.Errorf("bloomkv: creating %s: %w", d.path(logName(num)), err)
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
+	}
+	d.wal = newLogFile(f, d.path(logName(num)), 0, func(err error) { d.walFailed(err) })
+	d.walW = record.NewWriter(d.wal, 0)
+	return nil
+}
+
+// walFailed records a failed WAL write or sync. The store then refuses
+// writes until reopened: a failed fsync is never retried as if it had
+// succeeded, and nothing after an unwritten record may be acknowledged.
+//
+// NoSync writes acknowledged before the failure may be missing from the
+// log, since its writer goroutine writes them after the commit returns; they
+// are all in the memtables. So the memtable of the failed log is frozen
+// (rescueLocked) and, with every frozen memtable, flushed to level 0 even
+// though the store has failed; Close waits for that.
+func (d *DB) walFailed(err error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.bgErr == nil {
+		d.bgErr = fmt.Errorf("bloomkv: write-ahead log failed (current log %s); the store takes no more writes until reopened: %w",
+			d.path(logName(d.mem.logNum)), err)
+		if f := d.opts.EventListener.BackgroundError; f != nil {
+			f(d.bgErr)
+		}
+	}
+	if !d.walBroken {
+		d.walBroken = true
+		d.rescuing = true
+		d.cond.Broadcast() // wake stalled writers, and the flusher to rescue
+	}
+	return d.bgErr
+}
+
+func (d *DB) walFailedLocked(err error) error {
+	d.mu.Unlock()
+	err = d.walFailed(err)
+	d.mu.Lock()
+	return err
+}
+
+// rescueLocked freezes the memtable after a WAL failure, so that the
+// flusher writes it to a table. The new memtable has no WAL: the store takes
+// no more writes. d.mu is held and no commit is under way (the caller leads
+// the commit queue, or Close has emptied it).
+func (d *DB) rescueLocked() {
+	if !d.rescuing || d.mem.mt.Empty() {
+		return
+	}
+	d.imm = append(d.imm, d.mem)
+	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: d.allocFileNum()}
+	d.publish()
+	d.cond.Broadcast()
 }

@@ -1,0 +1,24 @@
+package bloomkv
+
+import (
+	"errors"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// ErrCorruption is wrapped by every error that reports stored data failing a
+// format check or a checksum. Test for it with errors.Is.
+var ErrCorruption = base.ErrCorruption
+
+// ErrNotFound is returned by Get for a key the store does not hold.
+var ErrNotFound = errors.New("bloomkv: not found")
+
+// ErrClosed is returned by operations on a closed DB.
+var ErrClosed = errors.New("bloomkv: closed")
+
+// ErrReadOnly is returned by writes to a store opened ReadOnly.
+var ErrReadOnly = errors.New("bloomkv: store opened read-only")
+
+// ErrTooLarge is wrapped by the error returned for a key, value or batch
+// beyond MaxKeySize, MaxValueSize or MaxBatchSize.
+var ErrTooLarge = errors.New("bloomkv: too large")

@@ -1,0 +1,87 @@
+package bloomkv
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batchrepr"
+	"github.com/bloomkv/bloomkv/memtable"
+)
+
+// memEntry is a memtable and the WAL that holds its writes (0 for none).
+type memEntry struct {
+	mt     *memtable.MemTable
+	logNum uint64
+}
+
+// batchEntries is a batch as the memtable reads it (memtable.Batch): its
+// encoding, already checked. A pointer to it fits in an interface without
+// an allocation, which a commit would otherwise make.
+type batchEntries Batch
+
+func (b *batchEntries) Each(fn func(key base.InternalKey, value []byte)) {
+	batchrepr.Decode(b.data, func(seq base.SeqNum, e batchrepr.Entry) {
+		fn(base.MakeInternalKey(e.Key, seq, e.Kind), e.Value)
+	})
+}
+
+// makeRoomLocked freezes the full memtable, first waiting while too many
+// frozen ones await a flush or too many level-0 tables await compaction. d.mu is held; the caller leads the commit queue.
+func (d *DB) makeRoomLocked() error {
+	stalled := func() string {
+		switch {
+		case len(d.imm) >= d.opts.MaxImmutableMemTables:
+			return "too many memtables waiting for a flush"
+		case len(d.version.Levels[0]) >= d.opts.L0StopWritesThreshold:
+			return "too many level-0 tables waiting for compaction"
+		}
+		return ""
+	}
+	if reason := stalled(); reason != "" {
+		start := time.Now()
+		d.metrics.stalls.Add(1)
+		if f := d.opts.EventListener.WriteStallBegin; f != nil {
+			f(reason)
+		}
+		for stalled() != "" && d.bgErr == nil && !d.closed {
+			d.cond.Wait()
+		}
+		d.metrics.stallNanos.Add(int64(time.Since(start)))
+		if f := d.opts.EventListener.WriteStallEnd; f != nil {
+			f()
+		}
+		if d.bgErr != nil {
+			return d.bgErr
+		}
+		if d.closed {
+			return ErrClosed
+		}
+	}
+	return d.rotateLocked()
+}
+
+// rotateLocked freezes the memtable and starts a new WAL and memtable. The
+// old WAL is synced first, so that only the newest WAL can end torn. d.mu is
+// held; the caller leads the commit queue (or no one else runs).
+func (d *DB) rotateLocked() error {
+	if err := d.walW.Flush(); err != nil {
+		return d.walFailedLocked(err)
+	}
+	if err := d.wal.Sync(); err != nil {
+		return d.walFailedLocked(err)
+	}
+	old, oldW := d.wal, d.walW
+	num := d.allocFileNum()
+	if err := d.createWAL(num); err != nil {
+		d.wal, d.walW = old, oldW
+		return d.walFailedLocked(fmt.Errorf("starting %s: %w", d.path(logName(num)), err))
+	}
+	old.Close()
+	d.wal.recycle(old)
+	d.imm = append(d.imm, d.mem)
+	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: num}
+	d.publish()
+	d.cond.Broadcast() // wake the flusher
+	return nil
+}

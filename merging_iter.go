@@ -1,0 +1,199 @@
+package bloomkv
+
+import (
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/memtable"
+	"github.com/bloomkv/bloomkv/sstable"
+)
+
+// internalIterator walks internal keys in order, in either direction. The
+// seeks take user keys: SeekGE moves to the first entry of the first user
+// key at or after it, SeekLT to the last entry before the user key. The
+// sources are memtables (memIter), tables (sstable.Iter) and levels
+// (levelIter).
+type internalIterator interface {
+	First() bool
+	Last() bool
+	SeekGE(userKey []byte) bool
+	SeekLT(userKey []byte) bool
+	Next() bool
+	Prev() bool
+	Key() base.InternalKey
+	Value() []byte
+	Error() error
+	Close() error
+}
+
+// An sstable.Iter is an internalIterator as it is.
+var _ internalIterator = (*sstable.Iter)(nil)
+
+// memIter adapts a memtable iterator.
+type memIter struct{ *memtable.Iter }
+
+func seekKey(userKey []byte) base.InternalKey {
+	return base.MakeInternalKey(userKey, base.SeqNumMax, base.KindMax)
+}
+
+func (m *memIter) SeekGE(userKey []byte) bool { return m.Iter.SeekGE(seekKey(userKey)) }
+
+func (m *memIter) SeekLT(userKey []byte) bool { return m.Iter.SeekLT(seekKey(userKey)) }
+
+func (m *memIter) Error() error { return nil }
+
+// mergingIter merges internal iterators in internal-key order. It moves in
+// the direction of its last positioning call: first and seekGE go forward
+// (next), last and seekLT backward (prev).
+type mergingIter struct {
+	iters []internalIterator
+	h     iterHeap
+	e     error
+}
+
+// position repositions every child with fn and rebuilds the heap.
+func (m *mergingIter) position(reverse bool, fn func(internalIterator) bool) {
+	m.h.items, m.h.reverse = m.h.items[:0], reverse
+	if m.e != nil {
+		return
+	}
+	for _, it := range m.iters {
+		if fn(it) {
+			m.h.items = append(m.h.items, heapItem{it: it, key: it.Key()})
+		} else if err := it.Error(); err != nil {
+			m.e = err
+			m.h.items = m.h.items[:0]
+			return
+		}
+	}
+	m.h.init()
+}
+
+func (m *mergingIter) first() bool {
+	m.position(false, internalIterator.First)
+	return m.valid()
+}
+
+func (m *mergingIter) last() bool {
+	m.position(true, internalIterator.Last)
+	return m.valid()
+}
+
+func (m *mergingIter) seekGE(userKey []byte) bool {
+	m.position(false, func(it internalIterator) bool { return it.SeekGE(userKey) })
+	return m.valid()
+}
+
+func (m *mergingIter) seekLT(userKey []byte) bool {
+	m.position(true, func(it internalIterator) bool { return it.SeekLT(userKey) })
+	return m.valid()
+}
+
+func (m *mergingIter) valid() bool { return len(m.h.items) > 0 }
+
+// step moves the top child on (Next forward, Prev backward).
+func (m *mergingIter) step() bool {
+	if !m.valid() {
+		return false
+	}
+	top := &m.h.items[0]
+	var ok bool
+	if m.h.reverse {
+		ok = top.it.Prev()
+	} else {
+		ok = top.it.Next()
+	}
+	if ok {
+		top.key = top.it.Key()
+		m.h.down(0)
+	} else {
+		if err := top.it.Error(); err != nil {
+			m.e = err
+			m.h.items = m.h.items[:0]
+			return false
+		}
+		last := len(m.h.items) - 1
+		m.h.items[0] = m.h.items[last]
+		m.h.items = m.h.items[:last]
+		m.h.down(0)
+	}
+	return m.valid()
+}
+
+// next moves forward; the last positioning must have been forward.
+func (m *mergingIter) next() bool { return m.step() }
+
+// prev moves backward; the last positioning must have been backward.
+func (m *mergingIter) prev() bool { return m.step() }
+
+func (m *mergingIter) key() base.InternalKey { return m.h.items[0].key }
+
+func (m *mergingIter) value() []byte { return m.h.items[0].it.Value() }
+
+// top returns the child at the current key.
+func (m *mergingIter) top() internalIterator { return m.h.items[0].it }
+
+func (m *mergingIter) err() error {
+	if m.e != nil {
+		return m.e
+	}
+	for _, it := range m.iters {
+		if err := it.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// close closes the children.
+func (m *mergingIter) close() {
+	for _, it := range m.iters {
+		it.Close()
+	}
+	m.iters, m.h.items = nil, nil
+}
+
+// iterHeap orders children by their current keys: smallest on top going
+// forward, largest going backward. Each item keeps its child's key, valid
+// until that child moves, so comparisons make no interface calls.
+type iterHeap struct {
+	items   []heapItem
+	reverse bool
+}
+
+type heapItem struct {
+	it  internalIterator
+	key base.InternalKey
+}
+
+func (h *iterHeap) less(i, j int) bool {
+	c := base.CompareInternal(h.items[i].key, h.items[j].key)
+	if h.reverse {
+		return c > 0
+	}
+	return c < 0
+}
+
+func (h *iterHeap) init() {
+	for i := len(h.items)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// down moves item i down to its place.
+func (h *iterHeap) down(i int) {
+	n := len(h.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && h.less(r, l) {
+			j = r
+		}
+		if !h.less(j, i) {
+			return
+		}
+		h.items[i], h.items[j] = h.items[j], h.items[i]
+		i = j
+	}
+}

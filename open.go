@@ -1,0 +1,328 @@
+package bloomkv
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"sync"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batchrepr"
+	"github.com/bloomkv/bloomkv/internal/cache"
+	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/record"
+	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/memtable"
+)
+
+// Open opens the store in dir, creating it unless opts.ReadOnly. A nil opts
+// means the defaults. Only one DB may have a directory open at a time; a
+// second Open fails with an error wrapping vfs.ErrLocked.
+func Open(dir string, opts *Options) (*DB, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d := &DB{dir: dir, opts: o, fs: o.FS, fileRefs: map[uint64]int{}, busy: map[uint64]bool{}}
+	d.cond = sync.NewCond(&d.mu)
+	d.commitCond = sync.NewCond(&d.commitMu)
+	if !o.ReadOnly {
+		if err := d.fs.MkdirAll(dir); err != nil {
+			return nil, fmt.Errorf("bloomkv: creating %s: %w", dir, err)
+		}
+	}
+	if o.ReadOnly {
+		// Look before locking: locking creates LOCK, and a read-only open
+		// writes nothing where there is no store.
+		f, err := d.fs.Open(vfs.Join(dir, currentName))
+		if err != nil {
+			return nil, fmt.Errorf("bloomkv: opening %s read-only: no store there: %w", dir, err)
+		}
+		f.Close()
+	}
+	if d.lock, err = d.fs.Lock(vfs.Join(dir, lockName)); err != nil {
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("bloomkv: %s is in use by another process or DB: %w", dir, err)
+		}
+		return nil, fmt.Errorf("bloomkv: locking %s: %w", dir, err)
+	}
+	d.cache = cache.New(o.CacheSize, cache.Options{})
+	d.tables = &tableCache{fs: d.fs, dir: dir, cache: d.cache, tables: map[uint64]*openTable{}}
+	if err := d.open(); err != nil {
+		d.tables.close()
+		if d.manifest != nil {
+			d.manifest.Close()
+		}
+		if d.wal != nil {
+			d.wal.Close()
+		}
+		d.lock.Close()
+		return nil, err
+	}
+	if !o.ReadOnly {
+		d.bgWG.Add(1 + o.MaxConcurrentCompactions)
+		go d.flushLoop()
+		for range o.MaxConcurrentCompactions {
+			go d.compactLoop()
+		}
+	}
+	return d, nil
+}
+
+func (d *DB) open() error {
+	manNum, err := readCurrent(d.fs, d.dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if d.opts.ReadOnly {
+			return fmt.Errorf("bloomkv: opening %s read-only: no store there (no %s)", d.dir, currentName)
+		}
+		if names, lerr := d.fs.List(d.dir); lerr == nil {
+			for _, n := range names {
+				if k, _ := parseName(n); k == kindTable {
+					return fmt.Errorf("bloomkv: %s holds tables but no %s: refusing to start a new store over them", d.dir, currentName)
+				}
+			}
+		}
+		d.version = &manifest.Version{}
+		d.nextFileNum = 1
+	case err != nil:
+		return err
+	default:
+		if d.opts.ErrorIfExists {
+			return fmt.Errorf("bloomkv: a store exists in %s (ErrorIfExists)", d.dir)
+		}
+		if err := d.loadManifest(manNum); err != nil {
+			return err
+		}
+	}
+
+	mem, err := d.replayWALs()
+	if err != nil {
+		return err
+	}
+	if d.opts.ReadOnly {
+		d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize)}
+		if !mem.Empty() {
+			d.imm = []*memEntry{{mt: mem}}
+		}
+		d.visibleSeq.Store(uint64(d.lastSeq))
+		d.publish()
+		return nil
+	}
+
+	// Flush what the WALs held, start a WAL, and record it all in a new
+	// manifest; CURRENT switches to it last, so a crash on the way leaves
+	// the old manifest and WALs in charge.
+	edit := &manifest.VersionEdit{}
+	if !mem.Empty() {
+		meta, err := d.writeTable(mem, d.allocFileNum())
+		if err != nil {
+			return err
+		}
+		if meta != nil {
+			edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: 0, Meta: meta})
+		}
+	}
+	if d.version, err = d.version.Apply(edit); err != nil {
+		return err
+	}
+	// The new manifest names the new WAL before the WAL exists: a crash or
+	// failure before CURRENT switches leaves the old manifest and WALs in
+	// charge with no new log among them (a new empty log there would turn
+	// a torn old one into a "torn log that is not the last"); a missing WAL
+	// at or above the log number is harmless.
+	walNum := d.allocFileNum()
+	d.logNumber = walNum
+	if err := d.writeNewManifest(); err != nil {
+		return err
+	}
+	if err := d.createWAL(walNum); err != nil {
+		return err
+	}
+	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: walNum}
+	d.visibleSeq.Store(uint64(d.lastSeq))
+	d.publish()
+	d.deleteObsolete()
+	return nil
+}
+
+// loadManifest replays manifest num into the version and counters.
+func (d *DB) loadManifest(num uint64) error {
+	name := d.path(manifestName(num))
+	f, err := d.fs.Open(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return base.CorruptionErrorf("bloomkv: %s names %s, which is missing", d.path(currentName), name)
+		}
+		return fmt.Errorf("bloomkv: opening %s: %w", name, err)
+	}
+	defer f.Close()
+	r, err := record.NewReader(f, name)
+	if err != nil {
+		return err
+	}
+	v := &manifest.Version{}
+	sawComparer := false
+	for i := 0; ; i++ {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		d.manifestLastEdit = r.Offset()
+		e, err := manifest.Decode(rec)
+		if err != nil {
+			return fmt.Errorf("%s: edit %d: %w", name, i, err)
+		}
+		if e.ComparerName != "" {
+			if e.ComparerName != base.ComparerName {
+				return fmt.Errorf("bloomkv: %s: store ordered by %q, not %q", name, e.ComparerName, base.ComparerName)
+			}
+			sawComparer = true
+		}
+		if v, err = v.Apply(e); err != nil {
+			return fmt.Errorf("%s: edit %d: %w", name, i, err)
+		}
+		d.logNumber = max(d.logNumber, e.LogNumber)
+		if e.ClosedLog.Num != 0 {
+			if d.closedLogs == nil {
+				d.closedLogs = map[uint64]uint64{}
+			}
+			d.closedLogs[e.ClosedLog.Num] = e.ClosedLog.Size
+		}
+		d.nextFileNum = max(d.nextFileNum, e.NextFileNum)
+		d.lastSeq = max(d.lastSeq, e.LastSeq)
+	}
+	if off, why, torn := r.TornTail(); torn {
+		d.opts.Logger.Warn("bloomkv: dropped a torn record at the end of the manifest", "file", name, "offset", off, "reason", why)
+	}
+	if !sawComparer {
+		return base.CorruptionErrorf("bloomkv: %s holds no comparer record (last edit read at offset %d)", name, d.manifestLastEdit)
+	}
+	for _, f := range v.AllFiles() {
+		d.nextFileNum = max(d.nextFileNum, f.FileNum+1)
+		d.lastSeq = max(d.lastSeq, f.LargestSeq)
+	}
+	d.nextFileNum = max(d.nextFileNum, num+1, d.logNumber+1)
+	d.manifestNum = num
+	d.version = v
+	return nil
+}
+
+// replayWALs reads the WALs at or above the log number into a memtable.
+func (d *DB) replayWALs() (*memtable.MemTable, error) {
+	names, err := d.fs.List(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("bloomkv: listing %s: %w", d.dir, err)
+	}
+	var logs []uint64
+	for _, n := range names {
+		k, num := parseName(n)
+		if k == kindLog && num >= d.logNumber {
+			logs = append(logs, num)
+		}
+		if k != kindUnknown {
+			d.nextFileNum = max(d.nextFileNum, num+1)
+		}
+	}
+	slices.Sort(logs)
+	if err := d.checkFilesPresent(names, logs); err != nil {
+		return nil, err
+	}
+	mem := memtable.NewSized(d.opts.MemTableSize)
+	tornIn := "" // a log that ended torn; only later logs without records may follow
+	for _, num := range logs {
+		name := d.path(logName(num))
+		f, err := d.fs.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("bloomkv: opening %s: %w", name, err)
+		}
+		closedSize, closed := d.closedLogs[num]
+		if closed {
+			size, err := f.Size()
+			if err == nil && uint64(size) < closedSize {
+				err = base.CorruptionErrorf("bloomkv: %s ends at offset %d, but was %d bytes, synced, when the store last closed: synced writes are lost",
+					name, size, closedSize)
+			} else if err != nil {
+				err = fmt.Errorf("bloomkv: %s: %w", name, err)
+			}
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
+		r, err := record.NewReader(f, name)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		for {
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if tornIn != "" {
+				return nil, base.CorruptionErrorf("bloomkv: %s ends torn but a later log, %s, holds records", tornIn, name)
+			}
+			seq, count, err := batchrepr.Decode(rec, nil)
+			if err != nil {
+				return nil, fmt.Errorf("bloomkv: %s: %w", name, err)
+			}
+			mem.Apply(&batchEntries{data: rec})
+			if count > 0 {
+				d.lastSeq = max(d.lastSeq, seq+base.SeqNum(count)-1)
+			}
+		}
+		if off, why, torn := r.TornTail(); torn {
+			if closed && uint64(off) < closedSize {
+				// The store closed cleanly with this log whole: no crash
+				// tore it.
+				return nil, base.CorruptionErrorf("bloomkv: %s: damaged record at offset %d (%s) in a log the store closed cleanly", name, off, why)
+			}
+			if tornIn != "" {
+				return nil, base.CorruptionErrorf("bloomkv: %s and %s both end torn", tornIn, name)
+			}
+			tornIn = name
+			d.opts.Logger.Warn("bloomkv: dropped a torn record at the end of the write-ahead log", "file", name, "offset", off, "reason", why)
+		}
+	}
+	return mem, nil
+}
+
+// checkFilesPresent compares the directory's files with the manifest just
+// read: every table it records must exist, and so must the log it names as
+// the oldest holding unflushed writes, if any later log exists. Either
+// missing means the manifest lost edits it once had (a table or a log is
+// deleted only once an edit superseding it is durable), so the state it
+// describes is not the store's: opening would return old values or lose
+// writes without a word.
+func (d *DB) checkFilesPresent(names []string, logs []uint64) error {
+	if d.manifestNum == 0 {
+		return nil // a new store
+	}
+	manifestPath := fmt.Sprintf("%s (last edit at offset %d)", d.path(manifestName(d.manifestNum)), d.manifestLastEdit)
+	have := make(map[string]bool, len(names))
+	for _, n := range names {
+		have[n] = true
+	}
+	for l, files := range d.version.Levels {
+		for _, f := range files {
+			if !have[tableName(f.FileNum)] {
+				return base.CorruptionErrorf("bloomkv: %s records L%d table %s, which is missing: the manifest has lost edits or the table was deleted",
+					manifestPath, l, d.path(tableName(f.FileNum)))
+			}
+		}
+	}
+	if len(logs) > 0 && logs[0] != d.logNumber {
+		return base.CorruptionErrorf("bloomkv: %s records %s as the oldest log with unflushed writes, but it is missing and a later log, %s, exists: the manifest has lost edits",
+			manifestPath, d.path(logName(d.logNumber)), d.path(logName(logs[0])))
+	}
+	return nil
+}

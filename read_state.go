@@ -1,0 +1,57 @@
+package bloomkv
+
+import (
+	"slices"
+	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv/internal/manifest"
+)
+
+// readState is what a read needs, swapped atomically as it changes. Its
+// reference count keeps its version's tables from deletion while reads use
+// them: the DB holds one reference to the current state, each Get another.
+type readState struct {
+	mem     *memEntry
+	imm     []*memEntry // oldest first
+	version *manifest.Version
+	refs    atomic.Int32
+}
+
+// publish installs the read state for mem, imm and version. d.mu is held (or
+// the DB is not yet shared).
+func (d *DB) publish() {
+	s := &readState{mem: d.mem, imm: slices.Clone(d.imm), version: d.version}
+	s.refs.Store(1)
+	for _, f := range s.version.AllFiles() {
+		d.fileRefs[f.FileNum]++
+	}
+	if old := d.state.Swap(s); old != nil {
+		d.unrefLocked(old)
+	}
+}
+
+// acquire returns the current read state with a reference taken. A state
+// whose count has reached zero is being released; the current one is newer.
+func (d *DB) acquire() *readState {
+	for {
+		s := d.state.Load()
+		if n := s.refs.Load(); n > 0 && s.refs.CompareAndSwap(n, n+1) {
+			return s
+		}
+	}
+}
+
+// release drops a reference acquire took.
+func (d *DB) release(s *readState) {
+	if s.refs.Add(-1) == 0 {
+		d.mu.Lock()
+		d.releaseFilesLocked(s)
+		d.mu.Unlock()
+	}
+}
+
+func (d *DB) unrefLocked(s *readState) {
+	if s.refs.Add(-1) == 0 {
+		d.releaseFilesLocked(s)
+	}
+}
