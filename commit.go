@@ -90,12 +90,12 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 			group[0].flushed = d.imm[len(d.imm)-1] // wait for earlier freezes too
 		}
 		d.mu.Unlock()
-		return err
+		return d.reportLogFailure(err)
 	}
 	if d.mem.mt.Size() >= d.opts.MemTableSize {
 		if err := d.makeRoomLocked(); err != nil {
 			d.mu.Unlock()
-			return err
+			return d.reportLogFailure(err)
 		}
 	}
 	mem := d.mem

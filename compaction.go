@@ -95,22 +95,25 @@ func (d *DB) compactLoop() {
 }
 
 // runLocked runs a started compaction and releases it; a failure becomes the
-// store's background error. d.mu is held, and released while tables are
-// written.
+// store's background error. d.mu is held on entry and on return, and
+// released while tables are written (compactLocked).
 func (d *DB) runLocked(c *compaction) error {
 	err := d.compactLocked(c)
 	d.finishLocked(c)
 	if err != nil && d.bgErr == nil {
-		d.bgErr = fmt.Errorf("bloomkv: compaction failed; the store takes no more writes until reopened: %w", err)
-		if f := d.opts.EventListener.BackgroundError; f != nil {
-			f(d.bgErr)
-		}
+		bgErr := fmt.Errorf("bloomkv: compaction failed; the store takes no more writes until reopened: %w", err)
+		d.bgErr = bgErr
+		d.opts.EventListener.BackgroundError(bgErr)
 	}
 	return err
 }
 
 // compactLocked merges (or moves) the compaction's inputs into its output
-// level and installs the result.
+// level and installs the result. d.mu is held on entry and on return, and
+// released twice: while the CompactionBegin listener runs and the tables
+// are merged, and while the CompactionEnd listener runs, after the result
+// is installed. The inputs stay busy throughout (startLocked), so no other
+// compaction takes them meanwhile.
 func (d *DB) compactLocked(c *compaction) error {
 	info := CompactionInfo{FromLevel: c.level, ToLevel: c.outputLevel, Move: c.move, Manual: c.manual, Score: c.score}
 	for _, f := range c.all() {
@@ -120,9 +123,7 @@ func (d *DB) compactLocked(c *compaction) error {
 	var bytesIn uint64
 	var err error
 	d.mu.Unlock()
-	if f := d.opts.EventListener.CompactionBegin; f != nil {
-		f(info)
-	}
+	d.opts.EventListener.CompactionBegin(info)
 	start := time.Now()
 	if c.move {
 		outputs = c.inputs[0]
@@ -139,11 +140,9 @@ func (d *DB) compactLocked(c *compaction) error {
 				info.BytesOut += m.Size
 			}
 		}
-		if f := d.opts.EventListener.CompactionEnd; f != nil {
-			d.mu.Unlock()
-			f(info)
-			d.mu.Lock()
-		}
+		d.mu.Unlock()
+		d.opts.EventListener.CompactionEnd(info)
+		d.mu.Lock()
 		return err
 	}
 	if err != nil {
@@ -163,14 +162,14 @@ func (d *DB) compactLocked(c *compaction) error {
 		edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: c.outputLevel, Meta: m})
 		bytesOut += m.Size
 	}
-	if err := d.logAndApply(edit); err != nil {
+	if err := d.logAndApplyLocked(edit); err != nil {
 		// The edit may have reached the manifest even though the call
 		// failed (a failed sync): the outputs stay. The store now takes no
 		// more edits, and the next Open removes whichever tables the
 		// version it replays does not hold.
 		return end(err)
 	}
-	d.publish()
+	d.publishLocked()
 	lm := &d.metrics.levels
 	if c.move {
 		d.metrics.moves.Add(1)
@@ -221,7 +220,7 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 	var splitLo []byte // where the current output's range starts (nil: unbounded)
 	open := func() error {
 		d.mu.Lock()
-		num := d.allocFileNum()
+		num := d.allocFileNumLocked()
 		d.mu.Unlock()
 		var err error
 		out, err = d.newTableBuilder(num)

@@ -22,62 +22,92 @@ import (
 
 // DB is an open store. It is safe for concurrent use.
 type DB struct {
-	dir  string
-	opts *Options
-	fs   vfs.FS
-	lock io.Closer
+	// The lock map. Each field below belongs to one of these groups, and is
+	// read and written only as its group says:
+	//
+	//   - immutable: set by Open before the DB is shared, then only read;
+	//   - d.mu: read and written with d.mu held. A method named ...Locked
+	//     is called with d.mu held, and says so where it releases it for a
+	//     while (to write tables, to wait on d.cond, to call a listener);
+	//     during Open no other goroutine exists, and Open calls them
+	//     without it;
+	//   - the commit leader: the writer at the front of the commit queue
+	//     (commit.go), alone; Close, once it has emptied the queue while
+	//     holding d.commitMu, counts as the leader;
+	//   - Open only: written and read while the store opens, then unused;
+	//   - atomic: read and written without a lock.
+	//
+	// Where both locks are needed, d.commitMu is taken before d.mu.
 
+	// Immutable after Open.
+	dir    string
+	opts   *Options
+	fs     vfs.FS
+	lock   io.Closer // the LOCK file, held until Close
 	cache  *cache.Cache
-	tables *tableCache
+	tables *tableCache // safe for concurrent use
 
-	// mu guards the fields below it, and manifest writes.
-	mu          sync.Mutex
-	cond        *sync.Cond // flushes done, stalls over, background errors
+	// Guarded by d.mu.
+	mu   sync.Mutex
+	cond *sync.Cond // on d.mu: flushes done, stalls over, compactions done, background errors, Close
+	// mem is the mutable memtable; the commit leader adds to it without
+	// d.mu (its skiplist is safe for one writer and many readers), and
+	// replaces it with d.mu held.
 	mem         *memEntry
-	imm         []*memEntry
+	imm         []*memEntry // frozen memtables awaiting a flush, oldest first
 	version     *manifest.Version
 	nextFileNum uint64
-	logNumber   uint64 // WALs below it are in tables
-	lastSeq     base.SeqNum
-	manifest    vfs.File
+	logNumber   uint64      // WALs below it are in tables
+	lastSeq     base.SeqNum // the last sequence number handed to a batch
+	manifest    vfs.File    // manifest writes happen with d.mu held
 	manifestW   *record.Writer
 	manifestNum uint64
+	bgErr       error // a failed flush, compaction or WAL write: the store takes no more writes
+	// closed is set by Close, with closedFlag. It is the one that
+	// background work and waiters on d.cond test, since it changes with
+	// d.mu held, where they wait.
+	closed    bool
+	busy      map[uint64]bool // tables being compacted
+	running   []*compaction
+	fileRefs  map[uint64]int // read states referencing each table
+	snapshots []base.SeqNum  // read sequence numbers of open snapshots, ascending
+	// walBroken is set when a WAL write or sync failed. rescuing, set with
+	// it, has frozen memtables flushed in spite of bgErr, since they hold
+	// acknowledged writes the WAL may lack (walFailed); a failed flush
+	// clears it.
+	walBroken, rescuing bool
+	// compactionGate, when set (tests only, before any compaction is due),
+	// is received from before each compaction starts.
+	compactionGate chan struct{}
+
+	// The commit pipeline (commit.go): queue and group are guarded by
+	// d.commitMu; wal and walW belong to the commit leader.
+	commitMu   sync.Mutex
+	commitCond *sync.Cond      // on d.commitMu: the lead changed hands, a group is done
+	queue      []*commitWaiter // writers waiting, the leader first
+	group      []*commitWaiter // the leader's copy of its group, reused
+	wal        *logFile
+	walW       *record.Writer
+
+	// Open only.
+	//
 	// manifestLastEdit is the offset of the last edit Open read from the
 	// manifest, for errors about what it records.
 	manifestLastEdit int64
 	// closedLogs holds the sizes the manifest recorded for WALs when the
 	// store closed cleanly (manifest.ClosedLog), by log number.
 	closedLogs map[uint64]uint64
-	bgErr      error // a failed flush or WAL write: the store takes no more writes
-	closed     bool
-	busy       map[uint64]bool // tables being compacted
-	running    []*compaction
-	fileRefs   map[uint64]int // read states referencing each table
-	snapshots  []base.SeqNum  // read sequence numbers of open snapshots, ascending
-	// walBroken is set when a WAL write or sync failed. rescuing, set with
-	// it, has frozen memtables flushed in spite of bgErr, since they hold
-	// acknowledged writes the WAL may lack (walFailed); a failed flush
-	// clears it.
-	walBroken, rescuing bool
-	// compactionGate, when set (tests only), is received from before each
-	// compaction starts.
-	compactionGate chan struct{}
 
-	// The commit pipeline (commit.go); the WAL belongs to the leader.
-	commitMu   sync.Mutex
-	commitCond *sync.Cond
-	queue      []*commitWaiter
-	group      []*commitWaiter // the leader's copy of its group, reused
-	batches    sync.Pool       // *Batch for Set, Delete and DeleteRange
-	wal        *logFile
-	walW       *record.Writer
-
+	// Atomic, or safe for concurrent use.
+	batches    sync.Pool     // *Batch for Set, Delete and DeleteRange
 	visibleSeq atomic.Uint64 // reads see sequence numbers up to this
 	state      atomic.Pointer[readState]
+	// closedFlag is set by Close, first: every public method tests it
+	// without a lock to fail fast with ErrClosed, and Close swaps it so
+	// that it runs once. closed (under d.mu) follows it for the waiters.
 	closedFlag atomic.Bool
-	bgWG       sync.WaitGroup
-
-	metrics dbMetrics
+	bgWG       sync.WaitGroup // the flusher, the compactors and running Compact calls
+	metrics    dbMetrics
 }
 
 func (d *DB) path(name string) string { return vfs.Join(d.dir, name) }
@@ -127,7 +157,7 @@ func (d *DB) Close() error {
 	if err == nil && d.walW != nil {
 		// The WAL is whole and synced: record its size, so that the
 		// next Open can tell it cut short from a crash's torn tail.
-		err = d.logAndApply(&manifest.VersionEdit{ClosedLog: manifest.ClosedLog{Num: d.mem.logNum, Size: uint64(d.walW.Size())}})
+		err = d.logAndApplyLocked(&manifest.VersionEdit{ClosedLog: manifest.ClosedLog{Num: d.mem.logNum, Size: uint64(d.walW.Size())}})
 	}
 	d.mu.Unlock()
 

@@ -3,15 +3,47 @@ package bloomkv
 import "time"
 
 // EventListener's functions, those set, are called as events happen; they
-// must not block for long or call back into the DB.
+// must not block for long or call back into the DB. A nil function is not
+// called.
 type EventListener struct {
-	FlushBegin      func(FlushInfo)
-	FlushEnd        func(FlushInfo)
+	// FlushBegin is called before a frozen memtable is written to a
+	// level-0 table; FlushEnd after, with the outcome, before a Flush call
+	// waiting for that memtable returns.
+	FlushBegin func(FlushInfo)
+	FlushEnd   func(FlushInfo)
+	// CompactionBegin is called before a compaction reads its inputs;
+	// CompactionEnd after its result is installed (or it failed).
 	CompactionBegin func(CompactionInfo)
 	CompactionEnd   func(CompactionInfo)
+	// WriteStallBegin is called when writes start waiting for flushes or
+	// level-0 compactions, with the reason; WriteStallEnd when they resume.
 	WriteStallBegin func(reason string)
 	WriteStallEnd   func()
+	// BackgroundError is called when a flush, compaction or write-ahead
+	// log write fails; the store then takes no more writes.
 	BackgroundError func(error)
+}
+
+// withDefaults returns l with a function that does nothing in place of
+// each nil one, so that the store calls each without a check.
+func (l EventListener) withDefaults() EventListener {
+	orNop(&l.FlushBegin)
+	orNop(&l.FlushEnd)
+	orNop(&l.CompactionBegin)
+	orNop(&l.CompactionEnd)
+	orNop(&l.WriteStallBegin)
+	if l.WriteStallEnd == nil {
+		l.WriteStallEnd = func() {}
+	}
+	orNop(&l.BackgroundError)
+	return l
+}
+
+// orNop sets *f to a function that does nothing if it is nil.
+func orNop[T any](f *func(T)) {
+	if *f == nil {
+		*f = func(T) {}
+	}
 }
 
 // CompactionInfo describes a compaction of tables from one level into the

@@ -16,13 +16,13 @@ func (d *DB) flushLoop() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		for !d.closed && !d.flushDue() && !d.rescueDue() {
+		for !d.closed && !d.flushDueLocked() && !d.rescueDueLocked() {
 			d.cond.Wait()
 		}
 		if d.closed {
 			return // frozen memtables stay in their WALs for the next Open; Close flushes a rescue
 		}
-		if d.rescueDue() {
+		if d.rescueDueLocked() {
 			// Freezing the memtable must wait for the commit under way,
 			// which may still be adding to it: queue for the lead.
 			d.mu.Unlock()
@@ -34,31 +34,30 @@ func (d *DB) flushLoop() {
 	}
 }
 
-// flushDue reports whether a frozen memtable awaits a flush the store may
+// flushDueLocked reports whether a frozen memtable awaits a flush the store may
 // make. d.mu is held.
-func (d *DB) flushDue() bool {
+func (d *DB) flushDueLocked() bool {
 	return len(d.imm) > 0 && (d.bgErr == nil || d.rescuing)
 }
 
-// rescueDue reports whether the memtable of a failed WAL awaits freezing.
+// rescueDueLocked reports whether the memtable of a failed WAL awaits freezing.
 // d.mu is held.
-func (d *DB) rescueDue() bool {
+func (d *DB) rescueDueLocked() bool {
 	return d.rescuing && !d.mem.mt.Empty()
 }
 
 // flushOldestLocked writes the oldest frozen memtable to a level-0 table,
-// records it in the manifest and removes its WAL. d.mu is held, and released
-// while the table is written. A failure stops the store (bgErr).
+// records it in the manifest and removes its WAL. d.mu is held on entry and
+// on return, and released while the table is written. A failure stops the
+// store (bgErr).
 func (d *DB) flushOldestLocked() error {
 	m := d.imm[0]
-	num := d.allocFileNum()
+	num := d.allocFileNumLocked()
 	d.mu.Unlock()
 
 	start := time.Now()
 	info := FlushInfo{FileNum: num, Entries: m.mt.Len()}
-	if f := d.opts.EventListener.FlushBegin; f != nil {
-		f(info)
-	}
+	d.opts.EventListener.FlushBegin(info)
 	meta, err := d.writeTable(m.mt, num)
 
 	d.mu.Lock()
@@ -71,15 +70,13 @@ func (d *DB) flushOldestLocked() error {
 		if meta != nil {
 			edit.NewFiles = []manifest.NewFile{{Level: 0, Meta: meta}}
 		}
-		err = d.logAndApply(edit)
+		err = d.logAndApplyLocked(edit)
 	}
 	info.Duration, info.Err = time.Since(start), err
 	if meta != nil {
 		info.Bytes = meta.Size
 	}
-	if f := d.opts.EventListener.FlushEnd; f != nil {
-		f(info)
-	}
+	d.opts.EventListener.FlushEnd(info)
 	if err != nil {
 		err = fmt.Errorf("bloomkv: flush to table %06d failed; the store takes no more writes until reopened: %w", num, err)
 		if d.rescuing {
@@ -92,14 +89,12 @@ func (d *DB) flushOldestLocked() error {
 		if d.bgErr == nil {
 			d.bgErr = err
 		}
-		if f := d.opts.EventListener.BackgroundError; f != nil {
-			f(err)
-		}
+		d.opts.EventListener.BackgroundError(err)
 		d.cond.Broadcast()
 		return err
 	}
 	d.imm = d.imm[1:]
-	d.publish()
+	d.publishLocked()
 	d.metrics.flushes.Add(1)
 	if meta != nil {
 		d.metrics.flushBytes.Add(meta.Size)

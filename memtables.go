@@ -26,31 +26,32 @@ func (b *batchEntries) Each(fn func(key base.InternalKey, value []byte)) {
 	})
 }
 
-// makeRoomLocked freezes the full memtable, first waiting while too many
-// frozen ones await a flush or too many level-0 tables await compaction. d.mu is held; the caller leads the commit queue.
-func (d *DB) makeRoomLocked() error {
-	stalled := func() string {
-		switch {
-		case len(d.imm) >= d.opts.MaxImmutableMemTables:
-			return "too many memtables waiting for a flush"
-		case len(d.version.Levels[0]) >= d.opts.L0StopWritesThreshold:
-			return "too many level-0 tables waiting for compaction"
-		}
-		return ""
+// stallReasonLocked says why writes must wait before the memtable can be
+// frozen, or "" when they need not. d.mu is held.
+func (d *DB) stallReasonLocked() string {
+	switch {
+	case len(d.imm) >= d.opts.MaxImmutableMemTables:
+		return "too many memtables waiting for a flush"
+	case len(d.version.Levels[0]) >= d.opts.L0StopWritesThreshold:
+		return "too many level-0 tables waiting for compaction"
 	}
-	if reason := stalled(); reason != "" {
+	return ""
+}
+
+// makeRoomLocked freezes the full memtable, first waiting while too many
+// frozen ones await a flush or too many level-0 tables await compaction.
+// d.mu is held on entry and on return, and released while it waits; the
+// caller leads the commit queue, so no write gets in meanwhile.
+func (d *DB) makeRoomLocked() error {
+	if reason := d.stallReasonLocked(); reason != "" {
 		start := time.Now()
 		d.metrics.stalls.Add(1)
-		if f := d.opts.EventListener.WriteStallBegin; f != nil {
-			f(reason)
-		}
-		for stalled() != "" && d.bgErr == nil && !d.closed {
+		d.opts.EventListener.WriteStallBegin(reason)
+		for d.stallReasonLocked() != "" && d.bgErr == nil && !d.closed {
 			d.cond.Wait()
 		}
 		d.metrics.stallNanos.Add(int64(time.Since(start)))
-		if f := d.opts.EventListener.WriteStallEnd; f != nil {
-			f()
-		}
+		d.opts.EventListener.WriteStallEnd()
 		if d.bgErr != nil {
 			return d.bgErr
 		}
@@ -63,25 +64,27 @@ func (d *DB) makeRoomLocked() error {
 
 // rotateLocked freezes the memtable and starts a new WAL and memtable. The
 // old WAL is synced first, so that only the newest WAL can end torn. d.mu is
-// held; the caller leads the commit queue (or no one else runs).
+// held throughout; the caller leads the commit queue (or no one else runs).
+// A failure of the WAL comes back as a *logFailure for the caller to report
+// once it has released d.mu (reportLogFailure).
 func (d *DB) rotateLocked() error {
 	if err := d.walW.Flush(); err != nil {
-		return d.walFailedLocked(err)
+		return &logFailure{err}
 	}
 	if err := d.wal.Sync(); err != nil {
-		return d.walFailedLocked(err)
+		return &logFailure{err}
 	}
 	old, oldW := d.wal, d.walW
-	num := d.allocFileNum()
+	num := d.allocFileNumLocked()
 	if err := d.createWAL(num); err != nil {
 		d.wal, d.walW = old, oldW
-		return d.walFailedLocked(fmt.Errorf("starting %s: %w", d.path(logName(num)), err))
+		return &logFailure{fmt.Errorf("starting %s: %w", d.path(logName(num)), err)}
 	}
 	old.Close()
 	d.wal.recycle(old)
 	d.imm = append(d.imm, d.mem)
 	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: num}
-	d.publish()
+	d.publishLocked()
 	d.cond.Broadcast() // wake the flusher
 	return nil
 }

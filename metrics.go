@@ -99,8 +99,8 @@ func (d *DB) Metrics() *Metrics {
 		WriteStalls:          d.metrics.stalls.Load(),
 		WriteStallDuration:   time.Duration(d.metrics.stallNanos.Load()),
 	}
-	// No d.mu: Metrics may be called while the DB holds it (from an
-	// EventListener, or by code holding a lock a listener takes).
+	// No d.mu: Metrics reads the read state and atomic counters only, so
+	// it never waits for work that holds the lock.
 	scores := d.levelScores(s.version, nil)
 	m.Snapshots = int(d.metrics.snapshots.Load())
 	for l := range manifest.NumLevels {

@@ -108,7 +108,7 @@ func (d *DB) open() error {
 			d.imm = []*memEntry{{mt: mem}}
 		}
 		d.visibleSeq.Store(uint64(d.lastSeq))
-		d.publish()
+		d.publishLocked()
 		return nil
 	}
 
@@ -117,7 +117,7 @@ func (d *DB) open() error {
 	// the old manifest and WALs in charge.
 	edit := &manifest.VersionEdit{}
 	if !mem.Empty() {
-		meta, err := d.writeTable(mem, d.allocFileNum())
+		meta, err := d.writeTable(mem, d.allocFileNumLocked())
 		if err != nil {
 			return err
 		}
@@ -133,7 +133,7 @@ func (d *DB) open() error {
 	// charge with no new log among them (a new empty log there would turn
 	// a torn old one into a "torn log that is not the last"); a missing WAL
 	// at or above the log number is harmless.
-	walNum := d.allocFileNum()
+	walNum := d.allocFileNumLocked()
 	d.logNumber = walNum
 	if err := d.writeNewManifest(); err != nil {
 		return err
@@ -143,7 +143,7 @@ func (d *DB) open() error {
 	}
 	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: walNum}
 	d.visibleSeq.Store(uint64(d.lastSeq))
-	d.publish()
+	d.publishLocked()
 	d.deleteObsolete()
 	return nil
 }

@@ -53,7 +53,8 @@ type Options struct {
 	ErrorIfExists bool
 	// Logger receives the store's log lines (slog.Default()).
 	Logger *slog.Logger
-	// EventListener is told of flushes, stalls and background errors.
+	// EventListener is told of flushes, compactions, write stalls and
+	// background errors; see EventListener for when its functions run.
 	EventListener EventListener
 }
 
@@ -117,6 +118,7 @@ func (o *Options) withDefaults() (*Options, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.EventListener = c.EventListener.withDefaults()
 	switch {
 	case c.CacheSize < 0:
 		return nil, fmt.Errorf("bloomkv: CacheSize %d is negative", c.CacheSize)

@@ -17,9 +17,9 @@ type readState struct {
 	refs    atomic.Int32
 }
 
-// publish installs the read state for mem, imm and version. d.mu is held (or
+// publishLocked installs the read state for mem, imm and version. d.mu is held (or
 // the DB is not yet shared).
-func (d *DB) publish() {
+func (d *DB) publishLocked() {
 	s := &readState{mem: d.mem, imm: slices.Clone(d.imm), version: d.version}
 	s.refs.Store(1)
 	for _, f := range s.version.AllFiles() {

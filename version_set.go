@@ -8,7 +8,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/record"
 )
 
-func (d *DB) allocFileNum() uint64 {
+func (d *DB) allocFileNumLocked() uint64 {
 	n := d.nextFileNum
 	d.nextFileNum++
 	return n
@@ -17,7 +17,7 @@ func (d *DB) allocFileNum() uint64 {
 // writeNewManifest writes a manifest holding the whole current state and
 // points CURRENT at it.
 func (d *DB) writeNewManifest() error {
-	num := d.allocFileNum()
+	num := d.allocFileNumLocked()
 	name := d.path(manifestName(num))
 	f, err := d.fs.Create(name)
 	if err != nil {
@@ -51,9 +51,9 @@ func (d *DB) writeNewManifest() error {
 	return nil
 }
 
-// logAndApply records edit in the manifest (synced) and installs the new
+// logAndApplyLocked records edit in the manifest (synced) and installs the new
 // version. d.mu is held.
-func (d *DB) logAndApply(edit *manifest.VersionEdit) error {
+func (d *DB) logAndApplyLocked(edit *manifest.VersionEdit) error {
 	edit.NextFileNum, edit.LastSeq = d.nextFileNum, d.lastSeq
 	v, err := d.version.Apply(edit)
 	if err != nil {

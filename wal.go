@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -232,28 +233,45 @@ func (d *DB) createWAL(num uint64) error {
 // are all in the memtables. So the memtable of the failed log is frozen
 // (rescueLocked) and, with every frozen memtable, flushed to level 0 even
 // though the store has failed; Close waits for that.
+//
+// d.mu must not be held: walFailed takes it. A caller holding d.mu returns a logFailure
+// instead, which the commit leader passes here (reportLogFailure).
 func (d *DB) walFailed(err error) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.bgErr == nil {
+	first := d.bgErr == nil
+	if first {
 		d.bgErr = fmt.Errorf("bloomkv: write-ahead log failed (current log %s); the store takes no more writes until reopened: %w",
 			d.path(logName(d.mem.logNum)), err)
-		if f := d.opts.EventListener.BackgroundError; f != nil {
-			f(d.bgErr)
-		}
 	}
 	if !d.walBroken {
 		d.walBroken = true
 		d.rescuing = true
 		d.cond.Broadcast() // wake stalled writers, and the flusher to rescue
 	}
-	return d.bgErr
+	if first {
+		d.opts.EventListener.BackgroundError(d.bgErr)
+	}
+	bgErr := d.bgErr
+	d.mu.Unlock()
+	return bgErr
 }
 
-func (d *DB) walFailedLocked(err error) error {
-	d.mu.Unlock()
-	err = d.walFailed(err)
-	d.mu.Lock()
+// logFailure is a failed write, sync or creation of a WAL met with d.mu
+// held (rotateLocked). The commit leader reports it through walFailed once
+// it has let go of d.mu (reportLogFailure).
+type logFailure struct{ err error }
+
+func (e *logFailure) Error() string { return e.err.Error() }
+func (e *logFailure) Unwrap() error { return e.err }
+
+// reportLogFailure passes a logFailure among err's chain to walFailed and
+// returns the store's error; any other error it returns as it is. d.mu is
+// not held.
+func (d *DB) reportLogFailure(err error) error {
+	var lf *logFailure
+	if errors.As(err, &lf) {
+		return d.walFailed(lf.err)
+	}
 	return err
 }
 
@@ -266,7 +284,7 @@ func (d *DB) rescueLocked() {
 		return
 	}
 	d.imm = append(d.imm, d.mem)
-	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: d.allocFileNum()}
-	d.publish()
+	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: d.allocFileNumLocked()}
+	d.publishLocked()
 	d.cond.Broadcast()
 }
