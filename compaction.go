@@ -96,14 +96,15 @@ func (d *DB) compactLoop() {
 
 // runLocked runs a started compaction and releases it; a failure becomes the
 // store's background error. d.mu is held on entry and on return, and
-// released while tables are written (compactLocked).
+// released while tables are written and while listeners run (compactLocked,
+// and BackgroundError for a failure).
 func (d *DB) runLocked(c *compaction) error {
 	err := d.compactLocked(c)
 	d.finishLocked(c)
 	if err != nil && d.bgErr == nil {
 		bgErr := fmt.Errorf("bloomkv: compaction failed; the store takes no more writes until reopened: %w", err)
 		d.bgErr = bgErr
-		d.opts.EventListener.BackgroundError(bgErr)
+		d.unlocked(func() { d.opts.EventListener.BackgroundError(bgErr) })
 	}
 	return err
 }
@@ -140,9 +141,7 @@ func (d *DB) compactLocked(c *compaction) error {
 				info.BytesOut += m.Size
 			}
 		}
-		d.mu.Unlock()
-		d.opts.EventListener.CompactionEnd(info)
-		d.mu.Lock()
+		d.unlocked(func() { d.opts.EventListener.CompactionEnd(info) })
 		return err
 	}
 	if err != nil {

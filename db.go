@@ -37,7 +37,8 @@ type DB struct {
 	//   - Open only: written and read while the store opens, then unused;
 	//   - atomic: read and written without a lock.
 	//
-	// Where both locks are needed, d.commitMu is taken before d.mu.
+	// Where both locks are needed, d.commitMu is taken before d.mu. No
+	// listener is called with either held (EventListener).
 
 	// Immutable after Open.
 	dir    string

@@ -2,9 +2,17 @@ package bloomkv
 
 import "time"
 
-// EventListener's functions, those set, are called as events happen; they
-// must not block for long or call back into the DB. A nil function is not
-// called.
+// EventListener is told of the store's background work as it happens. A nil
+// function is not called.
+//
+// Every function is called with none of the DB's locks held, on the
+// goroutine doing the work, which waits while the function runs: a slow
+// listener slows flushes, compactions or, for the write-stall functions,
+// the writes waiting behind the stall. A listener may read the store (Get,
+// NewIter, NewSnapshot, Metrics, SSTables). It must not write to it, Flush,
+// Compact or Close it: those wait for work the listener is part of. Calls
+// of one function may come from several goroutines at once (concurrent
+// compactions), so a listener guards its own state.
 type EventListener struct {
 	// FlushBegin is called before a frozen memtable is written to a
 	// level-0 table; FlushEnd after, with the outcome, before a Flush call
@@ -44,6 +52,15 @@ func orNop[T any](f *func(T)) {
 	if *f == nil {
 		*f = func(T) {}
 	}
+}
+
+// unlocked runs fn, a listener call, with d.mu released: no listener runs
+// with a lock of the DB held (EventListener). d.mu is held on entry and on
+// return; the caller has left the state it guards consistent.
+func (d *DB) unlocked(fn func()) {
+	d.mu.Unlock()
+	defer d.mu.Lock()
+	fn()
 }
 
 // CompactionInfo describes a compaction of tables from one level into the

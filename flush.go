@@ -48,8 +48,10 @@ func (d *DB) rescueDueLocked() bool {
 
 // flushOldestLocked writes the oldest frozen memtable to a level-0 table,
 // records it in the manifest and removes its WAL. d.mu is held on entry and
-// on return, and released while the table is written. A failure stops the
-// store (bgErr).
+// on return, and released while the table is written and while listeners
+// run (FlushBegin, FlushEnd, and BackgroundError for a failure, which stops
+// the store). FlushEnd runs before the memtable leaves d.imm, so a Flush
+// call waiting for it returns after FlushEnd.
 func (d *DB) flushOldestLocked() error {
 	m := d.imm[0]
 	num := d.allocFileNumLocked()
@@ -76,7 +78,9 @@ func (d *DB) flushOldestLocked() error {
 	if meta != nil {
 		info.Bytes = meta.Size
 	}
-	d.opts.EventListener.FlushEnd(info)
+	// Only the flusher takes memtables out of d.imm, so m is still its
+	// first when d.mu comes back.
+	d.unlocked(func() { d.opts.EventListener.FlushEnd(info) })
 	if err != nil {
 		err = fmt.Errorf("bloomkv: flush to table %06d failed; the store takes no more writes until reopened: %w", num, err)
 		if d.rescuing {
@@ -89,7 +93,7 @@ func (d *DB) flushOldestLocked() error {
 		if d.bgErr == nil {
 			d.bgErr = err
 		}
-		d.opts.EventListener.BackgroundError(err)
+		d.unlocked(func() { d.opts.EventListener.BackgroundError(err) })
 		d.cond.Broadcast()
 		return err
 	}

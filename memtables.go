@@ -40,18 +40,19 @@ func (d *DB) stallReasonLocked() string {
 
 // makeRoomLocked freezes the full memtable, first waiting while too many
 // frozen ones await a flush or too many level-0 tables await compaction.
-// d.mu is held on entry and on return, and released while it waits; the
-// caller leads the commit queue, so no write gets in meanwhile.
+// d.mu is held on entry and on return, and released while it waits and
+// while the WriteStallBegin and WriteStallEnd listeners run; the caller
+// leads the commit queue, so no write gets in meanwhile.
 func (d *DB) makeRoomLocked() error {
 	if reason := d.stallReasonLocked(); reason != "" {
 		start := time.Now()
 		d.metrics.stalls.Add(1)
-		d.opts.EventListener.WriteStallBegin(reason)
+		d.unlocked(func() { d.opts.EventListener.WriteStallBegin(reason) })
 		for d.stallReasonLocked() != "" && d.bgErr == nil && !d.closed {
 			d.cond.Wait()
 		}
 		d.metrics.stallNanos.Add(int64(time.Since(start)))
-		d.opts.EventListener.WriteStallEnd()
+		d.unlocked(d.opts.EventListener.WriteStallEnd)
 		if d.bgErr != nil {
 			return d.bgErr
 		}

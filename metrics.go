@@ -77,7 +77,8 @@ func (m *Metrics) FilterFalsePositiveRate() float64 {
 	return float64(m.FilterFalsePositives) / float64(m.FilterProbes)
 }
 
-// Metrics returns the store's metrics.
+// Metrics returns the store's metrics. It takes none of the DB's locks, and
+// may be called at any time, from an EventListener too.
 func (d *DB) Metrics() *Metrics {
 	s := d.acquire()
 	defer d.release(s)

@@ -234,7 +234,8 @@ func (d *DB) createWAL(num uint64) error {
 // (rescueLocked) and, with every frozen memtable, flushed to level 0 even
 // though the store has failed; Close waits for that.
 //
-// d.mu must not be held: walFailed takes it. A caller holding d.mu returns a logFailure
+// d.mu must not be held: walFailed takes it, and calls the BackgroundError
+// listener after letting it go. A caller holding d.mu returns a logFailure
 // instead, which the commit leader passes here (reportLogFailure).
 func (d *DB) walFailed(err error) error {
 	d.mu.Lock()
@@ -248,11 +249,11 @@ func (d *DB) walFailed(err error) error {
 		d.rescuing = true
 		d.cond.Broadcast() // wake stalled writers, and the flusher to rescue
 	}
-	if first {
-		d.opts.EventListener.BackgroundError(d.bgErr)
-	}
 	bgErr := d.bgErr
 	d.mu.Unlock()
+	if first {
+		d.opts.EventListener.BackgroundError(bgErr)
+	}
 	return bgErr
 }
 
