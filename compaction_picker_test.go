@@ -1,0 +1,488 @@
+package bloomkv
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/manifest"
+)
+
+// TestCompactionPicker gives the picker hand-built levels and checks the
+// compaction it picks: pickAutoLocked (the level scores' choice) or, for
+// the cases with manual set, manualSetupLocked (one step of Compact).
+//
+// levels holds one line a level, "L1: 3:[a-b] 4:[c-e]=8M": each table is
+// its number, its key range and, after "=", its size (K, M and G suffixes;
+// 1M if left out). A table's sequence numbers are its number, so that a
+// higher number is a newer level-0 table. busy lists the tables a running
+// compaction holds; running, the compactions under way, "L1->L2 [a-c]"
+// (from, into, and the key range they write). manual, "L0: 1 2", is the
+// level and tables Compact hands to manualSetupLocked.
+//
+// want renders the pick, "L0 -> L1: inputs 1,2 + 3,4; move=false;
+// bottom=true; score=1.00" (inputs of the level, then of the output level;
+// the score only for automatic picks), or "none". scores, when set, is
+// levelScores for L0 to L6 before the pick.
+func TestCompactionPicker(t *testing.T) {
+	const mb = 1 << 20
+	cases := []struct {
+		name    string
+		opts    Options
+		levels  string
+		busy    string
+		running []string
+		manual  string
+		scores  string
+		want    string
+	}{
+		{
+			name:   "nothing due",
+			levels: "L0: 1:[a-c] 2:[b-d]\nL1: 3:[a-z]=10M\nL2: 4:[a-z]=100M",
+			scores: "0.50 0.16 0.16 0 0 0 0",
+			want:   "none",
+		},
+
+		// Level 0: its table count over L0CompactionThreshold.
+		{
+			name:   "L0 at the threshold merges into the L1 tables it overlaps",
+			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f]\nL1: 5:[a-b] 6:[c-g] 7:[h-k]",
+			scores: "1.00 0.05 0 0 0 0 0",
+			want:   "L0 -> L1: inputs 1,2,3,4 + 5,6; move=false; bottom=true; score=1.00",
+		},
+		{
+			name:   "L0CompactionThreshold 1: a lone L0 table over nothing in L1 moves",
+			opts:   Options{L0CompactionThreshold: 1},
+			levels: "L0: 1:[a-c]\nL1: 2:[d-f]",
+			want:   "L0 -> L1: inputs 1 + none; move=true; bottom=true; score=1.00",
+		},
+		{
+			name:   "L0CompactionThreshold 2: two L0 tables go down, merged even over nothing",
+			opts:   Options{L0CompactionThreshold: 2},
+			levels: "L0: 1:[a-c] 2:[x-z]",
+			want:   "L0 -> L1: inputs 1,2 + none; move=false; bottom=true; score=1.00",
+		},
+		{
+			name:   "L0CompactionThreshold 2: one L0 table is not due",
+			opts:   Options{L0CompactionThreshold: 2},
+			levels: "L0: 1:[a-c]\nL1: 2:[a-b]",
+			scores: "0.50 0.02 0 0 0 0 0",
+			want:   "none",
+		},
+		{
+			name:   "L0CompactionThreshold 4 (the default): three L0 tables are not due",
+			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e]",
+			scores: "0.75 0 0 0 0 0 0",
+			want:   "none",
+		},
+		{
+			name:   "L0CompactionThreshold 8: eight L0 tables are due",
+			opts:   Options{L0CompactionThreshold: 8, L0StopWritesThreshold: 16},
+			levels: "L0: 1:[a-b] 2:[a-b] 3:[a-b] 4:[a-b] 5:[a-b] 6:[a-b] 7:[a-b] 8:[a-b]\nL1: 9:[b-c]",
+			want:   "L0 -> L1: inputs 1,2,3,4,5,6,7,8 + 9; move=false; bottom=true; score=1.00",
+		},
+		{
+			name:   "L0CompactionThreshold 8: seven L0 tables are not due",
+			opts:   Options{L0CompactionThreshold: 8, L0StopWritesThreshold: 16},
+			levels: "L0: 1:[a-b] 2:[a-b] 3:[a-b] 4:[a-b] 5:[a-b] 6:[a-b] 7:[a-b]",
+			scores: "0.88 0 0 0 0 0 0",
+			want:   "none",
+		},
+
+		// Levels 1 to 5: their bytes over LBaseMaxBytes × LevelMultiplier^(l-1).
+		{
+			// Ratios of L2 bytes rewritten to L1 bytes moved: 2M/1M for
+			// table 1, 4M/8M for table 2, 20M/4M for table 3. Table 1
+			// rewrites the fewest bytes, table 2 the fewest per byte.
+			name:   "L1 over its target: the table with the least overlap ratio in L2 goes",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L1: 1:[a-c]=1M 2:[d-f]=8M 3:[g-i]=4M\nL2: 4:[a-b]=2M 5:[e-e]=4M 6:[g-h]=20M",
+			scores: "0 1.30 0.26 0 0 0 0",
+			want:   "L1 -> L2: inputs 2 + 5; move=false; bottom=true; score=1.30",
+		},
+		{
+			name:   "an L1 table over nothing in L2 moves",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L1: 1:[a-c]=6M 2:[d-f]=6M\nL2: 3:[a-b]=1M",
+			want:   "L1 -> L2: inputs 2 + none; move=true; bottom=true; score=1.20",
+		},
+		{
+			name:   "L2 over LBaseMaxBytes × LevelMultiplier",
+			opts:   Options{LBaseMaxBytes: 10 * mb, LevelMultiplier: 2},
+			levels: "L2: 1:[a-c]=15M 2:[d-f]=10M\nL3: 3:[a-b]=1M 4:[d-e]=29M",
+			scores: "0 0 1.25 0.75 0 0 0",
+			want:   "L2 -> L3: inputs 1 + 3; move=false; bottom=true; score=1.25",
+		},
+		{
+			name:   "L2 under LBaseMaxBytes × the default LevelMultiplier",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L2: 1:[a-c]=15M 2:[d-f]=10M\nL3: 3:[a-b]=1M 4:[d-e]=29M",
+			scores: "0 0 0.25 0.03 0 0 0",
+			want:   "none",
+		},
+		{
+			name:   "the last level never scores",
+			opts:   Options{LBaseMaxBytes: 1},
+			levels: "L6: 1:[a-m]=100G 2:[n-z]=100G",
+			scores: "0 0 0 0 0 0 0",
+			want:   "none",
+		},
+		{
+			name:   "the highest score wins: L1 over L0",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f] 5:[e-g]\nL1: 6:[a-c]=10M 7:[x-z]=10M\nL2: 8:[a-b]=1M",
+			scores: "1.25 2.00 0.01 0 0 0 0",
+			want:   "L1 -> L2: inputs 7 + none; move=true; bottom=true; score=2.00",
+		},
+		{
+			name:   "the highest score wins: L0 over L1",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f] 5:[e-g] 6:[f-h] 7:[g-i] 8:[h-j] 9:[i-k]\nL1: 10:[a-c]=10M 11:[x-z]=10M",
+			scores: "2.25 2.00 0 0 0 0 0",
+			want:   "L0 -> L1: inputs 1,2,3,4,5,6,7,8,9 + 10; move=false; bottom=true; score=2.25",
+		},
+
+		// Busy tables and running compactions.
+		{
+			name:   "the best L1 table's L2 table is busy: the next best goes",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L1: 1:[a-c]=1M 2:[d-f]=8M 3:[g-i]=4M\nL2: 4:[a-b]=2M 5:[e-e]=4M 6:[g-h]=20M",
+			busy:   "5",
+			want:   "L1 -> L2: inputs 1 + 4; move=false; bottom=true; score=1.30",
+		},
+		{
+			name:   "an L1 table under L0 is busy: L0 waits",
+			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f]\nL1: 5:[a-b] 6:[c-g]",
+			busy:   "6",
+			scores: "1.00 0.02 0 0 0 0 0",
+			want:   "none",
+		},
+		{
+			name:   "busy tables do not count towards their level's score",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L1: 1:[a-c]=6M 2:[d-f]=6M\nL2: 3:[a-b]=1M",
+			busy:   "1",
+			scores: "0 0.60 0.01 0 0 0 0",
+			want:   "none",
+		},
+		{
+			name:    "a compaction running into L2 over the range: that L1 table waits, another goes",
+			opts:    Options{LBaseMaxBytes: 10 * mb},
+			levels:  "L1: 1:[a-b]=6M 2:[c-d]=6M 3:[m-n]=6M\nL2: 4:[c-e]=1M 5:[m-n]=12M",
+			busy:    "1",
+			running: []string{"L1->L2 [a-c]"},
+			want:    "L1 -> L2: inputs 3 + 5; move=false; bottom=true; score=1.20",
+		},
+		{
+			name:    "a compaction running into L2 over the range: none",
+			opts:    Options{LBaseMaxBytes: 10 * mb},
+			levels:  "L1: 1:[a-b]=6M 2:[c-d]=12M\nL2: 4:[c-e]=1M",
+			busy:    "1",
+			running: []string{"L1->L2 [a-c]"},
+			scores:  "0 1.20 0.01 0 0 0 0",
+			want:    "none",
+		},
+		{
+			name:    "a compaction running into L1 over the range: L0 waits",
+			levels:  "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f]\nL1: 5:[x-z]",
+			running: []string{"L0->L1 [f-g]"},
+			want:    "none",
+		},
+		{
+			name:    "a compaction running into L1 elsewhere: L0 goes",
+			levels:  "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f]\nL1: 5:[x-z]",
+			running: []string{"L0->L1 [g-h]"},
+			want:    "L0 -> L1: inputs 1,2,3,4 + none; move=false; bottom=true; score=1.00",
+		},
+		{
+			name:    "the highest-scoring level cannot go: the next one does",
+			opts:    Options{LBaseMaxBytes: 10 * mb},
+			levels:  "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f] 5:[e-g]\nL1: 6:[a-c]=10M 7:[m-n]=10M\nL2: 8:[a-b]=1M",
+			running: []string{"L1->L2 [a-z]"},
+			scores:  "1.25 2.00 0.01 0 0 0 0",
+			want:    "L0 -> L1: inputs 1,2,3,4,5 + 6; move=false; bottom=false; score=1.25",
+		},
+
+		// bottom: whether a level below the output holds keys in range.
+		{
+			name:   "bottom unset: L2 holds keys in the range",
+			opts:   Options{L0CompactionThreshold: 1},
+			levels: "L0: 1:[c-d]\nL1: 2:[a-c]\nL2: 3:[b-b]",
+			want:   "L0 -> L1: inputs 1 + 2; move=false; bottom=false; score=1.00",
+		},
+		{
+			name:   "bottom unset: the last level holds keys in the range",
+			opts:   Options{L0CompactionThreshold: 1},
+			levels: "L0: 1:[c-d]\nL1: 2:[a-c]\nL6: 3:[d-e]",
+			want:   "L0 -> L1: inputs 1 + 2; move=false; bottom=false; score=1.00",
+		},
+		{
+			name:   "bottom set: the deeper levels hold keys outside the range only",
+			opts:   Options{L0CompactionThreshold: 1},
+			levels: "L0: 1:[c-d]\nL1: 2:[a-c]\nL2: 3:[e-f]\nL6: 4:[0-9]",
+			want:   "L0 -> L1: inputs 1 + 2; move=false; bottom=true; score=1.00",
+		},
+		{
+			name:    "bottom unset: a compaction running into a deeper level over the range",
+			opts:    Options{L0CompactionThreshold: 1},
+			levels:  "L0: 1:[c-d]\nL1: 2:[a-c]",
+			running: []string{"L3->L4 [b-b]"},
+			want:    "L0 -> L1: inputs 1 + 2; move=false; bottom=false; score=1.00",
+		},
+
+		// Compact's steps (manualSetupLocked).
+		{
+			name:   "Compact: L0 over empty levels goes into the last level",
+			levels: "L0: 1:[a-c] 2:[b-d]",
+			manual: "L0: 1 2",
+			want:   "L0 -> L6: inputs 1,2 + none; move=false; bottom=true",
+		},
+		{
+			name:   "Compact: L1's tables under L0 move to the last level first",
+			levels: "L0: 1:[a-m] 2:[c-z]\nL1: 3:[a-f] 4:[g-z]",
+			manual: "L0: 1 2",
+			want:   "L1 -> L6: inputs 3,4 + none; move=true; bottom=false",
+		},
+		{
+			name:   "Compact: then L0 merges into them there, once",
+			levels: "L0: 1:[a-m] 2:[c-z]\nL6: 3:[a-f] 4:[g-z]",
+			manual: "L0: 1 2",
+			want:   "L0 -> L6: inputs 1,2 + 3,4; move=false; bottom=true",
+		},
+		{
+			name:   "Compact: empty levels are skipped to the first level holding keys in range",
+			levels: "L0: 1:[a-c]\nL3: 2:[b-d]\nL5: 3:[a-z]",
+			manual: "L0: 1",
+			want:   "L0 -> L3: inputs 1 + 2; move=false; bottom=false",
+		},
+		{
+			name:   "Compact: a level holding keys outside the range only is skipped",
+			levels: "L1: 1:[a-c]\nL2: 2:[x-z]\nL4: 3:[b-d]=5M\nL5: 4:[c-c]",
+			manual: "L1: 1",
+			want:   "L1 -> L4: inputs 1 + 3; move=false; bottom=false",
+		},
+		{
+			name:   "Compact: the output level's tables widen the range onto a level between: the next level instead",
+			levels: "L0: 1:[c-d]\nL1: 2:[e-f]\nL2: 3:[a-z]\nL3: 4:[y-z]",
+			manual: "L0: 1",
+			want:   "L0 -> L1: inputs 1 + none; move=true; bottom=false",
+		},
+		{
+			name:   "Compact: a busy table under the inputs",
+			levels: "L0: 1:[a-c]\nL3: 2:[b-d]\nL5: 3:[a-z]",
+			busy:   "2",
+			manual: "L0: 1",
+			want:   "none",
+		},
+		{
+			name:   "Compact: a busy table to move to the last level first",
+			levels: "L0: 1:[a-c]\nL1: 2:[a-b]",
+			busy:   "2",
+			manual: "L0: 1",
+			want:   "none",
+		},
+		{
+			name:    "Compact: a compaction running into the last level over the range: no move, a merge into the level below",
+			levels:  "L1: 1:[a-c]\nL2: 2:[b-d]",
+			running: []string{"L5->L6 [c-c]"},
+			manual:  "L1: 1",
+			want:    "L1 -> L2: inputs 1 + 2; move=false; bottom=false",
+		},
+		{
+			name:    "Compact: a compaction running into an empty level between: none",
+			levels:  "L1: 1:[a-c]\nL3: 2:[a-z]",
+			running: []string{"L0->L2 [b-b]"},
+			manual:  "L1: 1",
+			want:    "none",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := c.opts.withDefaultsMust(t)
+			v := parseLevels(t, c.levels)
+			d := &DB{opts: o, version: v, busy: map[uint64]bool{}, fileRefs: map[uint64]int{}}
+			for _, f := range strings.Fields(c.busy) {
+				d.busy[parseUint(t, f)] = true
+			}
+			for _, r := range c.running {
+				d.running = append(d.running, parseRunning(t, r))
+			}
+			if c.scores != "" {
+				if got := renderScores(d.levelScores(v, d.busy)); got != c.scores {
+					t.Errorf("scores %s, want %s", got, c.scores)
+				}
+			}
+			var picked *compaction
+			if c.manual != "" {
+				l, inputs := parseManual(t, v, c.manual)
+				picked = d.manualSetupLocked(l, inputs)
+			} else {
+				running := len(d.running)
+				picked = d.pickAutoLocked()
+				if picked != nil {
+					// The pick is started: its tables are busy, and it
+					// is running.
+					for _, f := range append(slices.Clone(picked.inputs[0]), picked.inputs[1]...) {
+						if !d.busy[f.FileNum] {
+							t.Errorf("table %d picked but not marked busy", f.FileNum)
+						}
+					}
+					if len(d.running) != running+1 || d.running[running] != picked {
+						t.Errorf("the pick is not among the running compactions")
+					}
+				}
+			}
+			if got := renderCompaction(picked); got != c.want {
+				t.Errorf("levels:\n%s\npicked %s\nwant   %s", c.levels, got, c.want)
+			}
+		})
+	}
+}
+
+// parseLevels builds a version from lines "L1: 3:[a-b] 4:[c-e]=8M".
+func parseLevels(t *testing.T, s string) *manifest.Version {
+	t.Helper()
+	edit := &manifest.VersionEdit{}
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		name, tables, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "L") {
+			t.Fatalf("bad level line %q", line)
+		}
+		l := int(parseUint(t, name[1:]))
+		for _, tok := range strings.Fields(tables) {
+			tok, size, _ := strings.Cut(tok, "=")
+			num, rng, ok := strings.Cut(tok, ":")
+			if !ok {
+				t.Fatalf("bad table %q", tok)
+			}
+			lo, hi := parseRange(t, rng)
+			f := &manifest.FileMetadata{FileNum: parseUint(t, num), Size: 1 << 20}
+			seq := base.SeqNum(f.FileNum)
+			f.Smallest = base.MakeInternalKey(lo, seq, base.KindSet)
+			f.Largest = base.MakeInternalKey(hi, seq, base.KindSet)
+			f.SmallestSeq, f.LargestSeq = seq, seq
+			if size != "" {
+				f.Size = parseSize(t, size)
+			}
+			edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: l, Meta: f})
+		}
+	}
+	v, err := (&manifest.Version{}).Apply(edit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// parseRange parses "[lo-hi]".
+func parseRange(t *testing.T, s string) (lo, hi []byte) {
+	t.Helper()
+	inner, ok := strings.CutPrefix(s, "[")
+	inner, ok2 := strings.CutSuffix(inner, "]")
+	a, b, ok3 := strings.Cut(inner, "-")
+	if !ok || !ok2 || !ok3 {
+		t.Fatalf("bad key range %q", s)
+	}
+	return []byte(a), []byte(b)
+}
+
+// parseRunning parses a running compaction, "L1->L2 [a-c]".
+func parseRunning(t *testing.T, s string) *compaction {
+	t.Helper()
+	levels, rng, ok := strings.Cut(s, " ")
+	from, into, ok2 := strings.Cut(levels, "->")
+	if !ok || !ok2 {
+		t.Fatalf("bad running compaction %q", s)
+	}
+	c := &compaction{level: parseLevel(t, from), outputLevel: parseLevel(t, into)}
+	c.lo, c.hi = parseRange(t, rng)
+	return c
+}
+
+// parseManual parses "L0: 1 2" into the level and its tables so numbered.
+func parseManual(t *testing.T, v *manifest.Version, s string) (int, []*manifest.FileMetadata) {
+	t.Helper()
+	name, nums, _ := strings.Cut(s, ":")
+	l := parseLevel(t, name)
+	var inputs []*manifest.FileMetadata
+	for _, n := range strings.Fields(nums) {
+		i := slices.IndexFunc(v.Levels[l], func(f *manifest.FileMetadata) bool { return f.FileNum == parseUint(t, n) })
+		if i < 0 {
+			t.Fatalf("%s: L%d holds no table %s", s, l, n)
+		}
+		inputs = append(inputs, v.Levels[l][i])
+	}
+	return l, inputs
+}
+
+func parseLevel(t *testing.T, s string) int {
+	t.Helper()
+	l, ok := strings.CutPrefix(s, "L")
+	if !ok {
+		t.Fatalf("bad level %q", s)
+	}
+	return int(parseUint(t, l))
+}
+
+func parseUint(t *testing.T, s string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// parseSize parses a byte count with an optional K, M or G suffix.
+func parseSize(t *testing.T, s string) uint64 {
+	t.Helper()
+	shift := 0
+	switch {
+	case strings.HasSuffix(s, "K"):
+		shift = 10
+	case strings.HasSuffix(s, "M"):
+		shift = 20
+	case strings.HasSuffix(s, "G"):
+		shift = 30
+	}
+	if shift > 0 {
+		s = s[:len(s)-1]
+	}
+	return parseUint(t, s) << shift
+}
+
+func renderScores(s [manifest.NumLevels]float64) string {
+	parts := make([]string, len(s))
+	for l, x := range s {
+		parts[l] = "0"
+		if x != 0 {
+			parts[l] = fmt.Sprintf("%.2f", x)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func renderCompaction(c *compaction) string {
+	if c == nil {
+		return "none"
+	}
+	nums := func(files []*manifest.FileMetadata) string {
+		if len(files) == 0 {
+			return "none"
+		}
+		var ns []uint64
+		for _, f := range files {
+			ns = append(ns, f.FileNum)
+		}
+		slices.Sort(ns)
+		return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ns)), ","), "[]")
+	}
+	s := fmt.Sprintf("L%d -> L%d: inputs %s + %s; move=%t; bottom=%t", c.level, c.outputLevel, nums(c.inputs[0]), nums(c.inputs[1]), c.move, c.bottom)
+	if c.score != 0 {
+		s += fmt.Sprintf("; score=%.2f", c.score)
+	}
+	return s
+}
