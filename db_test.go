@@ -42,6 +42,8 @@ func expect(t testing.TB, d *DB, key, want string) {
 	}
 }
 
+// TestBasicAndReopen: sets, deletes and a batch read back, and again after
+// reopening, the WAL then recovered into a table.
 func TestBasicAndReopen(t *testing.T) {
 	fs := vfs.NewMem()
 	d := mustOpen(t, "/db", memOpts(fs))
@@ -55,9 +57,6 @@ func TestBasicAndReopen(t *testing.T) {
 	b.Set([]byte("d"), []byte("4"))
 	b.Set([]byte("a"), []byte("1'"))
 	b.Delete([]byte("c"))
-	if b.Count() != 3 || b.Len() <= batchHeaderLen {
-		t.Fatalf("batch count %d len %d", b.Count(), b.Len())
-	}
 	if err := d.Apply(b, Sync); err != nil {
 		t.Fatal(err)
 	}
@@ -69,23 +68,26 @@ func TestBasicAndReopen(t *testing.T) {
 		expect(t, d, "zzz", "")
 	}
 	check(d)
-	// The returned value is the caller's.
-	v, _ := d.Get([]byte("d"))
-	v[0] = 'X'
-	expect(t, d, "d", "4")
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
 	d = mustOpen(t, "/db", memOpts(fs))
+	defer d.Close()
 	check(d)
 	if m := d.Metrics(); m.Levels[0].Files != 1 {
 		t.Fatalf("recovered WAL not flushed at open: %+v", m.Levels)
 	}
-	d.Close()
-	b.Reset()
-	if b.Count() != 0 || b.Len() != batchHeaderLen {
-		t.Fatal("Reset left writes")
-	}
+}
+
+// TestGetReturnsTheCallersCopy: changing the value Get returned changes
+// nothing in the store.
+func TestGetReturnsTheCallersCopy(t *testing.T) {
+	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+	defer d.Close()
+	d.Set([]byte("d"), []byte("4"), NoSync)
+	v, _ := d.Get([]byte("d"))
+	v[0] = 'X'
+	expect(t, d, "d", "4")
 }
 
 func TestFlushesAndTables(t *testing.T) {
@@ -145,103 +147,143 @@ func TestFlushesAndTables(t *testing.T) {
 	}
 }
 
+// TestBadInput: each bad call or option is refused with its error, and
+// leaves the store as it was.
 func TestBadInput(t *testing.T) {
+	t.Run("key too long", func(t *testing.T) {
+		d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+		defer d.Close()
+		if err := d.Set(make([]byte, MaxKeySize+1), nil, NoSync); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("oversized key: %v", err)
+		}
+		if _, err := d.Get(make([]byte, MaxKeySize+1)); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("Get of an oversized key: %v", err)
+		}
+	})
+	t.Run("value too long", func(t *testing.T) {
+		d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+		defer d.Close()
+		if err := d.Set([]byte("k"), make([]byte, MaxValueSize+1), NoSync); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("oversized value: %v", err)
+		}
+	})
+	t.Run("store already open", func(t *testing.T) {
+		fs := vfs.NewMem()
+		d := mustOpen(t, "/db", memOpts(fs))
+		defer d.Close()
+		if _, err := Open("/db", memOpts(fs)); !errors.Is(err, vfs.ErrLocked) {
+			t.Fatalf("second Open: %v, want ErrLocked", err)
+		}
+	})
+	t.Run("closed handle", func(t *testing.T) {
+		d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+		d.Set([]byte("k"), []byte("v"), Sync)
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for name, err := range map[string]error{
+			"Set":    d.Set([]byte("k"), nil, NoSync),
+			"Delete": d.Delete([]byte("k"), NoSync),
+			"Apply":  d.Apply(&Batch{}, NoSync),
+			"Flush":  d.Flush(),
+			"Close":  d.Close(),
+		} {
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("%s after Close: %v", name, err)
+			}
+		}
+		if _, err := d.Get([]byte("k")); !errors.Is(err, ErrClosed) {
+			t.Errorf("Get after Close: %v", err)
+		}
+	})
+	t.Run("ErrorIfExists on an existing store", func(t *testing.T) {
+		o := memOpts(closedStoreWithK(t))
+		o.ErrorIfExists = true
+		if _, err := Open("/db", o); err == nil {
+			t.Fatal("ErrorIfExists accepted an existing store")
+		}
+	})
+	t.Run("read-only open of a missing store", func(t *testing.T) {
+		ro := memOpts(vfs.NewMem())
+		ro.ReadOnly = true
+		if _, err := Open("/nowhere", ro); err == nil {
+			t.Fatal("read-only Open of a missing store succeeded")
+		}
+	})
+	t.Run("write to a read-only store", func(t *testing.T) {
+		ro := memOpts(closedStoreWithK(t))
+		ro.ReadOnly = true
+		rd := mustOpen(t, "/db", ro)
+		defer rd.Close()
+		expect(t, rd, "k", "v")
+		if err := rd.Set([]byte("x"), nil, NoSync); !errors.Is(err, ErrReadOnly) {
+			t.Fatalf("write to a read-only store: %v", err)
+		}
+	})
+	t.Run("invalid options", func(t *testing.T) {
+		fs := vfs.NewMem()
+		for _, bad := range []*Options{{MemTableSize: 10}, {BloomBitsPerKey: 40}, {BlockSize: 1}, {L0CompactionThreshold: 5, L0StopWritesThreshold: 2}} {
+			bad.FS = fs
+			if _, err := Open("/other", bad); err == nil {
+				t.Errorf("options %+v accepted", bad)
+			}
+		}
+	})
+}
+
+// closedStoreWithK returns the files of a closed store at /db holding k=v.
+func closedStoreWithK(t *testing.T) *vfs.MemFS {
+	t.Helper()
 	fs := vfs.NewMem()
 	d := mustOpen(t, "/db", memOpts(fs))
-	if err := d.Set(make([]byte, MaxKeySize+1), nil, NoSync); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("oversized key: %v", err)
+	if err := d.Set([]byte("k"), []byte("v"), Sync); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := d.Get(make([]byte, MaxKeySize+1)); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("Get of an oversized key: %v", err)
-	}
-	if err := d.Set([]byte("k"), make([]byte, MaxValueSize+1), NoSync); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("oversized value: %v", err)
-	}
-	if _, err := Open("/db", memOpts(fs)); !errors.Is(err, vfs.ErrLocked) {
-		t.Fatalf("second Open: %v, want ErrLocked", err)
-	}
-	d.Set([]byte("k"), []byte("v"), Sync)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for name, err := range map[string]error{
-		"Set":    d.Set([]byte("k"), nil, NoSync),
-		"Delete": d.Delete([]byte("k"), NoSync),
-		"Apply":  d.Apply(&Batch{}, NoSync),
-		"Flush":  d.Flush(),
-		"Close":  d.Close(),
-	} {
-		if !errors.Is(err, ErrClosed) {
-			t.Errorf("%s after Close: %v", name, err)
-		}
-	}
-	if _, err := d.Get([]byte("k")); !errors.Is(err, ErrClosed) {
-		t.Errorf("Get after Close: %v", err)
-	}
-	// ErrorIfExists, ReadOnly.
-	o := memOpts(fs)
-	o.ErrorIfExists = true
-	if _, err := Open("/db", o); err == nil {
-		t.Fatal("ErrorIfExists accepted an existing store")
-	}
-	ro := memOpts(fs)
-	ro.ReadOnly = true
-	if _, err := Open("/nowhere", ro); err == nil {
-		t.Fatal("read-only Open of a missing store succeeded")
-	}
-	rd := mustOpen(t, "/db", ro)
-	expect(t, rd, "k", "v")
-	if err := rd.Set([]byte("x"), nil, NoSync); !errors.Is(err, ErrReadOnly) {
-		t.Fatalf("write to a read-only store: %v", err)
-	}
-	rd.Close()
-	// Invalid options.
-	for _, bad := range []*Options{{MemTableSize: 10}, {BloomBitsPerKey: 40}, {BlockSize: 1}, {L0CompactionThreshold: 5, L0StopWritesThreshold: 2}} {
-		bad.FS = fs
-		if _, err := Open("/other", bad); err == nil {
-			t.Errorf("options %+v accepted", bad)
-		}
-	}
+	return fs
 }
 
+// TestCorruptOrMissingManifest: Open refuses, with ErrCorruption, a store
+// whose manifest or CURRENT is damaged or gone.
 func TestCorruptOrMissingManifest(t *testing.T) {
-	fs := vfs.NewMem()
-	d := mustOpen(t, "/db", memOpts(fs))
-	d.Set([]byte("k"), []byte("v"), Sync)
-	d.Close()
-	num, err := readCurrent(fs, "/db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := "/db/" + manifestName(num)
-	f, _ := fs.Open(name)
-	data, _ := io.ReadAll(f)
-	f.Close()
-
-	// A flipped byte in the manifest's only record, with a valid chunk
-	// after it, is corruption; as the last record it is a torn tail.
-	bad := append([]byte(nil), data...)
-	bad[len(bad)/2] ^= 0xff
-	bad = append(bad, data...) // a valid copy follows
-	w, _ := fs.Create(name)
-	w.Write(bad)
-	w.Sync()
-	w.Close()
-	if _, err := Open("/db", memOpts(fs)); !errors.Is(err, ErrCorruption) {
-		t.Fatalf("corrupt manifest: %v, want ErrCorruption", err)
-	}
-	// A missing manifest.
-	fs.Remove(name)
-	if _, err := Open("/db", memOpts(fs)); !errors.Is(err, ErrCorruption) {
-		t.Fatalf("missing manifest: %v, want ErrCorruption", err)
-	}
-	// CURRENT that names nothing.
-	c, _ := fs.Create("/db/CURRENT")
-	c.Write([]byte("garbage\n"))
-	c.Close()
-	if _, err := Open("/db", memOpts(fs)); !errors.Is(err, ErrCorruption) {
-		t.Fatalf("bad CURRENT: %v, want ErrCorruption", err)
-	}
+	t.Run("flipped byte with a valid record after it", func(t *testing.T) {
+		fs := closedStoreWithK(t)
+		name := manifestFile(t, fs)
+		f, _ := fs.Open(name)
+		data, _ := io.ReadAll(f)
+		f.Close()
+		// A flipped byte in the manifest's only record, with a valid
+		// chunk after it, is corruption; as the last record it is a torn
+		// tail.
+		bad := append([]byte(nil), data...)
+		bad[len(bad)/2] ^= 0xff
+		bad = append(bad, data...) // a valid copy follows
+		w, _ := fs.Create(name)
+		w.Write(bad)
+		w.Sync()
+		w.Close()
+		if _, err := Open("/db", memOpts(fs)); !errors.Is(err, ErrCorruption) {
+			t.Fatalf("corrupt manifest: %v, want ErrCorruption", err)
+		}
+	})
+	t.Run("missing manifest", func(t *testing.T) {
+		fs := closedStoreWithK(t)
+		fs.Remove(manifestFile(t, fs))
+		if _, err := Open("/db", memOpts(fs)); !errors.Is(err, ErrCorruption) {
+			t.Fatalf("missing manifest: %v, want ErrCorruption", err)
+		}
+	})
+	t.Run("CURRENT naming nothing", func(t *testing.T) {
+		fs := closedStoreWithK(t)
+		c, _ := fs.Create("/db/CURRENT")
+		c.Write([]byte("garbage\n"))
+		c.Close()
+		if _, err := Open("/db", memOpts(fs)); !errors.Is(err, ErrCorruption) {
+			t.Fatalf("bad CURRENT: %v, want ErrCorruption", err)
+		}
+	})
 }
 
 // TestConcurrentWritersAndReaders runs under -race in CI.

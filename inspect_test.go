@@ -39,30 +39,15 @@ func checkedStore(t *testing.T, fs vfs.FS) (*DB, uint64) {
 	return d, n - 500 - 50 + 1
 }
 
+// TestSSTablesAndCheck: SSTables lists a store's tables level by level,
+// Check counts what a sound store holds and names each damaged table's
+// problem, and both refuse a closed store.
 func TestSSTablesAndCheck(t *testing.T) {
 	fs := vfs.NewMem()
 	d, live := checkedStore(t, fs)
 	levels, err := d.SSTables()
 	if err != nil {
 		t.Fatal(err)
-	}
-	m := d.Metrics()
-	files := 0
-	for _, lm := range m.Levels {
-		files += lm.Files
-	}
-	for l, tables := range levels {
-		if len(tables) != m.Levels[l].Files {
-			t.Fatalf("L%d: %d tables listed, metrics count %d", l, len(tables), m.Levels[l].Files)
-		}
-		for i, ti := range tables {
-			if ti.Level != l || ti.Size == 0 || bytes.Compare(ti.Smallest, ti.Largest) > 0 || ti.SmallestSeq > ti.LargestSeq {
-				t.Fatalf("L%d table %d: %+v", l, i, ti)
-			}
-			if l > 0 && i > 0 && bytes.Compare(tables[i-1].Largest, ti.Smallest) > 0 {
-				t.Fatalf("L%d: tables %d and %d overlap", l, i-1, i)
-			}
-		}
 	}
 	used, most := 0, 0
 	for l, tables := range levels {
@@ -73,62 +58,88 @@ func TestSSTablesAndCheck(t *testing.T) {
 			most = l
 		}
 	}
-	if used < 2 {
-		t.Fatalf("want tables on several levels:\n%s", m)
-	}
-	st, err := d.Check()
-	if err != nil {
-		t.Fatalf("check of a sound store: %v", err)
-	}
-	if st.Tables != files || st.LiveKeys != live || st.Entries == 0 || st.RangeDeletions == 0 || st.Blocks <= st.Tables {
-		t.Fatalf("check stats %+v; want %d tables, %d live keys", st, files, live)
-	}
+
+	t.Run("sound store", func(t *testing.T) {
+		m := d.Metrics()
+		files := 0
+		for _, lm := range m.Levels {
+			files += lm.Files
+		}
+		for l, tables := range levels {
+			if len(tables) != m.Levels[l].Files {
+				t.Fatalf("L%d: %d tables listed, metrics count %d", l, len(tables), m.Levels[l].Files)
+			}
+			for i, ti := range tables {
+				if ti.Level != l || ti.Size == 0 || bytes.Compare(ti.Smallest, ti.Largest) > 0 || ti.SmallestSeq > ti.LargestSeq {
+					t.Fatalf("L%d table %d: %+v", l, i, ti)
+				}
+				if l > 0 && i > 0 && bytes.Compare(tables[i-1].Largest, ti.Smallest) > 0 {
+					t.Fatalf("L%d: tables %d and %d overlap", l, i-1, i)
+				}
+			}
+		}
+		if used < 2 {
+			t.Fatalf("want tables on several levels:\n%s", m)
+		}
+		st, err := d.Check()
+		if err != nil {
+			t.Fatalf("check of a sound store: %v", err)
+		}
+		if st.Tables != files || st.LiveKeys != live || st.Entries == 0 || st.RangeDeletions == 0 || st.Blocks <= st.Tables {
+			t.Fatalf("check stats %+v; want %d tables, %d live keys", st, files, live)
+		}
+	})
+
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Check(); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Check after Close: %v", err)
-	}
-	if _, err := d.SSTables(); !errors.Is(err, ErrClosed) {
-		t.Fatalf("SSTables after Close: %v", err)
-	}
+	t.Run("closed handle", func(t *testing.T) {
+		if _, err := d.Check(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Check after Close: %v", err)
+		}
+		if _, err := d.SSTables(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("SSTables after Close: %v", err)
+		}
+	})
 
 	// Damage: a byte of one table's first data block, and another table
 	// replaced by a copy of a third (sound blocks, wrong contents for the
 	// manifest).
-	tables := levels[most]
-	if len(tables) < 3 {
-		t.Fatalf("want 3 tables on a level, have %d", len(tables))
-	}
-	flip := "/db/" + tables[0].Name
-	data := readFile(t, fs, flip)
-	data[10] ^= 0x40
-	rewrite(t, fs, flip, data)
-	rewrite(t, fs, "/db/"+tables[1].Name, readFile(t, fs, "/db/"+tables[2].Name))
-
-	ro := mustOpen(t, "/db", &Options{FS: fs, Logger: quietLogger(), ReadOnly: true})
-	defer ro.Close()
-	_, err = ro.Check()
-	var ce *CheckError
-	if !errors.As(err, &ce) || !errors.Is(err, ErrCorruption) {
-		t.Fatalf("check of a damaged store: %v", err)
-	}
-	all := []string{}
-	for _, p := range ce.Problems {
-		all = append(all, p.Error())
-	}
-	joined := strings.Join(all, "\n")
-	for _, want := range []string{flip + ": data block (0, ", "checksum mismatch", tables[1].Name + ": holds keys", "the manifest records"} {
-		if !strings.Contains(joined, want) {
-			t.Errorf("no problem mentions %q:\n%s", want, joined)
+	t.Run("damaged tables", func(t *testing.T) {
+		tables := levels[most]
+		if len(tables) < 3 {
+			t.Fatalf("want 3 tables on a level, have %d", len(tables))
 		}
-	}
-	// The damaged table's partial contents are not compared with the
-	// manifest (that would add false problems), and its block is reported
-	// once.
-	if strings.Contains(joined, tables[0].Name+": holds") || strings.Count(joined, flip+": data block (0, ") != 1 {
-		t.Errorf("problems repeat or follow from the damaged block:\n%s", joined)
-	}
+		flip := "/db/" + tables[0].Name
+		data := readFile(t, fs, flip)
+		data[10] ^= 0x40
+		rewrite(t, fs, flip, data)
+		rewrite(t, fs, "/db/"+tables[1].Name, readFile(t, fs, "/db/"+tables[2].Name))
+
+		ro := mustOpen(t, "/db", &Options{FS: fs, Logger: quietLogger(), ReadOnly: true})
+		defer ro.Close()
+		_, err := ro.Check()
+		var ce *CheckError
+		if !errors.As(err, &ce) || !errors.Is(err, ErrCorruption) {
+			t.Fatalf("check of a damaged store: %v", err)
+		}
+		all := []string{}
+		for _, p := range ce.Problems {
+			all = append(all, p.Error())
+		}
+		joined := strings.Join(all, "\n")
+		for _, want := range []string{flip + ": data block (0, ", "checksum mismatch", tables[1].Name + ": holds keys", "the manifest records"} {
+			if !strings.Contains(joined, want) {
+				t.Errorf("no problem mentions %q:\n%s", want, joined)
+			}
+		}
+		// The damaged table's partial contents are not compared with the
+		// manifest (that would add false problems), and its block is
+		// reported once.
+		if strings.Contains(joined, tables[0].Name+": holds") || strings.Count(joined, flip+": data block (0, ") != 1 {
+			t.Errorf("problems repeat or follow from the damaged block:\n%s", joined)
+		}
+	})
 }
 
 // TestCheckLevelInvariants: Check's level checks find an L0 out of order,
@@ -160,12 +171,14 @@ func TestCheckLevelInvariants(t *testing.T) {
 		{"overlap", "overlap", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{3: {newer, old}}}},
 		{"older above newer", "which lies deeper", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{1: {old}, 2: {newer}}}},
 	} {
-		errs := d.checkLevels(&c.v)
-		switch {
-		case c.want == "" && len(errs) > 0:
-			t.Errorf("%s: %v", c.name, errs)
-		case c.want != "" && (len(errs) == 0 || !errors.Is(errs[0], ErrCorruption) || !strings.Contains(errs[0].Error(), c.want)):
-			t.Errorf("%s: %v, want a corruption error saying %q", c.name, errs, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			errs := d.checkLevels(&c.v)
+			switch {
+			case c.want == "" && len(errs) > 0:
+				t.Errorf("%s: %v", c.name, errs)
+			case c.want != "" && (len(errs) == 0 || !errors.Is(errs[0], ErrCorruption) || !strings.Contains(errs[0].Error(), c.want)):
+				t.Errorf("%s: %v, want a corruption error saying %q", c.name, errs, c.want)
+			}
+		})
 	}
 }

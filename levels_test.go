@@ -435,19 +435,29 @@ func TestBottomCompactionZeroesSequenceNumbers(t *testing.T) {
 // TestRangeArguments: an inverted range is refused with a clear error; an
 // empty one does nothing.
 func TestRangeArguments(t *testing.T) {
-	d := mustOpen(t, "/db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
-	defer d.Close()
-	if err := d.DeleteRange([]byte("b"), []byte("a"), NoSync); err == nil || !strings.Contains(err.Error(), "start after its end") {
-		t.Fatalf("inverted DeleteRange: %v", err)
-	}
-	if err := d.Compact([]byte("b"), []byte("a")); err == nil {
-		t.Fatal("inverted Compact accepted")
-	}
-	d.Set([]byte("a"), []byte("1"), NoSync)
-	if err := d.DeleteRange([]byte("a"), []byte("a"), NoSync); err != nil {
-		t.Fatal(err)
-	}
-	expect(t, d, "a", "1")
+	t.Run("inverted DeleteRange", func(t *testing.T) {
+		d := mustOpen(t, "/db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+		defer d.Close()
+		if err := d.DeleteRange([]byte("b"), []byte("a"), NoSync); err == nil || !strings.Contains(err.Error(), "start after its end") {
+			t.Fatalf("inverted DeleteRange: %v", err)
+		}
+	})
+	t.Run("inverted Compact", func(t *testing.T) {
+		d := mustOpen(t, "/db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+		defer d.Close()
+		if err := d.Compact([]byte("b"), []byte("a")); err == nil {
+			t.Fatal("inverted Compact accepted")
+		}
+	})
+	t.Run("empty DeleteRange", func(t *testing.T) {
+		d := mustOpen(t, "/db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+		defer d.Close()
+		d.Set([]byte("a"), []byte("1"), NoSync)
+		if err := d.DeleteRange([]byte("a"), []byte("a"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, d, "a", "1")
+	})
 }
 
 // TestCompactRewritesEachTableOnce: Compact of a store whose data sits in

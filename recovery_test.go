@@ -212,32 +212,35 @@ func TestManifestThatLostEditsIsRefused(t *testing.T) {
 	}
 	fs.SyncDir("/db") // the flushed log's removal reaches the disk
 
-	lost := fs.CrashClone()
-	rewrite(t, lost, name, before)
-	_, err := Open("/db", memOpts(lost))
-	if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "lost edits") {
-		t.Fatalf("manifest cut back before a flush: %v, want ErrCorruption naming %s", err, name)
-	}
-
-	gone := fs.CrashClone()
-	tables, _ := gone.List("/db")
-	removed := ""
-	for _, n := range tables {
-		if k, _ := parseName(n); k == kindTable {
-			removed = "/db/" + n
-			gone.Remove(removed)
+	t.Run("manifest cut back before a flush", func(t *testing.T) {
+		lost := fs.CrashClone()
+		rewrite(t, lost, name, before)
+		_, err := Open("/db", memOpts(lost))
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "lost edits") {
+			t.Fatalf("manifest cut back before a flush: %v, want ErrCorruption naming %s", err, name)
 		}
-	}
-	_, err = Open("/db", memOpts(gone))
-	if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), removed) || !strings.Contains(err.Error(), "missing") {
-		t.Fatalf("a table deleted: %v, want ErrCorruption naming %s", err, removed)
-	}
-
-	// The store itself is sound.
-	d = mustOpen(t, "/db", memOpts(fs))
-	expect(t, d, "a", "1")
-	expect(t, d, "b", "2")
-	d.Close()
+	})
+	t.Run("a table deleted", func(t *testing.T) {
+		gone := fs.CrashClone()
+		tables, _ := gone.List("/db")
+		removed := ""
+		for _, n := range tables {
+			if k, _ := parseName(n); k == kindTable {
+				removed = "/db/" + n
+				gone.Remove(removed)
+			}
+		}
+		_, err := Open("/db", memOpts(gone))
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), removed) || !strings.Contains(err.Error(), "missing") {
+			t.Fatalf("a table deleted: %v, want ErrCorruption naming %s", err, removed)
+		}
+	})
+	t.Run("the store itself is sound", func(t *testing.T) {
+		d := mustOpen(t, "/db", memOpts(fs))
+		expect(t, d, "a", "1")
+		expect(t, d, "b", "2")
+		d.Close()
+	})
 }
 
 // TestCleanlyClosedWALCutShortIsRefused: a store closed cleanly records its
@@ -258,25 +261,29 @@ func TestCleanlyClosedWALCutShortIsRefused(t *testing.T) {
 	name := walFile(t, fs)
 	data := readFile(t, fs, name)
 
-	cut := fs.CrashClone()
-	rewrite(t, cut, name, data[:boundary])
-	_, err := Open("/db", memOpts(cut))
-	if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "last closed") {
-		t.Fatalf("WAL cut at a record boundary: %v, want ErrCorruption naming %s", err, name)
-	}
-
-	flipped := fs.CrashClone()
-	bad := bytes.Clone(data)
-	bad[len(bad)-2] ^= 1 // inside the last record
-	rewrite(t, flipped, name, bad)
-	_, err = Open("/db", memOpts(flipped))
-	if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "closed cleanly") {
-		t.Fatalf("last WAL record damaged: %v, want ErrCorruption naming %s", err, name)
-	}
-
-	// The store itself is sound. (Without a clean close, a cut WAL reads
-	// as a crash's torn tail: TestTornWALTailIsDroppedWithALogLine.)
-	d = mustOpen(t, "/db", memOpts(fs))
-	expect(t, d, "last", "v")
-	d.Close()
+	t.Run("cut at a record boundary", func(t *testing.T) {
+		cut := fs.CrashClone()
+		rewrite(t, cut, name, data[:boundary])
+		_, err := Open("/db", memOpts(cut))
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "last closed") {
+			t.Fatalf("WAL cut at a record boundary: %v, want ErrCorruption naming %s", err, name)
+		}
+	})
+	t.Run("last record damaged", func(t *testing.T) {
+		flipped := fs.CrashClone()
+		bad := bytes.Clone(data)
+		bad[len(bad)-2] ^= 1 // inside the last record
+		rewrite(t, flipped, name, bad)
+		_, err := Open("/db", memOpts(flipped))
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "closed cleanly") {
+			t.Fatalf("last WAL record damaged: %v, want ErrCorruption naming %s", err, name)
+		}
+	})
+	// (Without a clean close, a cut WAL reads as a crash's torn tail:
+	// TestTornWALTailIsDroppedWithALogLine.)
+	t.Run("the store itself is sound", func(t *testing.T) {
+		d := mustOpen(t, "/db", memOpts(fs))
+		expect(t, d, "last", "v")
+		d.Close()
+	})
 }

@@ -70,132 +70,154 @@ func TestBadInput(t *testing.T) {
 	f := newFixture(t)
 	pebbleTable := filepath.Join(f.dir, "pebble.sst")
 	writePebbleTable(t, pebbleTable, pebble.TableFormatRocksDBv2, 300)
-	r := rand.New(rand.NewPCG(7, 8))
 	flips := 60
 	if testing.Short() {
 		flips = 15
 	}
-	sources := []string{f.table, f.ldbTable, pebbleTable, f.wal, f.manifest}
-	bad := filepath.Join(t.TempDir(), "bad")
-	runs := 0
-	for _, src := range sources {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		isTable := strings.HasSuffix(src, ".sst")
-		for i, d := range damaged(r, data, flips) {
-			if err := os.WriteFile(bad, d, 0o644); err != nil {
+	for _, src := range []struct{ name, path string }{
+		{"damaged table", f.table},
+		{"damaged LevelDB-format table", f.ldbTable},
+		{"damaged Pebble table", pebbleTable},
+		{"damaged WAL", f.wal},
+		{"damaged manifest", f.manifest},
+	} {
+		t.Run(src.name, func(t *testing.T) {
+			data, err := os.ReadFile(src.path)
+			if err != nil {
 				t.Fatal(err)
 			}
-			for _, cmd := range fileCommands {
-				args := append(append([]string(nil), cmd...), bad)
-				_, errOut, code := runTool(args...)
-				runs++
-				expectOneLine(t, args, bad, errOut, code)
-				if isTable && cmd[1] == "check" && code == 0 {
-					diff := -1
-					for j := range min(len(d), len(data)) {
-						if d[j] != data[j] {
-							diff = j
+			isTable := strings.HasSuffix(src.path, ".sst")
+			bad := filepath.Join(t.TempDir(), "bad")
+			runs := 0
+			for i, d := range damaged(rand.New(rand.NewPCG(7, 8)), data, flips) {
+				if err := os.WriteFile(bad, d, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				for _, cmd := range fileCommands {
+					args := append(append([]string(nil), cmd...), bad)
+					_, errOut, code := runTool(args...)
+					runs++
+					expectOneLine(t, args, bad, errOut, code)
+					if isTable && cmd[1] == "check" && code == 0 {
+						diff := -1
+						for j := range min(len(d), len(data)) {
+							if d[j] != data[j] {
+								diff = j
+							}
 						}
+						t.Fatalf("%s variant %d (%d of %d bytes, differs at %d): sstable check found nothing wrong", filepath.Base(src.path), i, len(d), len(data), diff)
 					}
-					t.Fatalf("%s variant %d (%d of %d bytes, differs at %d): sstable check found nothing wrong", filepath.Base(src), i, len(d), len(data), diff)
 				}
 			}
-		}
+			t.Logf("%d runs on damaged input", runs)
+		})
 	}
-	// Garbage, an empty file, a missing file, a directory, a JSON run.
+
 	garbage := filepath.Join(f.dir, "garbage")
 	g := make([]byte, 5000)
+	r := rand.New(rand.NewPCG(7, 8))
 	for i := range g {
 		g[i] = byte(r.Uint32())
 	}
 	os.WriteFile(garbage, g, 0o644)
 	empty := filepath.Join(f.dir, "empty")
 	os.WriteFile(empty, nil, 0o644)
-	for _, name := range []string{garbage, empty, filepath.Join(f.dir, "missing"), f.dir} {
-		for _, cmd := range fileCommands {
-			for _, js := range []bool{false, true} {
-				args := append(append([]string(nil), cmd...), name)
-				if js {
-					args = append([]string{"--json"}, args...)
-				}
-				_, errOut, code := runTool(args...)
-				runs++
-				expectOneLine(t, args, name, errOut, code)
-				// Nothing is read from garbage; an empty file is a
-				// valid (new) WAL, and nothing else.
-				if code == 0 && (name != empty || cmd[0] != "wal") {
-					t.Fatalf("%v: accepted", args)
+	for _, c := range []struct{ name, path string }{
+		{"garbage", garbage},
+		{"empty file", empty},
+		{"missing file", filepath.Join(f.dir, "missing")},
+		{"directory", f.dir},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, cmd := range fileCommands {
+				for _, js := range []bool{false, true} {
+					args := append(append([]string(nil), cmd...), c.path)
+					if js {
+						args = append([]string{"--json"}, args...)
+					}
+					_, errOut, code := runTool(args...)
+					expectOneLine(t, args, c.path, errOut, code)
+					// Nothing is read from garbage; an empty file is a
+					// valid (new) WAL, and nothing else.
+					if code == 0 && (c.path != empty || cmd[0] != "wal") {
+						t.Fatalf("%v: accepted", args)
+					}
 				}
 			}
+		})
+	}
+
+	t.Run("several files, one bad", func(t *testing.T) {
+		// The good ones are still read, one line for the bad one, status 1.
+		out, errOut, code := runTool("sstable", "check", f.table, garbage, f.ldbTable)
+		if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, garbage) || strings.Count(out, ": ok:") != 2 {
+			t.Fatalf("mixed files: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
-	}
-	// Several files, one bad: the good ones are still read, one line for
-	// the bad one, status 1.
-	out, errOut, code := runTool("sstable", "check", f.table, garbage, f.ldbTable)
-	if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, garbage) || strings.Count(out, ": ok:") != 2 {
-		t.Fatalf("mixed files: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	// A directory that holds no store: an error, and nothing written there.
-	emptyDir := t.TempDir()
-	for _, cmd := range [][]string{{"db", "lsm", emptyDir}, {"db", "check", emptyDir}, {"db", "get", emptyDir, "k"}} {
-		_, errOut, code := runTool(cmd...)
-		expectOneLine(t, cmd, emptyDir, errOut, code)
-		if names, _ := os.ReadDir(emptyDir); code != 1 || len(names) != 0 {
-			t.Fatalf("%v: exit %d, left %v in the directory", cmd, code, names)
+	})
+	t.Run("directory holding no store", func(t *testing.T) {
+		// An error, and nothing written there.
+		emptyDir := t.TempDir()
+		for _, cmd := range [][]string{{"db", "lsm", emptyDir}, {"db", "check", emptyDir}, {"db", "get", emptyDir, "k"}} {
+			_, errOut, code := runTool(cmd...)
+			expectOneLine(t, cmd, emptyDir, errOut, code)
+			if names, _ := os.ReadDir(emptyDir); code != 1 || len(names) != 0 {
+				t.Fatalf("%v: exit %d, left %v in the directory", cmd, code, names)
+			}
 		}
-	}
-	// Arguments that look like cobra's usage messages are still data: an
-	// absent key is a failure (1), not a usage mistake (2).
-	for _, key := range []string{"unknown command", "accepts 1 arg", "invalid argument"} {
-		_, errOut, code := runTool("db", "get", f.db, key)
-		if code != 1 || !strings.Contains(errOut, "not found") {
-			t.Fatalf("db get %q: exit %d, stderr %q", key, code, errOut)
+	})
+	t.Run("keys that look like usage messages", func(t *testing.T) {
+		// Still data: an absent key is a failure (1), not a usage
+		// mistake (2).
+		for _, key := range []string{"unknown command", "accepts 1 arg", "invalid argument"} {
+			_, errOut, code := runTool("db", "get", f.db, key)
+			if code != 1 || !strings.Contains(errOut, "not found") {
+				t.Fatalf("db get %q: exit %d, stderr %q", key, code, errOut)
+			}
 		}
-	}
-	runs += storeDamage(t, r, f)
-	t.Logf("%d runs on damaged input", runs)
+	})
+	t.Run("store with a damaged file", func(t *testing.T) { storeDamage(t, f) })
 }
 
 // storeDamage runs the store commands on copies of the fixture's store with
-// one file damaged, and returns the number of runs.
-func storeDamage(t *testing.T, r *rand.Rand, f *fixture) int {
+// one file damaged, a subtest for each file.
+func storeDamage(t *testing.T, f *fixture) {
 	names, err := os.ReadDir(f.db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := 0
-	for _, victim := range names {
+	for n, victim := range names {
 		if victim.Name() == "LOCK" {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(f.db, victim.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(data) == 0 {
-			continue
-		}
-		variants := damaged(r, data, 6)
-		for i, d := range variants {
-			dir := filepath.Join(t.TempDir(), "db")
-			copyDir(t, f.db, dir)
-			if err := os.WriteFile(filepath.Join(dir, victim.Name()), d, 0o644); err != nil {
+		t.Run(victim.Name(), func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(f.db, victim.Name()))
+			if err != nil {
 				t.Fatal(err)
 			}
-			for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, "user001"}, {"db", "scan", dir}, {"db", "check", dir}} {
-				_, errOut, code := runTool(cmd...)
-				runs++
-				expectOneLine(t, cmd, dir, errOut, code)
-				if cmd[1] == "check" && code == 0 && strings.HasSuffix(victim.Name(), ".sst") {
-					t.Fatalf("%s variant %d (%d of %d bytes): db check found nothing wrong", victim.Name(), i, len(d), len(data))
+			if len(data) == 0 {
+				t.Logf("%s is empty: nothing to damage", victim.Name())
+				return
+			}
+			variants := damaged(rand.New(rand.NewPCG(7, uint64(n))), data, 6)
+			runs := 0
+			for i, d := range variants {
+				dir := filepath.Join(t.TempDir(), "db")
+				copyDir(t, f.db, dir)
+				if err := os.WriteFile(filepath.Join(dir, victim.Name()), d, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, "user001"}, {"db", "scan", dir}, {"db", "check", dir}} {
+					_, errOut, code := runTool(cmd...)
+					runs++
+					expectOneLine(t, cmd, dir, errOut, code)
+					if cmd[1] == "check" && code == 0 && strings.HasSuffix(victim.Name(), ".sst") {
+						t.Fatalf("%s variant %d (%d of %d bytes): db check found nothing wrong", victim.Name(), i, len(d), len(data))
+					}
 				}
 			}
-		}
+			t.Logf("%d runs on damaged input", runs)
+		})
 	}
-	return runs
 }
 
 func copyDir(t *testing.T, from, to string) {
