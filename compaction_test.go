@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -107,7 +108,7 @@ func TestReadsHoldTheirTables(t *testing.T) {
 	old := d.acquire() // pins the four L0 tables
 	close(gate)        // let the compaction run
 	for d.Metrics().Compactions == 0 {
-		runtimeGosched()
+		runtime.Gosched()
 	}
 	if n := len(old.version.Levels[0]); n != 4 {
 		t.Fatalf("pinned state has %d L0 tables", n)
@@ -164,7 +165,7 @@ func TestWritesStallOnLevel0(t *testing.T) {
 		case err := <-done:
 			t.Fatalf("writer finished with compaction held back: %v (L0 %d tables)", err, d.Metrics().Levels[0].Files)
 		default:
-			runtimeGosched()
+			runtime.Gosched()
 		}
 	}
 	openGate.Do(func() { close(gate) })
@@ -192,7 +193,7 @@ func TestCompactionKeepsTheEmptyKeyDeleted(t *testing.T) {
 	d.Set([]byte("b"), []byte("2"), NoSync)
 	d.Flush()
 	for d.Metrics().Compactions == 0 {
-		runtimeGosched()
+		runtime.Gosched()
 	}
 	expect(t, d, "", "")
 	expect(t, d, "a", "1")

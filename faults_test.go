@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -266,7 +267,7 @@ func TestFlushWaitsForEarlierFreezes(t *testing.T) {
 	first := make(chan error)
 	go func() { first <- d.Flush() }() // freezes the memtable; its flush waits on the gate
 	for d.Metrics().ImmutableMemTables == 0 {
-		runtimeGosched()
+		runtime.Gosched()
 	}
 	second := make(chan int)
 	go func() {

@@ -1,5 +1,0 @@
-package bloomkv
-
-import "runtime"
-
-func runtimeGosched() { runtime.Gosched() }
