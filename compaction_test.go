@@ -1,13 +1,16 @@
 package bloomkv
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/vfs"
 )
 
@@ -81,103 +84,6 @@ func TestCompactionKeepsNewestAndDropsTheRest(t *testing.T) {
 	check(d)
 }
 
-func (o *Options) withDefaultsMust(t *testing.T) *Options {
-	c, err := o.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// TestReadsHoldTheirTables: a read that took a state before a compaction
-// still reads the tables that state names, after the compaction replaced
-// them.
-func TestReadsHoldTheirTables(t *testing.T) {
-	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
-	defer d.Close()
-	gate := make(chan struct{})
-	d.mu.Lock()
-	d.compactionGate = gate
-	d.mu.Unlock()
-	for i := range 4 {
-		for j := range 200 {
-			d.Set([]byte(fmt.Sprintf("k%d-%03d", i, j)), []byte("v"), NoSync)
-		}
-		d.Flush()
-	}
-	old := d.acquire() // pins the four L0 tables
-	close(gate)        // let the compaction run
-	for d.Metrics().Compactions == 0 {
-		runtime.Gosched()
-	}
-	if n := len(old.version.Levels[0]); n != 4 {
-		t.Fatalf("pinned state has %d L0 tables", n)
-	}
-	v, err := d.get(old, []byte("k2-100"), old.version.Levels[0][0].LargestSeq+1)
-	if err != nil || string(v) != "v" {
-		t.Fatalf("read through a pinned state after compaction: %q, %v", v, err)
-	}
-	d.release(old)
-	expect(t, d, "k3-199", "v")
-}
-
-// TestWritesStallOnLevel0: with compaction held back, writes stop once L0
-// reaches L0StopWritesThreshold tables, tell the EventListener, and resume
-// after compaction.
-func TestWritesStallOnLevel0(t *testing.T) {
-	var mu sync.Mutex
-	var reasons []string
-	o := memOpts(vfs.NewMem())
-	o.L0CompactionThreshold, o.L0StopWritesThreshold = 2, 3
-	o.EventListener.WriteStallBegin = func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }
-	d := mustOpen(t, "/db", o)
-	defer d.Close()
-	gate := make(chan struct{})
-	var openGate sync.Once
-	t.Cleanup(func() { openGate.Do(func() { close(gate) }) }) // a failure must not leave Close waiting on it
-	d.mu.Lock()
-	d.compactionGate = gate
-	d.mu.Unlock()
-	done := make(chan error, 1)
-	go func() {
-		for i := range 6000 { // several 64 KiB memtables
-			if err := d.Set([]byte(fmt.Sprintf("k%05d", i)), make([]byte, 100), NoSync); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
-	// With compaction held back, L0 fills to the stop threshold and the
-	// writer, which needs about eleven more memtables, can only wait. (A
-	// stall may begin for a flush backlog and go on for L0: the listener
-	// hears of it once, when it begins.)
-	// The listener runs under the DB's lock, so the test's lock is not
-	// held across a call into the DB (Metrics may take the DB's lock).
-	stalledOnL0 := func() bool {
-		mu.Lock()
-		stalled := len(reasons) > 0
-		mu.Unlock()
-		return stalled && d.Metrics().Levels[0].Files >= 3
-	}
-	for !stalledOnL0() {
-		select {
-		case err := <-done:
-			t.Fatalf("writer finished with compaction held back: %v (L0 %d tables)", err, d.Metrics().Levels[0].Files)
-		default:
-			runtime.Gosched()
-		}
-	}
-	openGate.Do(func() { close(gate) })
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	expect(t, d, "k05999", string(make([]byte, 100)))
-	if d.Metrics().Compactions == 0 {
-		t.Fatal("the stall ended without a compaction")
-	}
-}
-
 // TestCompactionKeepsTheEmptyKeyDeleted: the empty key, deleted after being
 // set, stays deleted through a compaction that drops its tombstone (review
 // finding: the merge took a nil previous key for "none seen").
@@ -198,4 +104,361 @@ func TestCompactionKeepsTheEmptyKeyDeleted(t *testing.T) {
 	expect(t, d, "", "")
 	expect(t, d, "a", "1")
 	expect(t, d, "b", "2")
+}
+
+// TestDataLandsOnSeveralLevels: with small level targets, writes flow down
+// through L1 and beyond by score, every level stays within its invariants,
+// and every key reads back.
+func TestDataLandsOnSeveralLevels(t *testing.T) {
+	o := &Options{FS: vfs.NewMem(), Logger: quietLogger(), MemTableSize: 256 << 10,
+		LBaseMaxBytes: 512 << 10, TargetFileSize: 128 << 10, MaxConcurrentCompactions: 2}
+	d := mustOpen(t, "/db", o)
+	defer d.Close()
+	const n = 60_000
+	fillKeys(t, d, n, 100)
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitForCompactions(t, d)
+	m := d.Metrics()
+	used := 0
+	for l := 1; l < 7; l++ {
+		if m.Levels[l].Files > 0 {
+			used++
+		}
+		if l < 6 && m.Levels[l].Score >= 1.5 {
+			t.Errorf("L%d left at score %.2f", l, m.Levels[l].Score)
+		}
+	}
+	if used < 2 {
+		t.Fatalf("data on %d levels below L0, want several:\n%s", used, m)
+	}
+	for i := 0; i < 2*n; i += 97 {
+		_, err := d.Get(levelKey(i))
+		if (i%2 == 0) != (err == nil) {
+			t.Fatalf("Get(%s): %v", levelKey(i), err)
+		}
+	}
+	it, _ := d.NewIter(nil)
+	count := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		count++
+	}
+	if err := it.Close(); err != nil || count != n {
+		t.Fatalf("scan found %d keys (%v), want %d", count, err, n)
+	}
+	t.Logf("\n%s", d.Metrics())
+}
+
+// TestCloseWaitsForCompact: Close waits for a Compact under way (a review
+// found Close returning, and releasing the directory, while Compact still
+// wrote tables).
+func TestCloseWaitsForCompact(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	o := &Options{FS: vfs.NewMem(), Logger: quietLogger()}
+	o.EventListener.CompactionBegin = func(info CompactionInfo) {
+		if info.Manual {
+			once.Do(func() { close(started); <-release })
+		}
+	}
+	d := mustOpen(t, "/db", o)
+	fillKeys(t, d, 1000, 10)
+	compacted := make(chan error, 1)
+	go func() { compacted <- d.Compact(nil, nil) }()
+	<-started
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while Compact was running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	<-compacted // finished or stopped with ErrClosed; either way before Close returned
+}
+
+// TestCompactDropsWhatSnapshotsNoLongerNeed: deletions kept in the last
+// level for an open snapshot are dropped by the next Compact after the
+// snapshot closes, and the snapshot read its view throughout.
+func TestCompactDropsWhatSnapshotsNoLongerNeed(t *testing.T) {
+	d := mustOpen(t, "/db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+	defer d.Close()
+	fillKeys(t, d, 1000, 10)
+	snap, err := d.NewSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeleteRange(levelKey(0), levelKey(1000), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Delete(levelKey(1500), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	deletions := func() (n uint64) {
+		s := d.acquire()
+		defer d.release(s)
+		for _, f := range s.version.Levels[6] {
+			r, err := d.tables.get(f.FileNum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += r.Properties().NumDeletions
+		}
+		return n
+	}
+	if deletions() == 0 {
+		t.Fatal("the compaction dropped deletions an open snapshot needs")
+	}
+	for _, k := range []int{0, 998, 1500} {
+		if _, err := snap.Get(levelKey(k)); err != nil {
+			t.Fatalf("snapshot Get(%s): %v", levelKey(k), err)
+		}
+		if _, err := d.Get(levelKey(k)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get(%s) = %v after its deletion", levelKey(k), err)
+		}
+	}
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snap.Get(levelKey(0)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get on a closed snapshot: %v", err)
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := deletions(); n != 0 {
+		t.Fatalf("%d deletions left in the last level with no snapshot open", n)
+	}
+	for _, k := range []int{0, 998, 1500} {
+		if _, err := d.Get(levelKey(k)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get(%s) = %v after compaction", levelKey(k), err)
+		}
+	}
+	if _, err := d.Get(levelKey(1000)); err != nil { // the range's end is not in it
+		t.Fatalf("Get(%s) = %v", levelKey(1000), err)
+	}
+}
+
+// TestBottomCompactionZeroesSequenceNumbers: a compaction into the bottom
+// writes the versions every snapshot sees with sequence number 0 and keeps
+// the sequence numbers of those an open snapshot does not see; reads,
+// snapshot reads, later writes and range deletions over the zeroed keys, and
+// a reopen, are unaffected.
+func TestBottomCompactionZeroesSequenceNumbers(t *testing.T) {
+	fs := vfs.NewMem()
+	o := &Options{FS: fs, Logger: quietLogger()}
+	d := mustOpen(t, "/db", o)
+	defer func() { d.Close() }()
+	const n = 1000
+	for i := range n {
+		if err := d.Set(levelKey(i), []byte("old"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := d.NewSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		d.Set(levelKey(i), []byte("new"), NoSync)
+	}
+	for i := 100; i < 110; i++ {
+		d.Delete(levelKey(i), NoSync)
+	}
+	if err := d.DeleteRange(levelKey(200), levelKey(210), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	// lastLevel counts the last level's point entries by whether their
+	// sequence number is 0, and checks the manifest's sequence bounds.
+	lastLevel := func() (zero, other int) {
+		t.Helper()
+		s := d.acquire()
+		defer d.release(s)
+		for l := range len(s.version.Levels) - 1 {
+			if len(s.version.Levels[l]) != 0 {
+				t.Fatalf("L%d holds %d tables after Compact", l, len(s.version.Levels[l]))
+			}
+		}
+		for _, f := range s.version.Levels[len(s.version.Levels)-1] {
+			r, err := d.tables.get(f.FileNum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			it := r.NewCompactionIter()
+			lo := base.SeqNumMax
+			for ok := it.First(); ok; ok = it.Next() {
+				seq := it.Key().SeqNum()
+				lo = min(lo, seq)
+				if seq == 0 {
+					zero++
+				} else {
+					other++
+				}
+			}
+			if err := it.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if lo < f.SmallestSeq {
+				t.Fatalf("table %d holds sequence number %d below its manifest bound %d", f.FileNum, lo, f.SmallestSeq)
+			}
+		}
+		return zero, other
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The snapshot sees every "old" version, so all n are zeroed; the 100
+	// overwrites and 10 deletions after it keep theirs.
+	if zero, other := lastLevel(); zero != n || other != 110 {
+		t.Fatalf("with a snapshot open: %d entries with sequence number 0 (want %d), %d others (want 110)", zero, n, other)
+	}
+	for _, k := range []int{0, 99, 100, 109, 200, 209, 999} {
+		if v, err := snap.Get(levelKey(k)); err != nil || string(v) != "old" {
+			t.Fatalf("snapshot Get(%s) = %q, %v; want old", levelKey(k), v, err)
+		}
+	}
+	expect(t, d, string(levelKey(0)), "new")
+	expect(t, d, string(levelKey(99)), "new")
+	expect(t, d, string(levelKey(100)), "")
+	expect(t, d, string(levelKey(205)), "")
+	expect(t, d, string(levelKey(210)), "old")
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if zero, other := lastLevel(); zero != n-20 || other != 0 {
+		t.Fatalf("no snapshot open: %d entries with sequence number 0 (want %d), %d others (want 0)", zero, n-20, other)
+	}
+	if _, err := d.Check(); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	d = mustOpen(t, "/db", o)
+	// Newer writes and range deletions shadow the zeroed versions, in the
+	// upper levels and after they too reach the bottom.
+	d.Set(levelKey(5), []byte("newer"), NoSync)
+	if err := d.DeleteRange(levelKey(300), levelKey(310), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		expect(t, d, string(levelKey(5)), "newer")
+		expect(t, d, string(levelKey(150)), "old")
+		expect(t, d, string(levelKey(50)), "new")
+		expect(t, d, string(levelKey(305)), "")
+		expect(t, d, string(levelKey(310)), "old")
+		expect(t, d, string(levelKey(105)), "")
+	}
+	check()
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	check()
+	if zero, other := lastLevel(); zero != n-30 || other != 0 {
+		t.Fatalf("after the last Compact: %d entries with sequence number 0 (want %d), %d others (want 0)", zero, n-30, other)
+	}
+	if _, err := d.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCompactRewritesEachTableOnce: Compact of a store whose data sits in
+// level 0 and level 1 (and nothing below, as after a load smaller than
+// LBaseMaxBytes) moves level 1 to the last level and merges level 0 into
+// it: every table is read by one merge, and nothing is written into level
+// 1 on the way; every key reads its newest value after.
+func TestCompactRewritesEachTableOnce(t *testing.T) {
+	var mu sync.Mutex
+	var infos []CompactionInfo
+	o := memOpts(vfs.NewMem())
+	o.MemTableSize = 256 << 10
+	o.L0CompactionThreshold = 8 // the 3 flushes below leave tables in L0
+	o.L0StopWritesThreshold = 100
+	o.DisableCompression = true
+	o.EventListener.CompactionEnd = func(c CompactionInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		infos = append(infos, c)
+	}
+	d := mustOpen(t, "/db", o)
+	defer d.Close()
+	const n = 20_000
+	fillKeysOrder(t, d, n, 100, true)
+	waitForCompactions(t, d)
+	for i := range 1500 { // newer versions, in level-0 tables
+		if err := d.Set(levelKey(2*i), []byte("new"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+		if i%500 == 499 {
+			if err := d.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitForCompactions(t, d)
+	m := d.Metrics()
+	if m.Levels[0].Files == 0 || m.Levels[1].Files == 0 {
+		t.Fatalf("want tables in L0 and L1 only; tables per level: %v", levelFiles(m))
+	}
+	for l := 2; l < len(m.Levels); l++ {
+		if m.Levels[l].Files != 0 {
+			t.Fatalf("want tables in L0 and L1 only; tables per level: %v", levelFiles(m))
+		}
+	}
+	var before uint64
+	for _, l := range m.Levels {
+		before += l.Bytes
+	}
+	mu.Lock()
+	infos = nil
+	mu.Unlock()
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	var merged uint64
+	for _, c := range infos {
+		if c.Move || !c.Manual {
+			continue
+		}
+		if c.ToLevel != len(m.Levels)-1 {
+			t.Errorf("Compact merged L%d into L%d, not into the last level", c.FromLevel, c.ToLevel)
+		}
+		merged += c.BytesIn
+	}
+	mu.Unlock()
+	if merged != before {
+		t.Fatalf("Compact's merges read %d bytes of tables; the store held %d: a table was read more or less than once", merged, before)
+	}
+	for i := range n {
+		want := "new"
+		if i >= 1500 {
+			want = ""
+		}
+		v, err := d.Get(levelKey(2 * i))
+		if err != nil {
+			t.Fatalf("key %d: %v", 2*i, err)
+		}
+		if want != "" && string(v) != want {
+			t.Fatalf("key %d: %q, want %q", 2*i, v, want)
+		}
+		if want == "" && len(v) != 100 {
+			t.Fatalf("key %d: a value of %d bytes, want the first 100", 2*i, len(v))
+		}
+	}
+	if _, err := d.Check(); err != nil {
+		t.Fatal(err)
+	}
 }

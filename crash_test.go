@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,23 +47,6 @@ func (c *crashFS) after(what, name string) {
 		c.torn++
 		return c.keep.IntN(unsynced + 1)
 	})
-}
-
-// fileLabel names the kind of a store file, for the reports.
-func fileLabel(name string) string {
-	base := filepath.Base(name)
-	switch k, _ := parseName(base); k {
-	case kindLog:
-		return "WAL"
-	case kindTable:
-		return "sstable"
-	case kindManifest:
-		return "MANIFEST"
-	}
-	if strings.HasPrefix(base, "CURRENT") {
-		return "CURRENT"
-	}
-	return base
 }
 
 func (c *crashFS) Create(name string) (vfs.File, error) {

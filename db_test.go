@@ -4,43 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/vfs"
 )
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func memOpts(fs vfs.FS) *Options {
-	return &Options{FS: fs, MemTableSize: 64 << 10, Logger: quietLogger()}
-}
-
-func mustOpen(t testing.TB, dir string, o *Options) *DB {
-	t.Helper()
-	d, err := Open(dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func expect(t testing.TB, d *DB, key, want string) {
-	t.Helper()
-	got, err := d.Get([]byte(key))
-	if want == "" {
-		if !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Get(%q) = %q, %v; want ErrNotFound", key, got, err)
-		}
-		return
-	}
-	if err != nil || string(got) != want {
-		t.Fatalf("Get(%q) = %q, %v; want %q", key, got, err, want)
-	}
-}
 
 // TestBasicAndReopen: sets, deletes and a batch read back, and again after
 // reopening, the WAL then recovered into a table.
@@ -76,74 +46,6 @@ func TestBasicAndReopen(t *testing.T) {
 	check(d)
 	if m := d.Metrics(); m.Levels[0].Files != 1 {
 		t.Fatalf("recovered WAL not flushed at open: %+v", m.Levels)
-	}
-}
-
-// TestGetReturnsTheCallersCopy: changing the value Get returned changes
-// nothing in the store.
-func TestGetReturnsTheCallersCopy(t *testing.T) {
-	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
-	defer d.Close()
-	d.Set([]byte("d"), []byte("4"), NoSync)
-	v, _ := d.Get([]byte("d"))
-	v[0] = 'X'
-	expect(t, d, "d", "4")
-}
-
-func TestFlushesAndTables(t *testing.T) {
-	fs := vfs.NewMem()
-	var flushes int
-	var mu sync.Mutex
-	o := memOpts(fs)
-	o.EventListener.FlushEnd = func(FlushInfo) { mu.Lock(); flushes++; mu.Unlock() }
-	d := mustOpen(t, "/db", o)
-	val := bytes.Repeat([]byte("v"), 100)
-	const n = 5000
-	for i := range n {
-		if err := d.Set([]byte(fmt.Sprintf("key%06d", i)), val, NoSync); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	m := d.Metrics()
-	tables := 0
-	for _, l := range m.Levels {
-		tables += l.Files
-	}
-	if tables == 0 || m.Flushes < 5 || m.ImmutableMemTables != 0 || m.MemTableSize != 0 {
-		t.Fatalf("after 500 KB of writes and Flush: %+v", m)
-	}
-	for i := 0; i < n; i += 37 {
-		expect(t, d, fmt.Sprintf("key%06d", i), string(val))
-	}
-	// Absent keys are answered by the filters, nearly all without a read.
-	before := d.Metrics()
-	for i := range 2000 {
-		expect(t, d, fmt.Sprintf("key%06d-absent", i), "") // inside the tables' key ranges
-	}
-	after := d.Metrics()
-	probes := after.FilterProbes - before.FilterProbes
-	neg := after.FilterNegatives - before.FilterNegatives
-	if probes == 0 || float64(probes-neg)/float64(probes) > 0.03 {
-		t.Fatalf("filters: %d probes, %d negatives", probes, neg)
-	}
-	// Overwrites and deletes in the memtable shadow the tables.
-	d.Set([]byte("key000010"), []byte("new"), NoSync)
-	d.Delete([]byte("key000011"), NoSync)
-	expect(t, d, "key000010", "new")
-	expect(t, d, "key000011", "")
-	d.Close()
-	d = mustOpen(t, "/db", o)
-	defer d.Close()
-	expect(t, d, "key000010", "new")
-	expect(t, d, "key000011", "")
-	expect(t, d, "key004999", string(val))
-	mu.Lock()
-	defer mu.Unlock()
-	if flushes < 5 {
-		t.Fatalf("%d flush events", flushes)
 	}
 }
 
@@ -231,61 +133,6 @@ func TestBadInput(t *testing.T) {
 	})
 }
 
-// closedStoreWithK returns the files of a closed store at /db holding k=v.
-func closedStoreWithK(t *testing.T) *vfs.MemFS {
-	t.Helper()
-	fs := vfs.NewMem()
-	d := mustOpen(t, "/db", memOpts(fs))
-	if err := d.Set([]byte("k"), []byte("v"), Sync); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return fs
-}
-
-// TestCorruptOrMissingManifest: Open refuses, with ErrCorruption, a store
-// whose manifest or CURRENT is damaged or gone.
-func TestCorruptOrMissingManifest(t *testing.T) {
-	t.Run("flipped byte with a valid record after it", func(t *testing.T) {
-		fs := closedStoreWithK(t)
-		name := manifestFile(t, fs)
-		f, _ := fs.Open(name)
-		data, _ := io.ReadAll(f)
-		f.Close()
-		// A flipped byte in the manifest's only record, with a valid
-		// chunk after it, is corruption; as the last record it is a torn
-		// tail.
-		bad := append([]byte(nil), data...)
-		bad[len(bad)/2] ^= 0xff
-		bad = append(bad, data...) // a valid copy follows
-		w, _ := fs.Create(name)
-		w.Write(bad)
-		w.Sync()
-		w.Close()
-		if _, err := Open("/db", memOpts(fs)); !errors.Is(err, ErrCorruption) {
-			t.Fatalf("corrupt manifest: %v, want ErrCorruption", err)
-		}
-	})
-	t.Run("missing manifest", func(t *testing.T) {
-		fs := closedStoreWithK(t)
-		fs.Remove(manifestFile(t, fs))
-		if _, err := Open("/db", memOpts(fs)); !errors.Is(err, ErrCorruption) {
-			t.Fatalf("missing manifest: %v, want ErrCorruption", err)
-		}
-	})
-	t.Run("CURRENT naming nothing", func(t *testing.T) {
-		fs := closedStoreWithK(t)
-		c, _ := fs.Create("/db/CURRENT")
-		c.Write([]byte("garbage\n"))
-		c.Close()
-		if _, err := Open("/db", memOpts(fs)); !errors.Is(err, ErrCorruption) {
-			t.Fatalf("bad CURRENT: %v, want ErrCorruption", err)
-		}
-	})
-}
-
 // TestConcurrentWritersAndReaders runs under -race in CI.
 func TestConcurrentWritersAndReaders(t *testing.T) {
 	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
@@ -334,4 +181,32 @@ func TestConcurrentWritersAndReaders(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRangeArguments: an inverted range is refused with a clear error; an
+// empty one does nothing.
+func TestRangeArguments(t *testing.T) {
+	t.Run("inverted DeleteRange", func(t *testing.T) {
+		d := mustOpen(t, "/db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+		defer d.Close()
+		if err := d.DeleteRange([]byte("b"), []byte("a"), NoSync); err == nil || !strings.Contains(err.Error(), "start after its end") {
+			t.Fatalf("inverted DeleteRange: %v", err)
+		}
+	})
+	t.Run("inverted Compact", func(t *testing.T) {
+		d := mustOpen(t, "/db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+		defer d.Close()
+		if err := d.Compact([]byte("b"), []byte("a")); err == nil {
+			t.Fatal("inverted Compact accepted")
+		}
+	})
+	t.Run("empty DeleteRange", func(t *testing.T) {
+		d := mustOpen(t, "/db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+		defer d.Close()
+		d.Set([]byte("a"), []byte("1"), NoSync)
+		if err := d.DeleteRange([]byte("a"), []byte("a"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, d, "a", "1")
+	})
 }

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/bloomkv/bloomkv/internal/vfs"
 )
@@ -254,37 +252,6 @@ func TestCloseReportsAFailedSync(t *testing.T) {
 	efs.SetInjector(nil)
 	if err := d.Close(); err == nil {
 		t.Fatal("Close returned nil after a failed fsync")
-	}
-}
-
-// TestFlushWaitsForEarlierFreezes: a Flush that finds the memtable empty
-// still waits for memtables frozen before it (review finding).
-func TestFlushWaitsForEarlierFreezes(t *testing.T) {
-	fs := newSlowFS(t)
-	d := mustOpen(t, "/db", memOpts(fs))
-	defer d.Close()
-	d.Set([]byte("k"), []byte("v"), NoSync)
-	first := make(chan error)
-	go func() { first <- d.Flush() }() // freezes the memtable; its flush waits on the gate
-	for d.Metrics().ImmutableMemTables == 0 {
-		runtime.Gosched()
-	}
-	second := make(chan int)
-	go func() {
-		if err := d.Flush(); err != nil {
-			t.Error(err)
-		}
-		second <- d.Metrics().Levels[0].Files // at the moment it returns
-	}()
-	// Give the second Flush time to find the memtable empty (a wrong
-	// implementation returns then); the check is what it sees on return.
-	time.Sleep(20 * time.Millisecond)
-	fs.open()
-	if n := <-second; n != 1 {
-		t.Fatalf("the second Flush returned with %d L0 tables, before the first memtable was flushed", n)
-	}
-	if err := <-first; err != nil {
-		t.Fatal(err)
 	}
 }
 

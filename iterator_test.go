@@ -1,7 +1,9 @@
 package bloomkv
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/vfs"
@@ -53,5 +55,43 @@ func TestSeekWithTheIteratorsOwnKeyOrValue(t *testing.T) {
 		if !it.SeekGE(it.Value()) || string(it.Key()) != want {
 			t.Fatalf("SeekGE(it.Value() = %s): at %q", want, it.Key())
 		}
+	}
+}
+
+// TestIteratorReportsReadErrors: a table read failing mid-scan stops the
+// iterator, and both Error and Close report it (a review found Close
+// returning nil for a scan cut short).
+func TestIteratorReportsReadErrors(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	d := mustOpen(t, "/db", &Options{FS: efs, Logger: quietLogger(), CacheSize: 1})
+	defer d.Close()
+	fillKeys(t, d, 3000, 100)
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	it, err := d.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if n++; n == 100 {
+			efs.SetInjector(func(op vfs.Op, name string) error {
+				if op == vfs.OpRead && strings.HasSuffix(name, ".sst") {
+					return vfs.ErrInjected
+				}
+				return nil
+			})
+		}
+	}
+	efs.SetInjector(nil)
+	if n >= 3000 {
+		t.Fatalf("the scan read all %d keys despite the failing reads", n)
+	}
+	if err := it.Error(); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Error() = %v, want the injected read error", err)
+	}
+	if err := it.Close(); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Close() = %v, want the injected read error", err)
 	}
 }

@@ -285,14 +285,6 @@ func runModel(t *testing.T, seed uint64, ops int) int64 {
 	return deep.Load()
 }
 
-func levelFiles(m *Metrics) []int {
-	var out []int
-	for _, l := range m.Levels {
-		out = append(out, l.Files)
-	}
-	return out
-}
-
 func (mr *modelRun) applyOne(w modelWrite) {
 	var err, perr error
 	switch w.kind {

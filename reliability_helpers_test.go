@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -246,4 +247,21 @@ func diffSummary(got, want map[string]string) string {
 		}
 	}
 	return fmt.Sprintf("%d keys differ:%s", n, b.String())
+}
+
+// fileLabel names the kind of a store file, for the reports.
+func fileLabel(name string) string {
+	base := filepath.Base(name)
+	switch k, _ := parseName(base); k {
+	case kindLog:
+		return "WAL"
+	case kindTable:
+		return "sstable"
+	case kindManifest:
+		return "MANIFEST"
+	}
+	if strings.HasPrefix(base, "CURRENT") {
+		return "CURRENT"
+	}
+	return base
 }

@@ -1,0 +1,268 @@
+package bloomkv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/vfs"
+)
+
+// The helpers the tests of several files share.
+
+// Opening stores.
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func memOpts(fs vfs.FS) *Options {
+	return &Options{FS: fs, MemTableSize: 64 << 10, Logger: quietLogger()}
+}
+
+func mustOpen(t testing.TB, dir string, o *Options) *DB {
+	t.Helper()
+	d, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func (o *Options) withDefaultsMust(t *testing.T) *Options {
+	c, err := o.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func expect(t testing.TB, d *DB, key, want string) {
+	t.Helper()
+	got, err := d.Get([]byte(key))
+	if want == "" {
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get(%q) = %q, %v; want ErrNotFound", key, got, err)
+		}
+		return
+	}
+	if err != nil || string(got) != want {
+		t.Fatalf("Get(%q) = %q, %v; want %q", key, got, err, want)
+	}
+}
+
+// Filling stores, and waiting for their compactions.
+
+func levelKey(i int) []byte { return fmt.Appendf(nil, "key%013d", i) }
+
+// fillKeys writes keys 2i for i in [0, n) (random values of valueSize
+// bytes, which do not compress) in batches, so that the odd keys in between
+// are absent.
+func fillKeys(tb testing.TB, d *DB, n, valueSize int) { fillKeysOrder(tb, d, n, valueSize, false) }
+
+// fillKeysOrder is fillKeys writing in random order when shuffle, so that
+// the levels' key ranges overlap.
+func fillKeysOrder(tb testing.TB, d *DB, n, valueSize int, shuffle bool) {
+	tb.Helper()
+	b := d.NewBatch()
+	v := make([]byte, valueSize)
+	r := rand.New(rand.NewPCG(uint64(n), 1))
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	if shuffle {
+		r.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	for i, k := range order {
+		for j := range v {
+			v[j] = byte(r.Uint32())
+		}
+		if err := b.Set(levelKey(2*k), v); err != nil {
+			tb.Fatal(err)
+		}
+		if b.Count() == 1000 || i == n-1 {
+			if err := d.Apply(b, NoSync); err != nil {
+				tb.Fatal(err)
+			}
+			b = d.NewBatch()
+		}
+	}
+}
+
+// waitForCompactions waits until no level is due for compaction and none
+// runs.
+func waitForCompactions(t testing.TB, d *DB) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		s := d.levelScoresLocked(d.version)
+		due := len(d.running) > 0 || len(d.imm) > 0
+		for l := range 6 {
+			due = due || s[l] >= 1
+		}
+		if !due || d.bgErr != nil {
+			return
+		}
+		d.cond.Wait()
+	}
+}
+
+func levelFiles(m *Metrics) []int {
+	var out []int
+	for _, l := range m.Levels {
+		out = append(out, l.Files)
+	}
+	return out
+}
+
+// A store's files.
+
+func readFile(t *testing.T, fs vfs.FS, name string) []byte {
+	t.Helper()
+	f, err := fs.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatalf("reading %s: %v", name, err)
+	}
+	return b
+}
+
+func rewrite(t *testing.T, fs vfs.FS, name string, data []byte) {
+	f, err := fs.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(data)
+	f.Sync()
+	f.Close()
+}
+
+// walFile returns the name of the store's (single) WAL.
+func walFile(t *testing.T, fs *vfs.MemFS) string {
+	t.Helper()
+	names, _ := fs.List("/db")
+	for _, n := range names {
+		if k, _ := parseName(n); k == kindLog {
+			return "/db/" + n
+		}
+	}
+	t.Fatal("no WAL")
+	return ""
+}
+
+// manifestFile returns the name of the store's current manifest.
+func manifestFile(t *testing.T, fs vfs.FS) string {
+	t.Helper()
+	num, err := readCurrent(fs, "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "/db/" + manifestName(num)
+}
+
+// storeWithWAL leaves a store whose writes are only in its WAL: the process
+// "dies" (a crash image) without Close.
+func storeWithWAL(t *testing.T, n int) *vfs.MemFS {
+	fs := vfs.NewMem()
+	d := mustOpen(t, "/db", memOpts(fs))
+	for i := range n {
+		if err := d.Set([]byte(fmt.Sprintf("k%03d", i)), bytes.Repeat([]byte{'v'}, 200), Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	image := fs.CrashClone()
+	d.Close()
+	return image
+}
+
+// closedStoreWithK returns the files of a closed store at /db holding k=v.
+func closedStoreWithK(t *testing.T) *vfs.MemFS {
+	t.Helper()
+	fs := vfs.NewMem()
+	d := mustOpen(t, "/db", memOpts(fs))
+	if err := d.Set([]byte("k"), []byte("v"), Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// A file system that holds flushes back.
+
+// slowFS holds table syncs until released, so flushes back up.
+type slowFS struct {
+	*vfs.MemFS
+	gate chan struct{}
+	once sync.Once
+}
+
+// newSlowFS returns a slowFS whose gate the test's cleanup opens, so that a
+// failing test does not leave Close waiting on a held flush.
+func newSlowFS(t *testing.T) *slowFS {
+	s := &slowFS{MemFS: vfs.NewMem(), gate: make(chan struct{})}
+	t.Cleanup(s.open)
+	return s
+}
+
+func (s *slowFS) open() { s.once.Do(func() { close(s.gate) }) }
+
+func (s *slowFS) Create(name string) (vfs.File, error) {
+	f, err := s.MemFS.Create(name)
+	if err != nil || !strings.HasSuffix(name, ".sst") {
+		return f, err
+	}
+	return &slowFile{File: f, gate: s.gate}, nil
+}
+
+type slowFile struct {
+	vfs.File
+	gate chan struct{}
+}
+
+func (f *slowFile) Sync() error {
+	<-f.gate
+	return f.File.Sync()
+}
+
+// Benchmarks' stores.
+
+func benchDB(b *testing.B) *DB {
+	d, err := Open(b.TempDir(), &Options{Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	return d
+}
+
+func benchKey(i int) []byte { return []byte(fmt.Sprintf("key%012d", i)) }
+
+var benchValue = make([]byte, 100)
+
+// levelsDB builds a store of n keys (100-byte values), written in random
+// order and spread over several overlapping levels by automatic compaction,
+// on the operating system's file system.
+func levelsDB(b *testing.B, n int) *DB {
+	d, err := Open(b.TempDir(), &Options{Logger: quietLogger(), LBaseMaxBytes: 4 << 20, TargetFileSize: 1 << 20, CacheSize: 64 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	fillKeysOrder(b, d, n, 100, true)
+	if err := d.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	waitForCompactions(b, d)
+	return d
+}

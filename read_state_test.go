@@ -1,0 +1,41 @@
+package bloomkv
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/vfs"
+)
+
+// TestReadsHoldTheirTables: a read that took a state before a compaction
+// still reads the tables that state names, after the compaction replaced
+// them.
+func TestReadsHoldTheirTables(t *testing.T) {
+	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+	defer d.Close()
+	gate := make(chan struct{})
+	d.mu.Lock()
+	d.compactionGate = gate
+	d.mu.Unlock()
+	for i := range 4 {
+		for j := range 200 {
+			d.Set([]byte(fmt.Sprintf("k%d-%03d", i, j)), []byte("v"), NoSync)
+		}
+		d.Flush()
+	}
+	old := d.acquire() // pins the four L0 tables
+	close(gate)        // let the compaction run
+	for d.Metrics().Compactions == 0 {
+		runtime.Gosched()
+	}
+	if n := len(old.version.Levels[0]); n != 4 {
+		t.Fatalf("pinned state has %d L0 tables", n)
+	}
+	v, err := d.get(old, []byte("k2-100"), old.version.Levels[0][0].LargestSeq+1)
+	if err != nil || string(v) != "v" {
+		t.Fatalf("read through a pinned state after compaction: %q, %v", v, err)
+	}
+	d.release(old)
+	expect(t, d, "k3-199", "v")
+}
