@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -236,52 +235,6 @@ func copyDir(t *testing.T, from, to string) {
 		}
 		if err := os.WriteFile(filepath.Join(to, n.Name()), data, 0o644); err != nil {
 			t.Fatal(err)
-		}
-	}
-}
-
-// TestProcess runs the built command as a process: exit statuses and
-// stderr as a shell user sees them.
-func TestProcess(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "bloomkv")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	f := newFixture(t)
-	truncated := filepath.Join(f.dir, "truncated.sst")
-	data, _ := os.ReadFile(f.table)
-	os.WriteFile(truncated, data[:len(data)/2], 0o644)
-	for _, c := range []struct {
-		args   []string
-		code   int
-		stdout string // a substring
-		stderr string // a substring; "" means empty
-	}{
-		{[]string{"--help"}, 0, "sstable", ""},
-		{[]string{"sstable", "check", "--help"}, 0, "false negatives", ""},
-		{[]string{"sstable", "check", f.table}, 0, ": ok:", ""},
-		{[]string{"sstable", "check", truncated}, 1, "", truncated},
-		{[]string{"sstable", "properties", filepath.Join(f.dir, "nope.sst")}, 1, "", "no such file"},
-		{[]string{"db", "get", f.db, "absent-key"}, 1, "", "not found"},
-		{[]string{"sstable", "frobnicate"}, 2, "", "unknown command"},
-		{[]string{"sstable", "scan", "--count", "x", f.table}, 2, "", "invalid argument"},
-		{[]string{"wal", "dump"}, 2, "", "accepts 1 arg"},
-	} {
-		cmd := exec.Command(bin, c.args...)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != c.code || !strings.Contains(out.String(), c.stdout) || (c.stderr == "") != (errOut.Len() == 0) || !strings.Contains(errOut.String(), c.stderr) {
-			t.Errorf("%v: exit %d, stdout %.200q, stderr %q", c.args, code, out.String(), errOut.String())
-		}
-		if strings.Count(errOut.String(), "\n") > 1 || strings.Contains(errOut.String(), "goroutine ") {
-			t.Errorf("%v: stderr is more than one line: %q", c.args, errOut.String())
 		}
 	}
 }
