@@ -142,8 +142,8 @@ func BenchmarkScan(b *testing.B) {
 		it := m.NewIter()
 		ok := it.First()
 		for range b.N {
-			if !ok {
-				ok = it.First()
+			if !ok && !it.First() {
+				b.Fatal("empty table")
 			}
 			_ = it.Value()
 			ok = it.Next()
@@ -156,8 +156,8 @@ func BenchmarkScan(b *testing.B) {
 		it := m.NewIter()
 		ok := it.Last()
 		for range b.N {
-			if !ok {
-				ok = it.Last()
+			if !ok && !it.Last() {
+				b.Fatal("empty table")
 			}
 			_ = it.Value()
 			ok = it.Prev()

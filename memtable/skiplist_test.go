@@ -232,8 +232,18 @@ func TestReplace(t *testing.T) {
 		t.Fatalf("old iterator: %q", old.Value())
 	}
 	it := m.NewIter()
-	if !it.First() || string(it.Value()) != "two!" || it.Next() && it.Next() {
+	if !it.First() || string(it.Value()) != "two!" {
 		t.Fatalf("new iterator: %q", it.Value())
+	}
+	// The replaced entry is not listed twice: "other" follows, then nothing.
+	if !it.Next() {
+		t.Fatal("new iterator: no second entry")
+	}
+	if string(it.Key().UserKey) != "other" {
+		t.Fatalf("new iterator, second entry: %q", it.Key().UserKey)
+	}
+	if it.Next() {
+		t.Fatalf("new iterator, third entry: %q", it.Key().UserKey)
 	}
 	m.Add(k, nil)
 	if v, _, ok := m.Get([]byte("key"), 6); !ok || v != nil {

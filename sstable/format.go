@@ -50,8 +50,6 @@ const (
 	// blockTrailerLen is the compression-type byte and masked CRC32C that
 	// follow every block.
 	blockTrailerLen = 5
-	// maxHandleLen is the longest varint encoding of a block handle.
-	maxHandleLen = 2 * binary.MaxVarintLen64
 
 	checksumCRC32C = 1
 )
@@ -157,7 +155,7 @@ func decodeFooter(tail []byte, size uint64, name string) (footer, error) {
 	}
 	var f footer
 	var handles []byte
-	footerOff := size - uint64(len(tail))
+	var footerOff uint64
 	switch magic := binary.LittleEndian.Uint64(tail[len(tail)-8:]); magic {
 	case levelDBMagic:
 		f.format = TableFormatLevelDB

@@ -237,9 +237,7 @@ func TestWeReadPebbleTables(t *testing.T) {
 				}
 				sameEntries(t, got, spec.entries, "bloomkv reading Pebble's table")
 				var want []RangeDeletion
-				for _, f := range rangedel.Fragment(spec.dels) {
-					want = append(want, f)
-				}
+				want = append(want, rangedel.Fragment(spec.dels)...)
 				sameRangeDels(t, rd.RangeDeletions(), want, "bloomkv reading Pebble's range deletions")
 				if len(spec.dels) > 0 && len(want) == 0 {
 					t.Fatal("test built no range deletions")

@@ -101,9 +101,7 @@ func TestLegacyRangeDeletionsAreFragmented(t *testing.T) {
 	}
 	rd := openTable(t, buf.Bytes())
 	var want []RangeDeletion
-	for _, f := range rangedel.Fragment(dels) {
-		want = append(want, f)
-	}
+	want = append(want, rangedel.Fragment(dels)...)
 	sameRangeDels(t, rd.RangeDeletions(), want, "legacy range deletions")
 	if len(want) < 5 {
 		t.Fatalf("only %d fragments: the test overlaps too little", len(want))
