@@ -101,102 +101,180 @@ type Reader struct {
 // and the checksum of every block it reads; any failure is an error wrapping
 // ErrCorruption that names the file, the block and the offset.
 func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
+	opts, err := opts.complete(size)
+	if err != nil {
+		return nil, err
+	}
+	t := &Reader{r: r, size: uint64(size), opts: opts}
+	t.cc, _ = opts.Cache.(*cache.Cache)
+	for _, step := range []func() error{
+		t.readFooter,
+		t.readMetaindex,
+		t.readProperties,
+		t.readFilter,
+		t.readRangeDels,
+		t.readIndex,
+	} {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// complete checks options for a table of size bytes and fills in the
+// defaults: a file name from the file number, and the reader's own Buffers.
+func (opts ReaderOptions) complete(size int64) (ReaderOptions, error) {
 	if opts.FileName == "" {
 		opts.FileName = fmt.Sprintf("table %d", opts.FileNum)
 	}
 	if size < 0 {
-		return nil, fmt.Errorf("sstable: %s: negative size %d", opts.FileName, size)
+		return opts, fmt.Errorf("sstable: %s: negative size %d", opts.FileName, size)
 	}
 	if opts.CacheIndexAndFilterBlocks && opts.Cache == nil {
-		return nil, fmt.Errorf("sstable: %s: CacheIndexAndFilterBlocks needs a Cache", opts.FileName)
+		return opts, fmt.Errorf("sstable: %s: CacheIndexAndFilterBlocks needs a Cache", opts.FileName)
 	}
 	if opts.Cache != nil && opts.FileNum == 0 {
-		return nil, fmt.Errorf("sstable: %s: a reader sharing a cache needs a non-zero FileNum", opts.FileName)
+		return opts, fmt.Errorf("sstable: %s: a reader sharing a cache needs a non-zero FileNum", opts.FileName)
 	}
 	if opts.Buffers == nil {
 		opts.Buffers = new(Buffers)
 	}
-	t := &Reader{r: r, size: uint64(size), opts: opts}
-	t.cc, _ = opts.Cache.(*cache.Cache)
+	return opts, nil
+}
+
+// readFooter reads and checks the footer, which places the metaindex and
+// index blocks and gives the table's format.
+func (t *Reader) readFooter() error {
 	tail := make([]byte, min(uint64(maxFooterLen), t.size))
 	if err := t.readAt(tail, t.size-uint64(len(tail))); err != nil {
-		return nil, err
+		return err
 	}
 	var err error
-	if t.footer, err = decodeFooter(tail, t.size, opts.FileName); err != nil {
-		return nil, err
+	if t.footer, err = decodeFooter(tail, t.size, t.opts.FileName); err != nil {
+		return err
 	}
 	t.props.Format = t.footer.format
+	return nil
+}
+
+// readMetaindex reads the metaindex, which names the meta blocks, and sets
+// where the data blocks end: before the lowest of the other blocks.
+func (t *Reader) readMetaindex() error {
 	meta, err := t.readBlock(t.footer.metaindex, "metaindex")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	handles := map[string]BlockHandle{}
 	var mi blockIter
 	if err := mi.init(meta, true, t.where("metaindex", t.footer.metaindex)); err != nil {
-		return nil, err
+		return err
 	}
 	for ok := mi.first(); ok; ok = mi.next() {
 		bh, n := decodeHandle(mi.value)
 		if n == 0 || n != len(mi.value) {
-			return nil, mi.corrupt(mi.offset, fmt.Sprintf("bad handle for %q", mi.key))
+			return mi.corrupt(mi.offset, fmt.Sprintf("bad handle for %q", mi.key))
 		}
 		handles[string(mi.key)] = bh
 	}
 	if mi.err != nil {
-		return nil, mi.err
+		return mi.err
 	}
 	t.meta = handles
 	t.dataEnd = min(t.footer.metaindex.Offset, t.footer.index.Offset)
 	for _, bh := range handles {
 		t.dataEnd = min(t.dataEnd, bh.Offset)
 	}
-	if bh, ok := handles[metaPropertiesName]; ok {
-		b, err := t.readBlock(bh, "properties")
-		if err != nil {
-			return nil, err
-		}
-		var it blockIter
-		if err := it.init(b, true, t.where("properties", bh)); err != nil {
-			return nil, err
-		}
-		if err := t.props.decode(&it); err != nil {
-			return nil, err
-		}
-		if t.props.ComparerName != "" && t.props.ComparerName != base.ComparerName {
-			return nil, fmt.Errorf("sstable: %s: comparer %q is not bloomkv's %q", opts.FileName, t.props.ComparerName, base.ComparerName)
-		}
+	return nil
+}
+
+// readProperties reads the properties block, if the table has one, and
+// refuses a table ordered by another comparer.
+func (t *Reader) readProperties() error {
+	bh, ok := t.meta[metaPropertiesName]
+	if !ok {
+		return nil
 	}
-	if bh, ok := handles[metaFilterName]; ok {
-		b, err := t.readBlock(bh, "filter")
-		if err != nil {
-			return nil, err
-		}
-		if t.filter, err = filterblock.Decode(b); err != nil {
-			return nil, fmt.Errorf("sstable: %s: filter block %s: %w", opts.FileName, bh, err)
-		}
-		t.hasFilter, t.filterBH = true, bh
-		if opts.CacheIndexAndFilterBlocks {
-			t.handToCache(bh, b)
-			t.filter = filterblock.Filter{}
-		}
+	b, err := t.readBlock(bh, "properties")
+	if err != nil {
+		return err
 	}
-	if bh, ok := handles[metaRangeDelName]; ok {
-		if err := t.loadRangeDels(bh, true); err != nil {
-			return nil, err
-		}
-	} else if bh, ok := handles[metaRangeDelV1Name]; ok {
-		if err := t.loadRangeDels(bh, false); err != nil {
-			return nil, err
-		}
+	var it blockIter
+	if err := it.init(b, true, t.where("properties", bh)); err != nil {
+		return err
 	}
+	if err := t.props.decode(&it); err != nil {
+		return err
+	}
+	if t.props.ComparerName != "" && t.props.ComparerName != base.ComparerName {
+		return fmt.Errorf("sstable: %s: comparer %q is not bloomkv's %q", t.opts.FileName, t.props.ComparerName, base.ComparerName)
+	}
+	return nil
+}
+
+// readFilter reads bloomkv's filter block, if the table has one, and pins it
+// or hands it to the cache.
+func (t *Reader) readFilter() error {
+	bh, ok := t.meta[metaFilterName]
+	if !ok {
+		return nil
+	}
+	b, err := t.readBlock(bh, "filter")
+	if err != nil {
+		return err
+	}
+	if t.filter, err = filterblock.Decode(b); err != nil {
+		return fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, bh, err)
+	}
+	t.hasFilter, t.filterBH = true, bh
+	if t.opts.CacheIndexAndFilterBlocks {
+		t.handToCache(bh, b)
+		t.filter = filterblock.Filter{}
+	}
+	return nil
+}
+
+// readRangeDels reads the range deletions, from the fragmented block or else
+// from RocksDB's older unfragmented one, if the table has either.
+func (t *Reader) readRangeDels() error {
+	if bh, ok := t.meta[metaRangeDelName]; ok {
+		return t.loadRangeDels(bh, true)
+	}
+	if bh, ok := t.meta[metaRangeDelV1Name]; ok {
+		return t.loadRangeDels(bh, false)
+	}
+	return nil
+}
+
+// readIndex reads the index block, refuses index formats this reader does not
+// support, checks the block's structure, and pins it or hands it to the cache.
+func (t *Reader) readIndex() error {
+	var err error
 	if t.index, err = t.readBlock(t.footer.index, "index"); err != nil {
-		return nil, err
+		return err
 	}
+	if err := t.checkIndexFormat(); err != nil {
+		return err
+	}
+	var ii blockIter
+	if err := ii.init(t.index, false, t.where("index", t.footer.index)); err != nil {
+		return err
+	}
+	if t.opts.CacheIndexAndFilterBlocks {
+		t.handToCache(t.footer.index, t.index)
+		t.index = nil
+	}
+	return nil
+}
+
+// checkIndexFormat refuses an index type, or a RocksDB index encoding, that
+// this reader does not support, judging by the properties and the footer's
+// format version.
+func (t *Reader) checkIndexFormat() error {
 	switch t.props.IndexType {
 	case indexTypeBinarySearch, indexTypeTwoLevel:
 	default:
-		return nil, fmt.Errorf("sstable: %s: unsupported index type %d", opts.FileName, t.props.IndexType)
+		return fmt.Errorf("sstable: %s: unsupported index type %d", t.opts.FileName, t.props.IndexType)
 	}
 	// RocksDB format versions 3 and up may store index keys as user keys
 	// and index values delta-encoded; reading those as this reader does
@@ -207,23 +285,15 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	for i, name := range []string{"rocksdb.index.key.is.user.key", "rocksdb.index.value.is.delta.encoded"} {
 		v, ok := t.props.User[name]
 		if !ok && t.footer.version >= uint32(3+i) {
-			return nil, corruptionf("%s: footer at offset %d: RocksDB format version %d, but no %s property", opts.FileName, t.size-rocksDBFooterLen, t.footer.version, name)
+			return corruptionf("%s: footer at offset %d: RocksDB format version %d, but no %s property", t.opts.FileName, t.size-rocksDBFooterLen, t.footer.version, name)
 		}
 		if ok && t.footer.version >= 3 {
 			if n, _ := binary.Uvarint(v); n != 0 {
-				return nil, fmt.Errorf("sstable: %s: unsupported RocksDB index encoding (format version %d, %s)", opts.FileName, t.footer.version, name)
+				return fmt.Errorf("sstable: %s: unsupported RocksDB index encoding (format version %d, %s)", t.opts.FileName, t.footer.version, name)
 			}
 		}
 	}
-	var ii blockIter
-	if err := ii.init(t.index, false, t.where("index", t.footer.index)); err != nil {
-		return nil, err
-	}
-	if opts.CacheIndexAndFilterBlocks {
-		t.handToCache(t.footer.index, t.index)
-		t.index = nil
-	}
-	return t, nil
+	return nil
 }
 
 // handToCache puts a block this reader has read and checked into the cache.
