@@ -167,7 +167,7 @@ func BenchmarkCompareGet(b *testing.B) {
 		}
 		if withCache { // warm both caches with every block
 			for _, k := range d.keys {
-				ours.Get(k, base.SeqNumMax)
+				lookup(ours, k, base.SeqNumMax)
 				it.SeekPrefixGE(k, k, 0)
 			}
 		}
@@ -183,7 +183,7 @@ func BenchmarkCompareGet(b *testing.B) {
 			b.Run(name+"/"+which+"/bloomkv", func(b *testing.B) {
 				found := 0
 				for i := range b.N {
-					_, _, ok, err := ours.Get(keys[(i*7919)%len(keys)], base.SeqNumMax)
+					_, _, ok, err := lookup(ours, keys[(i*7919)%len(keys)], base.SeqNumMax)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -51,7 +51,7 @@ func readAll(data []byte, probes [][]byte) (tableContents, error) {
 	}
 	c.dels = rd.RangeDeletions()
 	for _, p := range probes {
-		v, kind, found, err := rd.Get(p, base.SeqNumMax)
+		v, kind, found, err := lookup(rd, p, base.SeqNumMax)
 		if err != nil {
 			return c, err
 		}

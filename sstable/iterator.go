@@ -20,7 +20,8 @@ type Iter struct {
 	err   error
 	seek  []byte // scratch for encoded seek keys
 	// reuse: without a cache, read data blocks into bufs, which lasts only
-	// until the next block (fine for an iterator, not for Get's result).
+	// until the next block. Iterators from NewIter reuse; point lookups
+	// (LookupCopy) do not.
 	reuse bool
 	bufs  blockBufs
 	// bypassCache: read data blocks straight from the file into bufs,

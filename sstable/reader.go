@@ -87,7 +87,7 @@ type Reader struct {
 	rangeDels []RangeDeletion
 	props     Properties
 	meta      map[string]BlockHandle // the metaindex: meta blocks by name
-	iters     sync.Pool              // *Iter for Get
+	iters     sync.Pool              // *Iter for LookupCopy
 	// cc is opts.Cache when it is bloomkv's own cache, whose blocks
 	// iterators hold by counted references, so that a data block's memory
 	// is reused once it has left the cache and no iterator is on it.
@@ -317,19 +317,6 @@ func (t *Reader) MayContainHash(hash uint64) (bool, error) {
 		return true, nil
 	}
 	return t.mayContain(hash)
-}
-
-// Lookup is Get without the filter, for a caller that has probed it
-// (MayContainHash) and counts its answers.
-func (t *Reader) Lookup(userKey []byte, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
-	value, k, found, err := t.get(userKey, seq)
-	return value, k.Kind(), found, err
-}
-
-// LookupKey is Lookup returning the entry's internal key (its sequence
-// number and kind), which aliases the table's memory like the value.
-func (t *Reader) LookupKey(userKey []byte, seq base.SeqNum) (value []byte, key base.InternalKey, found bool, err error) {
-	return t.get(userKey, seq)
 }
 
 // HasFilter reports whether the table has a bloomkv filter.
@@ -687,50 +674,16 @@ func (t *Reader) PinnedBytes() uint64 {
 // Size returns the table's size in bytes.
 func (t *Reader) Size() uint64 { return t.size }
 
-// Get returns the newest point entry for userKey written before seq (a read
-// at seq sees sequence numbers below it): its kind (KindSet or KindDelete in
-// tables bloomkv writes; a table from another engine may hold other kinds)
-// and, for a set, its value, which aliases a block (cached or read for this
-// call) and must not be modified. found is false when the table holds no such entry. Range
-// deletions are the caller's to apply (RangeDeletions). The filter is
-// consulted first; when it answers "no", neither the index nor a data block is
-// read.
-func (t *Reader) Get(userKey []byte, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
-	if t.hasFilter {
-		return t.GetHash(userKey, filterblock.Hash(userKey), seq)
-	}
-	return t.Lookup(userKey, seq)
-}
-
-// GetHash is Get for a caller that has already hashed userKey with
-// filterblock.Hash, to probe several tables' filters with one hash.
-func (t *Reader) GetHash(userKey []byte, hash uint64, seq base.SeqNum) (value []byte, kind base.Kind, found bool, err error) {
-	if t.hasFilter {
-		ok, err := t.mayContain(hash)
-		if err != nil || !ok {
-			return nil, 0, false, err
-		}
-	}
-	return t.Lookup(userKey, seq)
-}
-
-func (t *Reader) get(userKey []byte, seq base.SeqNum) (value []byte, key base.InternalKey, found bool, err error) {
-	it := t.getIter(false)
-	defer t.iters.Put(it)
-	if !it.seekUserKey(userKey, seq) {
-		return nil, key, false, it.err
-	}
-	// The value aliases a block read into new memory or held by the cache,
-	// never the iterator's reusable buffers (reset with reuse off), and
-	// never reused (the iterator holds no counted reference).
-	return it.Value(), it.Key(), true, nil
-}
-
-// LookupCopy is Lookup with the entry's trailer (its sequence number and kind)
-// and, for a set, the value copied into new memory: the block the value lay in
-// may be reused once the call returns.
+// LookupCopy returns the newest point entry for userKey written before seq (a
+// read at seq sees sequence numbers below it): its trailer (sequence number
+// and kind: KindSet or KindDelete in tables bloomkv writes; a table from
+// another engine may hold other kinds) and, for a set, its value copied into
+// new memory, as the block it lay in may be reused once the call returns.
+// found is false when the table holds no such entry. It does not consult the
+// filter: the caller probes it first (MayContainHash) and counts its answers.
+// Range deletions are the caller's to apply (RangeDeletions).
 func (t *Reader) LookupCopy(userKey []byte, seq base.SeqNum) (value []byte, trailer base.Trailer, found bool, err error) {
-	it := t.getIter(true)
+	it := t.getIter()
 	if it.seekUserKey(userKey, seq) {
 		trailer, found = it.Key().Trailer, true
 		if trailer.Kind() == base.KindSet {
@@ -745,14 +698,15 @@ func (t *Reader) LookupCopy(userKey []byte, seq base.SeqNum) (value []byte, trai
 	return value, trailer, found, err
 }
 
-// getIter returns an iterator from the pool for a point lookup.
-func (t *Reader) getIter(counted bool) *Iter {
+// getIter returns an iterator from the pool for a point lookup. It holds
+// counted references to blocks of bloomkv's cache.
+func (t *Reader) getIter() *Iter {
 	it, _ := t.iters.Get().(*Iter)
 	if it == nil {
 		it = &Iter{}
 	}
 	it.reset(t, false)
-	it.counted = counted && t.cc != nil
+	it.counted = t.cc != nil
 	return it
 }
 

@@ -30,7 +30,7 @@ func tableOfKeys(t *testing.T, n int) []byte {
 	return writeSpec(t, spec, WriterOptions{})
 }
 
-// TestFilterNoReadsNothing checks that a Get the filter answers "no" for reads
+// TestFilterNoReadsNothing checks that a lookup the filter answers "no" for reads
 // neither the index nor a data block: the file is not read at all.
 func TestFilterNoReadsNothing(t *testing.T) {
 	data := tableOfKeys(t, 5000)
@@ -53,11 +53,11 @@ func TestFilterNoReadsNothing(t *testing.T) {
 			continue // a false positive: the filter says maybe
 		}
 		before := cr.reads.Load()
-		if _, _, found, err := rd.Get(k, base.SeqNumMax); err != nil || found {
-			t.Fatalf("Get(%q): found=%v, %v", k, found, err)
+		if _, _, found, err := lookup(rd, k, base.SeqNumMax); err != nil || found {
+			t.Fatalf("lookup(%q): found=%v, %v", k, found, err)
 		}
 		if n := cr.reads.Load() - before; n != 0 {
-			t.Fatalf("Get of a key the filter rejects read the file %d times", n)
+			t.Fatalf("lookup of a key the filter rejects read the file %d times", n)
 		}
 		rejected++
 	}
@@ -66,11 +66,11 @@ func TestFilterNoReadsNothing(t *testing.T) {
 	}
 	// A present key costs one read, the data block: the index is in memory.
 	before := cr.reads.Load()
-	if v, _, found, err := rd.Get([]byte("key001234"), base.SeqNumMax); err != nil || !found || string(v) != "value" {
-		t.Fatalf("Get(key001234) = %q, %v, %v", v, found, err)
+	if v, _, found, err := lookup(rd, []byte("key001234"), base.SeqNumMax); err != nil || !found || string(v) != "value" {
+		t.Fatalf("lookup(key001234) = %q, %v, %v", v, found, err)
 	}
 	if n := cr.reads.Load() - before; n != 1 {
-		t.Fatalf("Get of a present key read the file %d times, want 1", n)
+		t.Fatalf("lookup of a present key read the file %d times, want 1", n)
 	}
 }
 
@@ -92,8 +92,8 @@ func TestBlockCacheServesRepeatedReads(t *testing.T) {
 	for round := range 2 {
 		for i, rd := range readers {
 			before := counters[i].reads.Load()
-			if _, _, found, err := rd.Get([]byte("key000042"), base.SeqNumMax); err != nil || !found {
-				t.Fatalf("Get: %v, %v", found, err)
+			if _, _, found, err := lookup(rd, []byte("key000042"), base.SeqNumMax); err != nil || !found {
+				t.Fatalf("lookup: %v, %v", found, err)
 			}
 			want := int64(1 - round) // the first round reads, the second hits
 			if n := counters[i].reads.Load() - before; n != want {
@@ -130,10 +130,10 @@ func TestCacheIndexAndFilterBlocks(t *testing.T) {
 		before := cr.reads.Load()
 		for i := range 300 {
 			k := []byte(fmt.Sprintf("key%06d", i*13))
-			if v, _, found, err := rd.Get(k, base.SeqNumMax); err != nil || !found || string(v) != "value" {
-				t.Fatalf("capacity %d: Get(%q) = %q, %v, %v", capacity, k, v, found, err)
+			if v, _, found, err := lookup(rd, k, base.SeqNumMax); err != nil || !found || string(v) != "value" {
+				t.Fatalf("capacity %d: lookup(%q) = %q, %v, %v", capacity, k, v, found, err)
 			}
-			if _, _, found, err := rd.Get([]byte(fmt.Sprintf("nokey%06d", i)), base.SeqNumMax); err != nil || found {
+			if _, _, found, err := lookup(rd, []byte(fmt.Sprintf("nokey%06d", i)), base.SeqNumMax); err != nil || found {
 				t.Fatalf("capacity %d: absent key: %v, %v", capacity, found, err)
 			}
 		}

@@ -22,8 +22,8 @@ func TestTablesWithoutPointKeys(t *testing.T) {
 				spec.dels = []rangedel.Tombstone{tomb([]byte("b"), []byte("m"), 5)}
 			}
 			rd := openTable(t, writeSpec(t, spec, WriterOptions{BloomBitsPerKey: bpk}))
-			if _, _, found, err := rd.Get([]byte("c"), base.SeqNumMax); err != nil || found {
-				t.Fatalf("dels=%v bpk=%d: Get = %v, %v", withDels, bpk, found, err)
+			if _, _, found, err := lookup(rd, []byte("c"), base.SeqNumMax); err != nil || found {
+				t.Fatalf("dels=%v bpk=%d: lookup = %v, %v", withDels, bpk, found, err)
 			}
 			it := rd.NewIter()
 			for name, ok := range map[string]bool{"First": it.First(), "Last": it.Last(), "SeekGE": it.SeekGE([]byte("c")), "SeekLT": it.SeekLT([]byte("c"))} {
@@ -111,8 +111,8 @@ func TestLegacyRangeDeletionsAreFragmented(t *testing.T) {
 func TestGetWithHugeSequenceNumber(t *testing.T) {
 	rd := openTable(t, tableOfKeys(t, 10))
 	for _, seq := range []base.SeqNum{base.SeqNumMax, base.SeqNumMax + 1, base.SeqNumMax + 2, 1<<64 - 1} {
-		if _, _, found, err := rd.Get([]byte("key000003"), seq); err != nil || !found {
-			t.Fatalf("Get at %d: %v, %v", seq, found, err)
+		if _, _, found, err := lookup(rd, []byte("key000003"), seq); err != nil || !found {
+			t.Fatalf("lookup at %d: %v, %v", seq, found, err)
 		}
 	}
 }
@@ -148,7 +148,7 @@ func TestShortReadNamesTheBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	sr.limit = 100
-	_, _, _, err = rd2.Get([]byte("key001000"), base.SeqNumMax)
+	_, _, _, err = lookup(rd2, []byte("key001000"), base.SeqNumMax)
 	if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "data block (") {
 		t.Fatalf("short read: %v, want corruption naming the data block", err)
 	}
