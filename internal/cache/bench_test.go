@@ -30,49 +30,43 @@ func trace(n int, blocks uint64, seed uint64) []uint64 {
 	return out
 }
 
-// BenchmarkPolicies compares CLOCK and LRU on the same trace: the hit rate
-// (hit%) at a cache of 5% and 20% of the blocks, and the throughput of
-// parallel readers (ns/op). CLOCK is the default: its hit rate matches LRU's
-// within a point on this trace, and its hits take a shared lock, where LRU's
-// take an exclusive one.
-func BenchmarkPolicies(b *testing.B) {
+// BenchmarkCache runs the cache on the trace: the hit rate (hit%) at a cache
+// of 5% and 20% of the blocks, and the throughput of parallel readers
+// (ns/op).
+func BenchmarkCache(b *testing.B) {
 	const blocks, blockSize = 100_000, 4096
 	tr := trace(1_000_000, blocks, 1)
 	for _, frac := range []int{5, 20} {
-		for _, p := range []Policy{CLOCK, LRU} {
-			b.Run(fmt.Sprintf("hitrate/cache=%d%%/%v", frac, p), func(b *testing.B) {
-				var hits, total uint64
-				for range b.N {
-					c := New(int64(blocks*frac/100)*(blockSize+entryOverhead), Options{Policy: p})
-					val := make([]byte, blockSize)
-					for _, blk := range tr {
-						if _, ok := c.Get(1, blk); ok {
-							hits++
-						} else {
-							c.Set(1, blk, val)
-						}
-						total++
+		b.Run(fmt.Sprintf("hitrate/cache=%d%%", frac), func(b *testing.B) {
+			var hits, total uint64
+			for range b.N {
+				c := New(int64(blocks*frac/100)*(blockSize+entryOverhead), Options{})
+				val := make([]byte, blockSize)
+				for _, blk := range tr {
+					if _, ok := c.Get(1, blk); ok {
+						hits++
+					} else {
+						c.Set(1, blk, val)
 					}
+					total++
 				}
-				b.ReportMetric(100*float64(hits)/float64(total), "hit%")
-			})
-		}
-	}
-	for _, p := range []Policy{CLOCK, LRU} {
-		b.Run(fmt.Sprintf("parallel/%v", p), func(b *testing.B) {
-			c := New(int64(blocks/5)*(blockSize+entryOverhead), Options{Policy: p})
-			val := make([]byte, blockSize)
-			b.RunParallel(func(pb *testing.PB) {
-				i := rand.IntN(len(tr))
-				for pb.Next() {
-					blk := tr[i%len(tr)]
-					i++
-					if _, err := c.GetOrLoad(1, blk, func() ([]byte, error) { return val, nil }); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			}
+			b.ReportMetric(100*float64(hits)/float64(total), "hit%")
 		})
 	}
+	b.Run("parallel", func(b *testing.B) {
+		c := New(int64(blocks/5)*(blockSize+entryOverhead), Options{})
+		val := make([]byte, blockSize)
+		b.RunParallel(func(pb *testing.PB) {
+			i := rand.IntN(len(tr))
+			for pb.Next() {
+				blk := tr[i%len(tr)]
+				i++
+				if _, err := c.GetOrLoad(1, blk, func() ([]byte, error) { return val, nil }); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 }

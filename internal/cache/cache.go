@@ -3,6 +3,10 @@
 // rarely meet on a lock, and loading a missing block once however many
 // readers ask for it at the same time.
 //
+// Replacement is CLOCK (second chance): a hit sets the entry's reference bit
+// under a shared lock; eviction sweeps a ring of the shard's entries, sparing
+// those referenced since the hand last passed.
+//
 // Blocks are handed out two ways. Get and Load return the block's bytes, which
 // stay valid for as long as the caller holds them: such a block is never
 // reused. GetRef and LoadRef return a Handle, a counted reference: a block
@@ -13,37 +17,13 @@ package cache
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 )
 
-// Policy is a replacement policy.
-type Policy uint8
-
-const (
-	// CLOCK (second chance): a hit sets a reference bit under a shared
-	// lock; eviction sweeps a ring, sparing entries referenced since the
-	// last sweep. The default (see BenchmarkPolicies).
-	CLOCK Policy = iota
-	// LRU evicts the least recently used entry; every hit takes the shard's
-	// lock exclusively to move the entry to the front.
-	LRU
-)
-
-func (p Policy) String() string {
-	switch p {
-	case CLOCK:
-		return "CLOCK"
-	case LRU:
-		return "LRU"
-	}
-	return fmt.Sprintf("Policy(%d)", uint8(p))
-}
-
 // entryOverhead is charged per entry on top of its value, for the map slot,
-// the entry and the ring or list links.
+// the entry and the ring links.
 const entryOverhead = 96
 
 type key struct{ file, offset uint64 }
@@ -52,8 +32,8 @@ type entry struct {
 	key        key
 	value      []byte
 	charge     int64
-	referenced atomic.Bool // CLOCK
-	prev, next *entry      // LRU list, or the CLOCK ring
+	referenced atomic.Bool // hit since the hand last passed
+	prev, next *entry      // the shard's ring
 	// refs counts the references to the block: one while the cache holds
 	// it and one per unreleased Handle. At zero, an owned block that was
 	// never pinned goes back to Alloc.
@@ -90,11 +70,10 @@ type call struct {
 
 type shard struct {
 	mu       sync.RWMutex
-	policy   Policy
 	capacity int64
 	used     int64
 	entries  map[key]*entry
-	head     *entry // LRU: most recent; CLOCK: the hand
+	head     *entry // the hand
 	loading  map[key]*call
 }
 
@@ -113,8 +92,6 @@ type Cache struct {
 
 // Options configure a Cache.
 type Options struct {
-	// Policy is the replacement policy (CLOCK).
-	Policy Policy
 	// Shards is the number of shards, rounded up to a power of two
 	// (4 × GOMAXPROCS, at least 4).
 	Shards int
@@ -133,7 +110,7 @@ func New(capacity int64, opts Options) *Cache {
 	c := &Cache{shards: make([]shard, pow), mask: uint64(pow - 1)}
 	per := max(capacity/int64(pow), 1)
 	for i := range c.shards {
-		c.shards[i] = shard{policy: opts.Policy, capacity: per, entries: map[key]*entry{}, loading: map[key]*call{}}
+		c.shards[i] = shard{capacity: per, entries: map[key]*entry{}, loading: map[key]*call{}}
 	}
 	return c
 }
@@ -196,7 +173,7 @@ func (c *Cache) load(file, offset uint64, load func() ([]byte, error), owned boo
 	s := c.shard(k)
 	s.mu.Lock()
 	if e, ok := s.entries[k]; ok { // filled since the caller's Get
-		s.touch(e)
+		e.referenced.Store(true)
 		e.refs.Add(1)
 		s.mu.Unlock()
 		return Handle{e}, nil
@@ -367,36 +344,14 @@ func (c *Cache) Metrics() Metrics {
 // in the map holds the cache's reference, so under the lock its count is at
 // least one and may be raised.
 func (s *shard) lookup(k key) *entry {
-	if s.policy == CLOCK {
-		s.mu.RLock()
-		e := s.entries[k]
-		if e != nil {
-			e.referenced.Store(true)
-			e.refs.Add(1)
-		}
-		s.mu.RUnlock()
-		return e
-	}
-	s.mu.Lock()
+	s.mu.RLock()
 	e := s.entries[k]
 	if e != nil {
-		s.touch(e)
+		e.referenced.Store(true)
 		e.refs.Add(1)
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	return e
-}
-
-// touch records a hit on e; the shard's lock is held exclusively.
-func (s *shard) touch(e *entry) {
-	if s.policy == CLOCK {
-		e.referenced.Store(true)
-		return
-	}
-	if s.head != e {
-		s.unlink(e)
-		s.pushFront(e)
-	}
 }
 
 // insert adds e, evicting as needed, and returns the number of evictions. An
@@ -417,15 +372,13 @@ func (s *shard) insert(e *entry) uint64 {
 	e.refs.Add(1)
 	s.entries[e.key] = e
 	s.used += e.charge
-	s.pushFront(e)
+	s.link(e)
 	return evicted
 }
 
-// victim returns the entry to evict; the shard is not empty.
+// victim sweeps the hand over the ring, clearing reference bits, and returns
+// the first entry whose bit was already clear; the shard is not empty.
 func (s *shard) victim() *entry {
-	if s.policy == LRU {
-		return s.head.prev // the tail of the circular list
-	}
 	for {
 		e := s.head
 		s.head = e.next
@@ -443,9 +396,8 @@ func (s *shard) remove(e *entry) {
 	e.release()
 }
 
-// pushFront links e into the circular list: for LRU before the head (as the
-// new head); for CLOCK just behind the hand, so it is swept last.
-func (s *shard) pushFront(e *entry) {
+// link puts e into the ring just behind the hand, so that it is swept last.
+func (s *shard) link(e *entry) {
 	if s.head == nil {
 		e.prev, e.next = e, e
 		s.head = e
@@ -455,11 +407,9 @@ func (s *shard) pushFront(e *entry) {
 	e.prev, e.next = tail, s.head
 	tail.next = e
 	s.head.prev = e
-	if s.policy == LRU {
-		s.head = e
-	}
 }
 
+// unlink takes e out of the ring, moving the hand on if it was on e.
 func (s *shard) unlink(e *entry) {
 	if e.next == e {
 		s.head = nil

@@ -12,73 +12,51 @@ import (
 func block(n int) []byte { return make([]byte, n) }
 
 func TestCapacityAndCounters(t *testing.T) {
-	for _, p := range []Policy{CLOCK, LRU} {
-		c := New(64<<10, Options{Policy: p, Shards: 4})
-		for i := range 1000 {
-			c.Set(1, uint64(i), block(1000))
+	c := New(64<<10, Options{Shards: 4})
+	for i := range 1000 {
+		c.Set(1, uint64(i), block(1000))
+	}
+	m := c.Metrics()
+	if m.Bytes > m.Capacity || m.Capacity != 64<<10 {
+		t.Fatalf("%d bytes cached of capacity %d", m.Bytes, m.Capacity)
+	}
+	if m.Entries == 0 || m.Evictions != uint64(1000-m.Entries) {
+		t.Fatalf("%d entries, %d evictions after 1000 inserts", m.Entries, m.Evictions)
+	}
+	hits := 0
+	for i := range 1000 {
+		if _, ok := c.Get(1, uint64(i)); ok {
+			hits++
 		}
-		m := c.Metrics()
-		if m.Bytes > m.Capacity || m.Capacity != 64<<10 {
-			t.Fatalf("%v: %d bytes cached of capacity %d", p, m.Bytes, m.Capacity)
-		}
-		if m.Entries == 0 || m.Evictions != uint64(1000-m.Entries) {
-			t.Fatalf("%v: %d entries, %d evictions after 1000 inserts", p, m.Entries, m.Evictions)
-		}
-		hits := 0
-		for i := range 1000 {
-			if _, ok := c.Get(1, uint64(i)); ok {
-				hits++
-			}
-		}
-		m = c.Metrics()
-		if int(m.Hits) != hits || int(m.Misses) != 1000-hits || hits != m.Entries {
-			t.Fatalf("%v: counters %+v after %d hits", p, m, hits)
-		}
-		// A block larger than a shard is not cached, and evicts nothing.
-		c.Set(2, 0, block(1<<20))
-		if _, ok := c.Get(2, 0); ok {
-			t.Fatalf("%v: cached a block larger than its shard", p)
-		}
+	}
+	m = c.Metrics()
+	if int(m.Hits) != hits || int(m.Misses) != 1000-hits || hits != m.Entries {
+		t.Fatalf("counters %+v after %d hits", m, hits)
+	}
+	// A block larger than a shard is not cached, and evicts nothing.
+	c.Set(2, 0, block(1<<20))
+	if _, ok := c.Get(2, 0); ok {
+		t.Fatal("cached a block larger than its shard")
 	}
 }
 
+// TestEvictionOrder checks CLOCK's second chance: of a, b and c inserted,
+// then a hit on a, the next insert evicts b, sparing the referenced a.
 func TestEvictionOrder(t *testing.T) {
 	const size = 1000
-	for _, c := range []struct {
-		policy  Policy
-		evicted uint64
-	}{
-		// a, b, c inserted, then a hit: the next insert evicts b under
-		// both policies (LRU: b is least recent; CLOCK: a is referenced).
-		{LRU, 1}, {CLOCK, 1},
-	} {
-		ca := New(3*(size+entryOverhead), Options{Policy: c.policy, Shards: 1})
-		for i := range 3 {
-			ca.Set(7, uint64(i), block(size))
-		}
-		if _, ok := ca.Get(7, 0); !ok {
-			t.Fatal("miss on a cached block")
-		}
-		ca.Set(7, 3, block(size))
-		for i := uint64(0); i < 4; i++ {
-			_, ok := ca.Get(7, i)
-			if ok == (i == c.evicted) {
-				t.Errorf("%v: block %d cached=%v; want block %d evicted", c.policy, i, ok, c.evicted)
-			}
-		}
-	}
-	// LRU keeps the recent: after a hit on 0, the next two inserts evict 1,
-	// then 2.
-	ca := New(3*(size+entryOverhead), Options{Policy: LRU, Shards: 1})
+	const evicted = 1
+	ca := New(3*(size+entryOverhead), Options{Shards: 1})
 	for i := range 3 {
 		ca.Set(7, uint64(i), block(size))
 	}
-	ca.Get(7, 0)
-	ca.Set(7, 3, block(size)) // evicts 1
-	ca.Set(7, 4, block(size)) // evicts 2
-	for i, want := range []bool{true, false, false, true, true} {
-		if _, ok := ca.Get(7, uint64(i)); ok != want {
-			t.Errorf("LRU: block %d cached=%v, want %v", i, ok, want)
+	if _, ok := ca.Get(7, 0); !ok {
+		t.Fatal("miss on a cached block")
+	}
+	ca.Set(7, 3, block(size))
+	for i := uint64(0); i < 4; i++ {
+		_, ok := ca.Get(7, i)
+		if ok == (i == evicted) {
+			t.Errorf("block %d cached=%v; want block %d evicted", i, ok, evicted)
 		}
 	}
 }
@@ -160,31 +138,29 @@ func TestEvictFile(t *testing.T) {
 // TestConcurrentUse runs readers, loaders and evictions together (under -race
 // in CI) and checks every returned block is the one asked for.
 func TestConcurrentUse(t *testing.T) {
-	for _, p := range []Policy{CLOCK, LRU} {
-		c := New(200<<10, Options{Policy: p})
-		var wg sync.WaitGroup
-		for g := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := rand.New(rand.NewPCG(uint64(g), 1))
-				for range 5000 {
-					off := uint64(r.IntN(2000))
-					v, err := c.GetOrLoad(9, off, func() ([]byte, error) { return []byte(fmt.Sprint(off)), nil })
-					if err != nil || string(v) != fmt.Sprint(off) {
-						t.Errorf("%v: block %d is %q, %v", p, off, v, err)
-						return
-					}
-					if r.IntN(500) == 0 {
-						c.EvictFile(9)
-					}
+	c := New(200<<10, Options{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for range 5000 {
+				off := uint64(r.IntN(2000))
+				v, err := c.GetOrLoad(9, off, func() ([]byte, error) { return []byte(fmt.Sprint(off)), nil })
+				if err != nil || string(v) != fmt.Sprint(off) {
+					t.Errorf("block %d is %q, %v", off, v, err)
+					return
 				}
-			}()
-		}
-		wg.Wait()
-		if m := c.Metrics(); m.Bytes > m.Capacity {
-			t.Fatalf("%v: %d bytes over capacity %d", p, m.Bytes, m.Capacity)
-		}
+				if r.IntN(500) == 0 {
+					c.EvictFile(9)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if m := c.Metrics(); m.Bytes > m.Capacity {
+		t.Fatalf("%d bytes over capacity %d", m.Bytes, m.Capacity)
 	}
 }
 
