@@ -209,38 +209,6 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 }
 
-func BenchmarkAdd(b *testing.B) {
-	keys := make([][]byte, 1<<16)
-	r := rand.New(rand.NewPCG(2, 2))
-	for i := range keys {
-		keys[i] = []byte(fmt.Sprintf("%016x", r.Uint64()))
-	}
-	value := make([]byte, 100)
-	b.ReportAllocs()
-	m := New()
-	for i := range b.N {
-		if i%len(keys) == 0 && i > 0 {
-			m = New()
-		}
-		m.Add(base.MakeInternalKey(keys[i%len(keys)], base.SeqNum(i+1), base.KindSet), value)
-	}
-}
-
-func BenchmarkGet(b *testing.B) {
-	m := New()
-	keys := make([][]byte, 100_000)
-	r := rand.New(rand.NewPCG(3, 3))
-	for i := range keys {
-		keys[i] = []byte(fmt.Sprintf("%016x", r.Uint64()))
-		m.Add(base.MakeInternalKey(keys[i], 1, base.KindSet), make([]byte, 100))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		m.Get(keys[(i*7919)%len(keys)], base.SeqNumMax)
-	}
-}
-
 // TestPrefixOrder checks that comparing the inline prefixes orders keys as
 // bytes.Compare does wherever the prefixes differ, including short keys and
 // zero bytes.

@@ -2,6 +2,7 @@ package sstable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
 )
 
 func set(k string, seq base.SeqNum) base.InternalKey {
@@ -127,5 +129,68 @@ func TestReaderErrors(t *testing.T) {
 	}
 	if _, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), ReaderOptions{}); err == nil || !strings.Contains(err.Error(), "my.reverse.comparer") {
 		t.Fatalf("foreign comparer: %v", err)
+	}
+}
+
+// withFooterVersion rewrites a RocksDB footer's format version.
+func withFooterVersion(data []byte, v uint32) []byte {
+	out := append([]byte(nil), data...)
+	binary.LittleEndian.PutUint32(out[len(out)-12:], v)
+	return out
+}
+
+// TestRocksDBIndexEncodingsRefused checks that the reader refuses the index
+// encodings of RocksDB format versions 3 and up, and a version 3 footer
+// without the property it calls for.
+func TestRocksDBIndexEncodingsRefused(t *testing.T) {
+	for _, c := range []struct {
+		version uint32
+		prop    string
+		value   uint64
+		ok      bool
+	}{
+		{2, "rocksdb.index.key.is.user.key", 1, true}, // ignored before v3
+		{3, "rocksdb.index.key.is.user.key", 0, true},
+		{3, "rocksdb.index.key.is.user.key", 1, false},
+		{4, "rocksdb.index.value.is.delta.encoded", 1, false},
+		{3, "rocksdb.other", 0, false}, // version 3 without its property: a damaged footer
+	} {
+		var buf bytes.Buffer
+		w, _ := NewWriter(&buf, WriterOptions{})
+		w.props.User = map[string][]byte{c.prop: binary.AppendUvarint(nil, c.value)}
+		w.Add(set("a", 1), []byte("v"))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		data := withFooterVersion(buf.Bytes(), c.version)
+		_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "v.sst"})
+		if (err == nil) != c.ok {
+			t.Errorf("version %d %s=%d: %v", c.version, c.prop, c.value, err)
+		}
+	}
+}
+
+// TestSharedCacheNeedsFileNum checks that a reader sharing a cache without a
+// file number is refused.
+func TestSharedCacheNeedsFileNum(t *testing.T) {
+	data := tableOfKeys(t, 10)
+	_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{Cache: cache.New(1<<20, cache.Options{})})
+	if err == nil || !strings.Contains(err.Error(), "FileNum") {
+		t.Fatalf("cache without FileNum: %v", err)
+	}
+}
+
+// TestRejectedDeleteIsNotCounted checks that a deletion the writer refuses is
+// not counted in the properties.
+func TestRejectedDeleteIsNotCounted(t *testing.T) {
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, WriterOptions{})
+	w.Add(base.MakeInternalKey([]byte("b"), 1, base.KindDelete), nil)
+	if err := w.Add(base.MakeInternalKey([]byte("a"), 1, base.KindDelete), nil); err == nil {
+		t.Fatal("out-of-order delete accepted")
+	}
+	w.Close()
+	if n := openTable(t, buf.Bytes()).Properties().NumDeletions; n != 1 {
+		t.Fatalf("%d deletions recorded, want 1", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -386,4 +387,37 @@ func TestFooterFlipsDetected(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestShortReadNamesTheBlock checks that a file that ends short of a data
+// block is corruption naming that block.
+func TestShortReadNamesTheBlock(t *testing.T) {
+	data := tableOfKeys(t, 2000)
+	// Serve the footer and metadata, then let data-block reads come up short.
+	sr := &shortReader{data: data, limit: int64(len(data))}
+	rd, err := NewReader(sr, int64(len(data)), ReaderOptions{FileName: "short.sst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr.limit = 100
+	_, _, _, err = lookup(rd, []byte("key001000"), base.SeqNumMax)
+	if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "data block (") {
+		t.Fatalf("short read: %v, want corruption naming the data block", err)
+	}
+}
+
+// shortReader serves data up to limit and reads nothing past it, without an
+// error.
+type shortReader struct {
+	data  []byte
+	limit int64
+}
+
+func (s *shortReader) ReadAt(p []byte, off int64) (int, error) {
+	end := min(int64(len(s.data)), s.limit)
+	if off >= end {
+		return 0, nil
+	}
+	n := copy(p, s.data[off:end])
+	return n, nil
 }

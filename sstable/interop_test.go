@@ -248,3 +248,25 @@ func TestWeReadPebbleTables(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyRangeDeletionsAreFragmented reads range deletions from RocksDB's
+// older unfragmented block: the reader fragments them.
+func TestLegacyRangeDeletionsAreFragmented(t *testing.T) {
+	dels := []rangedel.Tombstone{tomb([]byte("a"), []byte("m"), 3), tomb([]byte("f"), []byte("z"), 7), tomb([]byte("c"), []byte("h"), 5)}
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, WriterOptions{})
+	w.legacyRangeDels = true
+	for _, d := range dels {
+		w.DeleteRange(d.Start, d.End, d.SeqNum)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rd := openTable(t, buf.Bytes())
+	var want []RangeDeletion
+	want = append(want, rangedel.Fragment(dels)...)
+	sameRangeDels(t, rd.RangeDeletions(), want, "legacy range deletions")
+	if len(want) < 5 {
+		t.Fatalf("only %d fragments: the test overlaps too little", len(want))
+	}
+}

@@ -312,3 +312,31 @@ func TestReadAhead(t *testing.T) {
 	}
 	scan(rd)
 }
+
+// TestPooledIteratorForgetsErrors checks that resetting a pooled iterator
+// clears the errors of its last use.
+func TestPooledIteratorForgetsErrors(t *testing.T) {
+	rd := openTable(t, tableOfKeys(t, 100))
+	var it Iter
+	it.reset(rd, false)
+	boom := corruptionf("earlier failure")
+	it.err, it.data.err, it.index.part.err, it.index.err = boom, boom, boom, boom
+	it.reset(rd, false)
+	if it.err != nil || it.data.err != nil || it.index.error() != nil {
+		t.Fatalf("reset kept an error: %v %v %v", it.err, it.data.err, it.index.error())
+	}
+	if !it.SeekGE([]byte("key000050")) || string(it.Key().UserKey) != "key000050" {
+		t.Fatal("iterator unusable after reset")
+	}
+}
+
+// TestLookupWithHugeSequenceNumber checks that a read at any sequence number
+// above the largest sees every entry.
+func TestLookupWithHugeSequenceNumber(t *testing.T) {
+	rd := openTable(t, tableOfKeys(t, 10))
+	for _, seq := range []base.SeqNum{base.SeqNumMax, base.SeqNumMax + 1, base.SeqNumMax + 2, 1<<64 - 1} {
+		if _, _, found, err := lookup(rd, []byte("key000003"), seq); err != nil || !found {
+			t.Fatalf("lookup at %d: %v, %v", seq, found, err)
+		}
+	}
+}

@@ -269,3 +269,29 @@ func sortSearch(es []entry, f func(entry) bool) int {
 func tomb(start, end []byte, seq base.SeqNum) rangedel.Tombstone {
 	return rangedel.Tombstone{Start: start, End: end, SeqNum: seq}
 }
+
+// TestTablesWithoutPointKeys reads tables that hold no point keys, with and
+// without range deletions and a filter: every read finds nothing, cleanly.
+func TestTablesWithoutPointKeys(t *testing.T) {
+	for _, withDels := range []bool{false, true} {
+		for _, bpk := range []int{-1, 10} {
+			var spec tableSpec
+			if withDels {
+				spec.dels = []rangedel.Tombstone{tomb([]byte("b"), []byte("m"), 5)}
+			}
+			rd := openTable(t, writeSpec(t, spec, WriterOptions{BloomBitsPerKey: bpk}))
+			if _, _, found, err := lookup(rd, []byte("c"), base.SeqNumMax); err != nil || found {
+				t.Fatalf("dels=%v bpk=%d: lookup = %v, %v", withDels, bpk, found, err)
+			}
+			it := rd.NewIter()
+			for name, ok := range map[string]bool{"First": it.First(), "Last": it.Last(), "SeekGE": it.SeekGE([]byte("c")), "SeekLT": it.SeekLT([]byte("c"))} {
+				if ok || it.Error() != nil {
+					t.Fatalf("dels=%v bpk=%d: %s = %v, %v", withDels, bpk, name, ok, it.Error())
+				}
+			}
+			if got := len(rd.RangeDeletions()); got != map[bool]int{false: 0, true: 1}[withDels] {
+				t.Fatalf("%d range deletions", got)
+			}
+		}
+	}
+}
