@@ -3,7 +3,6 @@ package bloomkv
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
 	pebblesst "github.com/cockroachdb/pebble/v2/sstable"
+
+	"github.com/bloomkv/bloomkv/internal/benchutil"
 )
 
 // BenchmarkReads runs the read workloads of ./bench on a store of 500k keys
@@ -41,12 +42,12 @@ func BenchmarkReads(b *testing.B) {
 				run, done := w.start(b, e, rand.New(rand.NewPCG(1, 2)))
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu := processCPUTime()
+				cpu := benchutil.CPUTime()
 				run(b.N)
 				b.StopTimer()
 				done()
 				if cpu != 0 {
-					b.ReportMetric(float64(processCPUTime()-cpu)/float64(b.N), "cpu-ns/op")
+					b.ReportMetric(float64(benchutil.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 				}
 			})
 		}
@@ -114,30 +115,30 @@ var readsWorkloads = []struct {
 }{
 	// Gets of uniformly random loaded keys (./bench readrandom).
 	{"get", 2000, func(b *testing.B, e readsEngine, r *rand.Rand) (func(int), func()) {
-		key := make([]byte, 16)
+		key := make([]byte, benchutil.KeyLen)
 		return func(ops int) {
 			for range ops {
-				readsGet(b, e, readsKey(key, 2*r.Uint64N(readsKeys)))
+				readsGet(b, e, benchutil.MakeKey(key, 2*r.Uint64N(readsKeys)))
 			}
 		}, func() {}
 	}},
 	// Gets of zipfian loaded keys (YCSB C).
 	{"get-zipf", 2000, func(b *testing.B, e readsEngine, r *rand.Rand) (func(int), func()) {
-		key := make([]byte, 16)
+		key := make([]byte, benchutil.KeyLen)
 		z := readsZipfKeys()
 		return func(ops int) {
 			for range ops {
-				readsGet(b, e, readsKey(key, 2*readsScatter(z.next(r), readsKeys)))
+				readsGet(b, e, benchutil.MakeKey(key, 2*benchutil.Scatter(z.Next(r), readsKeys)))
 			}
 		}, func() {}
 	}},
 	// A seek to a random loaded key, then 10 nexts (./bench seekrandom).
 	{"seek10", 1000, func(b *testing.B, e readsEngine, r *rand.Rand) (func(int), func()) {
-		key := make([]byte, 16)
+		key := make([]byte, benchutil.KeyLen)
 		it := e.newIter(b)
 		return func(ops int) {
 			for range ops {
-				ok := it.seekGE(readsKey(key, 2*r.Uint64N(readsKeys)))
+				ok := it.seekGE(benchutil.MakeKey(key, 2*r.Uint64N(readsKeys)))
 				for j := 0; ok && j < 10; j++ {
 					_ = it.value()
 					ok = it.next()
@@ -148,13 +149,13 @@ var readsWorkloads = []struct {
 	// A new iterator per op, a seek to a zipfian key, then a zipfian number
 	// of nexts in [1, 1000] (YCSB E's scans).
 	{"scan-zipf", 200, func(b *testing.B, e readsEngine, r *rand.Rand) (func(int), func()) {
-		key := make([]byte, 16)
+		key := make([]byte, benchutil.KeyLen)
 		z, lengths := readsZipfKeys(), readsZipfLengths()
 		return func(ops int) {
 			for range ops {
 				it := e.newIter(b)
-				m := 1 + lengths.next(r)
-				ok := it.seekGE(readsKey(key, 2*readsScatter(z.next(r), readsKeys)))
+				m := 1 + lengths.Next(r)
+				ok := it.seekGE(benchutil.MakeKey(key, 2*benchutil.Scatter(z.Next(r), readsKeys)))
 				for j := uint64(0); ok && j < m; j++ {
 					_ = it.value()
 					ok = it.next()
@@ -189,62 +190,16 @@ var readsWorkloads = []struct {
 
 const readsKeys = 500_000
 
-// readsKey writes the key with the given id (16 decimal digits) into dst.
-func readsKey(dst []byte, id uint64) []byte {
-	for i := 15; i >= 0; i-- {
-		dst[i] = byte('0' + id%10)
-		id /= 10
-	}
-	return dst
-}
-
 func readsGet(b *testing.B, e readsEngine, key []byte) {
 	if ok, err := e.get(key); err != nil || !ok {
 		b.Fatalf("get %s: %v %v", key, ok, err)
 	}
 }
 
-// readsZipf draws ranks 0..n-1 zipfian with theta 0.99 (Gray et al.).
-type readsZipf struct {
-	n                       uint64
-	alpha, zetan, eta, half float64
-}
-
-func newReadsZipf(n uint64) *readsZipf {
-	const theta = 0.99
-	var zetan float64
-	for i := uint64(1); i <= n; i++ {
-		zetan += 1 / math.Pow(float64(i), theta)
-	}
-	zeta2 := 1 + math.Pow(0.5, theta)
-	return &readsZipf{n: n, alpha: 1 / (1 - theta), zetan: zetan,
-		eta: (1 - math.Pow(2/float64(n), 1-theta)) / (1 - zeta2/zetan), half: math.Pow(0.5, theta)}
-}
-
-func (z *readsZipf) next(r *rand.Rand) uint64 {
-	u := r.Float64()
-	switch uz := u * z.zetan; {
-	case uz < 1:
-		return 0
-	case uz < 1+z.half:
-		return 1
-	}
-	return min(uint64(float64(z.n)*math.Pow(z.eta*u-z.eta+1, z.alpha)), z.n-1)
-}
-
 var (
-	readsZipfKeys    = sync.OnceValue(func() *readsZipf { return newReadsZipf(readsKeys) })
-	readsZipfLengths = sync.OnceValue(func() *readsZipf { return newReadsZipf(1000) })
+	readsZipfKeys    = sync.OnceValue(func() *benchutil.Zipf { return benchutil.NewZipf(readsKeys, 0.99) })
+	readsZipfLengths = sync.OnceValue(func() *benchutil.Zipf { return benchutil.NewZipf(1000, 0.99) })
 )
-
-// readsScatter spreads zipf ranks over the key space.
-func readsScatter(rank, n uint64) uint64 {
-	x := rank + 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	x ^= x >> 31
-	return x % n
-}
 
 type readsEngine interface {
 	get(key []byte) (bool, error)
@@ -278,26 +233,16 @@ func readsLoad(b *testing.B, dir string, open func() (set func(k, v []byte) erro
 	}
 	set, settle, done := open()
 	r := rand.New(rand.NewPCG(1, 1))
-	// Values are half random bytes, half a repeat of them.
-	pool := make([]byte, 1<<20+100)
-	for off := 0; off < len(pool); off += 64 {
-		end := min(off+64, len(pool))
-		half := off + (end-off)/2
-		for i := off; i < half; i++ {
-			pool[i] = byte(' ' + r.IntN(95))
-		}
-		copy(pool[half:end], pool[off:half])
-	}
+	values := benchutil.NewValueSource(100, r)
 	order := r.Perm(readsKeys)
-	key := make([]byte, 16)
+	key := make([]byte, benchutil.KeyLen)
 	for j, i := range order {
 		if j == len(order)-readsMemKeys {
 			if err := settle(); err != nil {
 				b.Fatal(err)
 			}
 		}
-		off := r.IntN(len(pool) - 100)
-		if err := set(readsKey(key, 2*uint64(i)), pool[off:off+100]); err != nil {
+		if err := set(benchutil.MakeKey(key, 2*uint64(i)), values.Next(r)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -222,7 +222,7 @@ func run(cfg *config, stdout, stderr io.Writer) (err error) {
 	start := time.Now()
 	for _, name := range cfg.engines {
 		dir := filepath.Join(base, name)
-		r := &runner{cfg: cfg, engine: name, dir: dir, s: s, vals: newValueSource(cfg.valueSize, cfg.seed), prog: prog.forEngine(name)}
+		r := &runner{cfg: cfg, engine: name, dir: dir, s: s, vals: newValues(cfg.valueSize, cfg.seed), prog: prog.forEngine(name)}
 		results, err := r.runAll(steps)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bloomkv/bloomkv/internal/benchutil"
 	"github.com/bloomkv/bloomkv/internal/humanize"
 )
 
@@ -128,7 +129,7 @@ func newReport(cfg *config, s settings) *report {
 		Command: "go run ./bench " + strings.Join(os.Args[1:], " "),
 		Date:    time.Now().UTC().Format(time.RFC3339),
 		Machine: machine{CPU: cpuModel(), CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version()},
-		Settings: reportSettings{Keys: cfg.n, KeySize: keyLen, ValueSize: cfg.valueSize, CacheBytes: s.cacheBytes,
+		Settings: reportSettings{Keys: cfg.n, KeySize: benchutil.KeyLen, ValueSize: cfg.valueSize, CacheBytes: s.cacheBytes,
 			MemtableBytes: s.memtableBytes, BitsPerKey: s.bitsPerKey, BlockSize: s.blockSize, Compression: "snappy",
 			Sync: s.sync, Duration: cfg.duration.String(), Seed: cfg.seed},
 		Engines:   map[string]string{},

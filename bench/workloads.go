@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/bloomkv/bloomkv/internal/benchutil"
 )
 
 // workload is one measured step. The steps run in the order of the
@@ -100,7 +101,7 @@ type runner struct {
 	s      settings
 	// main is the store fillrandom loaded, which later workloads use.
 	main *store
-	vals *valueSource
+	vals *benchutil.ValueSource
 	// inserted counts keys YCSB inserted, which take ids from 2n on.
 	inserted uint64
 	prog     progress
@@ -128,7 +129,7 @@ func (r *runner) timedOps(label string, op func(rng *rand.Rand, key []byte) erro
 // bar (if any) as time passes.
 func timeLoop(start time.Time, d time.Duration, rng *rand.Rand, op func(rng *rand.Rand, key []byte) error, bar phase) (*measurement, error) {
 	m := &measurement{hist: newHist()}
-	key := make([]byte, keyLen)
+	key := make([]byte, benchutil.KeyLen)
 	deadline := start.Add(d)
 	t := time.Now()
 	for {
@@ -155,7 +156,7 @@ func (r *runner) countedOps(label string, count uint64, op func(i uint64, key []
 	m := &measurement{hist: newHist()}
 	bar := r.prog.start(label, int64(count))
 	defer bar.finish()
-	key := make([]byte, keyLen)
+	key := make([]byte, benchutil.KeyLen)
 	start := time.Now()
 	t := start
 	for i := uint64(0); i < count; i++ {
@@ -181,8 +182,8 @@ func (r *runner) fillSeq() (*measurement, error) {
 	}
 	rng := r.rng("fillseq")
 	m, err := r.countedOps("fillseq", r.n(), func(i uint64, key []byte) error {
-		st.userBytes += int64(keyLen + r.cfg.valueSize)
-		return st.e.set(makeKey(key, presentID(i)), r.vals.next(rng))
+		st.userBytes += int64(benchutil.KeyLen + r.cfg.valueSize)
+		return st.e.set(benchutil.MakeKey(key, presentID(i)), r.vals.Next(rng))
 	})
 	if err != nil {
 		_ = st.e.close()
@@ -201,16 +202,16 @@ func (r *runner) fillRandom() (*measurement, error) {
 	rng := r.rng("fillrandom")
 	perm := newPermutation(r.n(), rng)
 	return r.countedOps("fillrandom", r.n(), func(i uint64, key []byte) error {
-		st.userBytes += int64(keyLen + r.cfg.valueSize)
-		return st.e.set(makeKey(key, presentID(perm.at(i))), r.vals.next(rng))
+		st.userBytes += int64(benchutil.KeyLen + r.cfg.valueSize)
+		return st.e.set(benchutil.MakeKey(key, presentID(perm.at(i))), r.vals.Next(rng))
 	})
 }
 
 func (r *runner) overwrite() (*measurement, error) {
 	rng := r.rng("overwrite")
 	return r.countedOps("overwrite", r.n(), func(_ uint64, key []byte) error {
-		r.main.userBytes += int64(keyLen + r.cfg.valueSize)
-		return r.main.e.set(makeKey(key, presentID(rng.Uint64N(r.n()))), r.vals.next(rng))
+		r.main.userBytes += int64(benchutil.KeyLen + r.cfg.valueSize)
+		return r.main.e.set(benchutil.MakeKey(key, presentID(rng.Uint64N(r.n()))), r.vals.Next(rng))
 	})
 }
 
@@ -218,15 +219,15 @@ func (r *runner) deleteRandom() (*measurement, error) {
 	rng := r.rng("deleterandom")
 	perm := newPermutation(r.n(), rng)
 	return r.countedOps("deleterandom", r.n()/2, func(i uint64, key []byte) error {
-		r.main.userBytes += keyLen
-		return r.main.e.del(makeKey(key, presentID(perm.at(i))))
+		r.main.userBytes += benchutil.KeyLen
+		return r.main.e.del(benchutil.MakeKey(key, presentID(perm.at(i))))
 	})
 }
 
 // getOp reads keys drawn by id and counts how many were found.
 func (r *runner) getOp(id func(rng *rand.Rand) uint64, found *int64) func(rng *rand.Rand, key []byte) error {
 	return func(rng *rand.Rand, key []byte) error {
-		ok, err := r.main.e.get(makeKey(key, id(rng)))
+		ok, err := r.main.e.get(benchutil.MakeKey(key, id(rng)))
 		if ok {
 			*found++
 		}
@@ -253,9 +254,9 @@ func (r *runner) readMissing() (*measurement, error) {
 }
 
 func (r *runner) readHot() (*measurement, error) {
-	z := newZipf(r.n(), 0.99)
+	z := benchutil.NewZipf(r.n(), 0.99)
 	var found int64
-	m, err := r.timedOps("readhot", r.getOp(func(rng *rand.Rand) uint64 { return presentID(scatter(z.next(rng), r.n())) }, &found), r.rng("readhot"))
+	m, err := r.timedOps("readhot", r.getOp(func(rng *rand.Rand) uint64 { return presentID(benchutil.Scatter(z.Next(rng), r.n())) }, &found), r.rng("readhot"))
 	if err == nil && found != m.ops {
 		return nil, fmt.Errorf("readhot: %d of %d loaded keys were not found", m.ops-found, m.ops)
 	}
@@ -268,7 +269,7 @@ func (r *runner) seekRandom() (*measurement, error) {
 		return nil, err
 	}
 	m, err := r.timedOps("seekrandom", func(rng *rand.Rand, key []byte) error {
-		ok := it.seekGE(makeKey(key, presentID(rng.Uint64N(r.n()))))
+		ok := it.seekGE(benchutil.MakeKey(key, presentID(rng.Uint64N(r.n()))))
 		for j := 0; ok && j < 10; j++ {
 			_ = it.value()
 			ok = it.next()
@@ -337,26 +338,26 @@ type ycsbMix struct{ read, update, insert, scan float64 }
 // [1, 1000].
 func ycsb(mix ycsbMix) func(r *runner) (*measurement, error) {
 	return func(r *runner) (*measurement, error) {
-		keys := newZipf(r.n(), 0.99)
-		lengths := newZipf(1000, 0.99)
+		keys := benchutil.NewZipf(r.n(), 0.99)
+		lengths := benchutil.NewZipf(1000, 0.99)
 		label := fmt.Sprintf("ycsb %v", mix)
 		m, err := r.timedOps(label, func(rng *rand.Rand, key []byte) error {
 			p := rng.Float64()
 			switch {
 			case p < mix.read:
-				found, err := r.main.e.get(makeKey(key, presentID(scatter(keys.next(rng), r.n()))))
+				found, err := r.main.e.get(benchutil.MakeKey(key, presentID(benchutil.Scatter(keys.Next(rng), r.n()))))
 				if err == nil && !found {
 					err = fmt.Errorf("ycsb read: loaded key %s not found", key)
 				}
 				return err
 			case p < mix.read+mix.update:
-				r.main.userBytes += int64(keyLen + r.cfg.valueSize)
-				return r.main.e.set(makeKey(key, presentID(scatter(keys.next(rng), r.n()))), r.vals.next(rng))
+				r.main.userBytes += int64(benchutil.KeyLen + r.cfg.valueSize)
+				return r.main.e.set(benchutil.MakeKey(key, presentID(benchutil.Scatter(keys.Next(rng), r.n()))), r.vals.Next(rng))
 			case p < mix.read+mix.update+mix.insert:
-				r.main.userBytes += int64(keyLen + r.cfg.valueSize)
+				r.main.userBytes += int64(benchutil.KeyLen + r.cfg.valueSize)
 				id := presentID(r.n() + r.inserted)
 				r.inserted++
-				return r.main.e.set(makeKey(key, id), r.vals.next(rng))
+				return r.main.e.set(benchutil.MakeKey(key, id), r.vals.Next(rng))
 			default:
 				// A new iterator per scan, as YCSB opens a cursor per
 				// scan: it sees the inserts before it.
@@ -364,8 +365,8 @@ func ycsb(mix ycsbMix) func(r *runner) (*measurement, error) {
 				if err != nil {
 					return err
 				}
-				n := 1 + lengths.next(rng)
-				ok := it.seekGE(makeKey(key, presentID(scatter(keys.next(rng), r.n()))))
+				n := 1 + lengths.Next(rng)
+				ok := it.seekGE(benchutil.MakeKey(key, presentID(benchutil.Scatter(keys.Next(rng), r.n()))))
 				for j := uint64(0); ok && j < n; j++ {
 					_ = it.value()
 					ok = it.next()
@@ -391,9 +392,9 @@ func (r *runner) readWhileWriting() (*measurement, error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		key := make([]byte, keyLen)
+		key := make([]byte, benchutil.KeyLen)
 		for !stop.Load() {
-			if err := r.main.e.set(makeKey(key, presentID(writerRng.Uint64N(r.n()))), r.vals.next(writerRng)); err != nil {
+			if err := r.main.e.set(benchutil.MakeKey(key, presentID(writerRng.Uint64N(r.n()))), r.vals.Next(writerRng)); err != nil {
 				writeErr = err
 				return
 			}
@@ -414,7 +415,7 @@ func (r *runner) readWhileWriting() (*measurement, error) {
 				readerBar = bar
 			}
 			read := func(rng *rand.Rand, key []byte) error {
-				_, err := r.main.e.get(makeKey(key, presentID(rng.Uint64N(r.n()))))
+				_, err := r.main.e.get(benchutil.MakeKey(key, presentID(rng.Uint64N(r.n()))))
 				return err
 			}
 			m, err := timeLoop(start, r.cfg.duration, r.rng(fmt.Sprintf("readwhilewriting-reader-%d", i)), read, readerBar)
@@ -430,7 +431,7 @@ func (r *runner) readWhileWriting() (*measurement, error) {
 	stop.Store(true)
 	wg.Wait()
 	bar.finish()
-	r.main.userBytes += writes * int64(keyLen+r.cfg.valueSize)
+	r.main.userBytes += writes * int64(benchutil.KeyLen+r.cfg.valueSize)
 	if writeErr != nil {
 		return nil, writeErr
 	}

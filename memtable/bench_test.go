@@ -8,19 +8,15 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/benchutil"
 )
 
-// benchKeys returns 1M distinct 16-byte keys in random order, shaped as the
-// end-to-end benchmark's (./bench): a zero-padded decimal id, so that every
-// key shares its first 8 bytes. They slice one buffer, so the collector has
+// benchKeys returns 1M distinct 16-byte keys in random order, written as the
+// end-to-end benchmark (./bench) writes them, by benchutil.MakeKey: a
+// zero-padded decimal id, so that every key shares its first 8 bytes. They slice one buffer, so the collector has
 // little to scan.
 var benchKeys = sync.OnceValue(func() [][]byte {
-	return makeKeys(func(dst []byte, id uint64) {
-		for i := len(dst) - 1; i >= 0; i-- {
-			dst[i] = byte('0' + id%10)
-			id /= 10
-		}
-	})
+	return makeKeys(func(dst []byte, id uint64) { benchutil.MakeKey(dst, id) })
 })
 
 // binaryKeys are like benchKeys but random bytes, which their first 8 bytes
@@ -46,6 +42,18 @@ func makeKeys(put func(dst []byte, id uint64)) [][]byte {
 }
 
 var benchValue = make([]byte, 100)
+
+// cpuMeter reports the process's CPU time per op as cpu-ns/op when stopped,
+// where it is measured: where other processes share the machine, wall time
+// swings far more than CPU time does. Collector work on other threads counts.
+func cpuMeter(b *testing.B) (stop func()) {
+	start := benchutil.CPUTime()
+	return func() {
+		if start != 0 {
+			b.ReportMetric(float64(benchutil.CPUTime()-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
 
 // benchInsert inserts keys in random order, starting a new table whenever
 // full reports true, and reports the time per insert.
