@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -203,7 +204,7 @@ func TestConcurrentUse(t *testing.T) {
 		}()
 	}
 	for m.Len() < 6000 {
-		runtimeGosched()
+		runtime.Gosched()
 	}
 	close(stop)
 	wg.Wait()

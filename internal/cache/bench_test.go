@@ -3,11 +3,8 @@ package cache
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"testing"
 )
-
-func runtimeGosched() { runtime.Gosched() }
 
 // trace returns block accesses shaped like an LSM's: Zipf-distributed point
 // reads over many blocks, interrupted by scans that touch a long run of

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,7 +85,7 @@ func TestConcurrentMissesLoadOnce(t *testing.T) {
 	}
 	// Let the goroutines reach the cache, then release the one load.
 	for c.Metrics().Misses == 0 {
-		runtimeGosched()
+		runtime.Gosched()
 	}
 	close(gate)
 	wg.Wait()
@@ -295,7 +296,7 @@ func TestRefsUnderConcurrency(t *testing.T) {
 						return
 					}
 				}
-				runtimeGosched()
+				runtime.Gosched()
 				if v := h.Value(); len(v) != 1000+int(off) || !filledWith(v, fill) {
 					t.Errorf("block %d changed while held", off)
 					h.Release()

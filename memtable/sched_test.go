@@ -1,5 +1,0 @@
-package memtable
-
-import "runtime"
-
-func runtimeGosched() { runtime.Gosched() }
