@@ -110,22 +110,8 @@ func TestListenersMayReadTheStore(t *testing.T) {
 	p.db.Store(d)
 
 	// A stall: compactions wait at the gate while the writer fills level 0.
-	gate := make(chan struct{})
-	var openGate sync.Once
-	t.Cleanup(func() { openGate.Do(func() { close(gate) }) })
-	d.mu.Lock()
-	d.compactionGate = gate
-	d.mu.Unlock()
-	done := make(chan error, 1)
-	go func() {
-		for i := range 6000 { // several 64 KiB memtables
-			if err := d.Set([]byte(fmt.Sprintf("k%05d", i)), make([]byte, 100), NoSync); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
+	release := holdCompactions(t, d)
+	done := fillInBackground(d, 6000)
 	for p.count("WriteStallBegin") == 0 {
 		select {
 		case err := <-done:
@@ -134,7 +120,7 @@ func TestListenersMayReadTheStore(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	openGate.Do(func() { close(gate) })
+	release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

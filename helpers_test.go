@@ -200,6 +200,37 @@ func closedStoreWithK(t *testing.T) *vfs.MemFS {
 
 // A file system that holds flushes back.
 
+// holdCompactions makes d's compactions wait, each before it starts, until
+// the returned release is called. The test's cleanup releases them too, so
+// that a failing test does not leave Close waiting at the gate.
+func holdCompactions(t testing.TB, d *DB) (release func()) {
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	d.mu.Lock()
+	d.compactionGate = gate
+	d.mu.Unlock()
+	return release
+}
+
+// fillInBackground writes keys k00000, k00001, ... (n of them, 100-byte
+// values, NoSync) from a goroutine, and sends the first error, or nil once
+// all are written. With 64 KiB memtables, 6000 keys fill several.
+func fillInBackground(d *DB, n int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := d.Set([]byte(fmt.Sprintf("k%05d", i)), make([]byte, 100), NoSync); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return done
+}
+
 // slowFS holds table syncs until released, so flushes back up.
 type slowFS struct {
 	*vfs.MemFS

@@ -14,10 +14,7 @@ import (
 func TestReadsHoldTheirTables(t *testing.T) {
 	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
 	defer d.Close()
-	gate := make(chan struct{})
-	d.mu.Lock()
-	d.compactionGate = gate
-	d.mu.Unlock()
+	release := holdCompactions(t, d)
 	for i := range 4 {
 		for j := range 200 {
 			d.Set([]byte(fmt.Sprintf("k%d-%03d", i, j)), []byte("v"), NoSync)
@@ -25,7 +22,7 @@ func TestReadsHoldTheirTables(t *testing.T) {
 		d.Flush()
 	}
 	old := d.acquire() // pins the four L0 tables
-	close(gate)        // let the compaction run
+	release()          // let the compaction run
 	for d.Metrics().Compactions == 0 {
 		runtime.Gosched()
 	}

@@ -21,28 +21,12 @@ func TestWritesStallOnLevel0(t *testing.T) {
 	o.EventListener.WriteStallBegin = func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }
 	d := mustOpen(t, "/db", o)
 	defer d.Close()
-	gate := make(chan struct{})
-	var openGate sync.Once
-	t.Cleanup(func() { openGate.Do(func() { close(gate) }) }) // a failure must not leave Close waiting on it
-	d.mu.Lock()
-	d.compactionGate = gate
-	d.mu.Unlock()
-	done := make(chan error, 1)
-	go func() {
-		for i := range 6000 { // several 64 KiB memtables
-			if err := d.Set([]byte(fmt.Sprintf("k%05d", i)), make([]byte, 100), NoSync); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
+	release := holdCompactions(t, d)
+	done := fillInBackground(d, 6000)
 	// With compaction held back, L0 fills to the stop threshold and the
 	// writer, which needs about eleven more memtables, can only wait. (A
 	// stall may begin for a flush backlog and go on for L0: the listener
 	// hears of it once, when it begins.)
-	// The listener runs under the DB's lock, so the test's lock is not
-	// held across a call into the DB (Metrics may take the DB's lock).
 	stalledOnL0 := func() bool {
 		mu.Lock()
 		stalled := len(reasons) > 0
@@ -57,7 +41,7 @@ func TestWritesStallOnLevel0(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	openGate.Do(func() { close(gate) })
+	release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
