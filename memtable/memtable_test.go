@@ -18,6 +18,18 @@ type kv struct {
 	value []byte
 }
 
+// newestBelow returns the first entry of model (sorted in internal-key
+// order: a user key's newest version first) with user key uk and a
+// sequence number below seq, or nil: what Get should find.
+func newestBelow(model []kv, uk []byte, seq base.SeqNum) *kv {
+	for i := range model {
+		if bytes.Equal(model[i].key.UserKey, uk) && model[i].key.SeqNum() < seq {
+			return &model[i]
+		}
+	}
+	return nil
+}
+
 // TestAgainstModel adds random entries and compares Get, iteration both ways
 // and seeks with a sorted slice, on a table without a key filter and on one
 // whose filter is small for its keys (so that it answers "maybe" often).
@@ -69,13 +81,7 @@ func testAgainstModel(t *testing.T, m *MemTable) {
 	for range 3000 {
 		uk := []byte(fmt.Sprintf("k%04d", r.IntN(820)))
 		seq := base.SeqNum(r.IntN(110000))
-		var want *kv
-		for i := range model {
-			if bytes.Equal(model[i].key.UserKey, uk) && model[i].key.SeqNum() < seq {
-				want = &model[i]
-				break
-			}
-		}
+		want := newestBelow(model, uk, seq)
 		v, ik, found := m.Get(uk, seq)
 		kind := ik.Kind()
 		if found != (want != nil) || (found && (kind != want.key.Kind() || !bytes.Equal(v, want.value))) {

@@ -77,13 +77,7 @@ func TestEqualUserKeys(t *testing.T) {
 	for range 2000 {
 		uk := []byte{'k', byte(r.IntN(4))}[:1+r.IntN(2)]
 		seq := base.SeqNum(r.IntN(3100))
-		var want *kv
-		for i := range model {
-			if bytes.Equal(model[i].key.UserKey, uk) && model[i].key.SeqNum() < seq {
-				want = &model[i]
-				break
-			}
-		}
+		want := newestBelow(model, uk, seq)
 		v, k, ok := m.Get(uk, seq)
 		if ok != (want != nil) || ok && (k.Trailer != want.key.Trailer || !bytes.Equal(v, want.value)) {
 			t.Fatalf("Get(%q, %d) = %v %s", uk, seq, ok, k)
