@@ -407,7 +407,9 @@ func (d *DB) Compact(start, end []byte) error {
 
 // compactLastLevelLocked rewrites the last level's tables in [start, end]
 // that hold deletions (kept there for snapshots since closed, or moved there
-// whole), so that Compact leaves none that no snapshot needs.
+// whole), so that Compact leaves none that no snapshot needs. d.mu is held
+// on entry and on return, and released while it waits for a compaction
+// holding its tables and while it runs its own (runLocked).
 func (d *DB) compactLastLevelLocked(start, end []byte) error {
 	const last = manifest.NumLevels - 1
 	for {

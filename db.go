@@ -33,7 +33,8 @@ type DB struct {
 	//     without it;
 	//   - the commit leader: the writer at the front of the commit queue
 	//     (commit.go), alone; Close, once it has emptied the queue while
-	//     holding d.commitMu, counts as the leader;
+	//     holding d.commitMu, counts as the leader, and stays it after
+	//     (closed is set, so a later writer fails before touching the WAL);
 	//   - Open only: written and read while the store opens, then unused;
 	//   - atomic: read and written without a lock.
 	//
@@ -81,8 +82,8 @@ type DB struct {
 	// is received from before each compaction starts.
 	compactionGate chan struct{}
 
-	// The commit pipeline (commit.go): queue and group are guarded by
-	// d.commitMu; wal and walW belong to the commit leader.
+	// The commit pipeline (commit.go): queue is guarded by d.commitMu;
+	// group, wal and walW belong to the commit leader.
 	commitMu   sync.Mutex
 	commitCond *sync.Cond      // on d.commitMu: the lead changed hands, a group is done
 	queue      []*commitWaiter // writers waiting, the leader first
@@ -132,19 +133,26 @@ func (d *DB) Close() error {
 	for len(d.queue) > 0 {
 		d.commitCond.Wait()
 	}
+	var werr error
 	if d.walW != nil {
 		// After a failed WAL write or sync a second sync must not pass off
 		// the failure as success: Flush and Sync return the first error.
-		if werr := d.walW.Flush(); werr != nil {
-			d.walFailed(werr)
-		} else if werr := d.wal.Sync(); werr != nil {
-			d.walFailed(werr)
+		if werr = d.walW.Flush(); werr == nil {
+			werr = d.wal.Sync()
 		}
 	}
 	d.mu.Lock()
+	var walErr error
+	reportWAL := false
+	if werr != nil {
+		walErr, reportWAL = d.walFailedLocked(werr)
+	}
 	d.rescueLocked() // the queue is empty: no commit is adding to the memtable
 	d.mu.Unlock()
 	d.commitMu.Unlock()
+	if reportWAL {
+		d.opts.EventListener.BackgroundError(walErr)
+	}
 	d.bgWG.Wait()
 	d.mu.Lock()
 	// Writes the failed WAL lacks are in frozen memtables, which the

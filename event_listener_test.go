@@ -103,7 +103,7 @@ func TestListenersMayReadTheStore(t *testing.T) {
 	o.L0CompactionThreshold, o.L0StopWritesThreshold = 2, 3
 	o.EventListener = p.listener()
 	d := mustOpen(t, "/db", o)
-	defer d.Close()
+	closeAtCleanup(t, d)
 	if err := d.Set([]byte(p.key), []byte(p.value), Sync); err != nil {
 		t.Fatal(err)
 	}
@@ -161,5 +161,44 @@ func TestListenersMayReadTheStore(t *testing.T) {
 	}
 	for _, problem := range p.problems {
 		t.Error(problem)
+	}
+}
+
+// TestCloseReportsAWALFailureWithNoLockHeld: when the WAL's last sync fails
+// in Close, BackgroundError hears of it with neither of the DB's locks held
+// (Close records the failure under them and reports it after).
+func TestCloseReportsAWALFailureWithNoLockHeld(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	o := memOpts(efs)
+	var d *DB
+	var calls, locked int
+	o.EventListener.BackgroundError = func(error) {
+		calls++
+		for _, mu := range []*sync.Mutex{&d.mu, &d.commitMu} {
+			if !mu.TryLock() {
+				locked++
+				continue
+			}
+			mu.Unlock()
+		}
+	}
+	d = mustOpen(t, "/db", o)
+	if err := d.Set([]byte("k"), []byte("v"), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	efs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && strings.HasSuffix(name, ".log") {
+			return errors.New("injected EIO")
+		}
+		return nil
+	})
+	if err := d.Close(); err == nil {
+		t.Fatal("Close returned nil after the WAL's sync failed")
+	}
+	if calls != 1 {
+		t.Fatalf("BackgroundError called %d times, want 1", calls)
+	}
+	if locked > 0 {
+		t.Fatalf("BackgroundError ran with %d of the DB's locks held", locked)
 	}
 }

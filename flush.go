@@ -50,8 +50,7 @@ func (d *DB) rescueDueLocked() bool {
 // records it in the manifest and removes its WAL. d.mu is held on entry and
 // on return, and released while the table is written and while listeners
 // run (FlushBegin, FlushEnd, and BackgroundError for a failure, which stops
-// the store). FlushEnd runs before the memtable leaves d.imm, so a Flush
-// call waiting for it returns after FlushEnd.
+// the store).
 func (d *DB) flushOldestLocked() error {
 	m := d.imm[0]
 	num := d.allocFileNumLocked()
@@ -78,9 +77,6 @@ func (d *DB) flushOldestLocked() error {
 	if meta != nil {
 		info.Bytes = meta.Size
 	}
-	// Only the flusher takes memtables out of d.imm, so m is still its
-	// first when d.mu comes back.
-	d.unlocked(func() { d.opts.EventListener.FlushEnd(info) })
 	if err != nil {
 		err = fmt.Errorf("bloomkv: flush to table %06d failed; the store takes no more writes until reopened: %w", num, err)
 		if d.rescuing {
@@ -93,10 +89,23 @@ func (d *DB) flushOldestLocked() error {
 		if d.bgErr == nil {
 			d.bgErr = err
 		}
-		d.unlocked(func() { d.opts.EventListener.BackgroundError(err) })
+		d.unlocked(func() {
+			d.opts.EventListener.FlushEnd(info)
+			d.opts.EventListener.BackgroundError(err)
+		})
 		d.cond.Broadcast()
 		return err
 	}
+	// Publish the version holding the new table before d.mu is let go: a
+	// compaction may take the table from d.version as soon as it is, and a
+	// table no published state counted would never be deleted
+	// (releaseFilesLocked). Reads of this state find m's entries in m and in
+	// the table alike.
+	d.publishLocked()
+	// FlushEnd runs before m leaves d.imm, so that a Flush waiting for m
+	// returns after it. Only the flusher takes memtables out of d.imm, so m
+	// is still its first when d.mu comes back.
+	d.unlocked(func() { d.opts.EventListener.FlushEnd(info) })
 	d.imm = d.imm[1:]
 	d.publishLocked()
 	d.metrics.flushes.Add(1)

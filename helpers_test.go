@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/vfs"
 )
 
@@ -102,7 +103,7 @@ func waitForCompactions(t testing.TB, d *DB) {
 	for {
 		s := d.levelScoresLocked(d.version)
 		due := len(d.running) > 0 || len(d.imm) > 0
-		for l := range 6 {
+		for l := range manifest.NumLevels - 1 { // the last level never scores
 			due = due || s[l] >= 1
 		}
 		if !due || d.bgErr != nil {
@@ -200,9 +201,18 @@ func closedStoreWithK(t *testing.T) *vfs.MemFS {
 
 // A file system that holds flushes back.
 
+// closeAtCleanup closes d when the test ends, after the cleanups registered
+// later, such as holdCompactions' and newSlowFS's releases, have run:
+// a deferred Close would run before them and wait forever for the work
+// they hold when the test fails midway.
+func closeAtCleanup(t testing.TB, d *DB) {
+	t.Cleanup(func() { d.Close() })
+}
+
 // holdCompactions makes d's compactions wait, each before it starts, until
 // the returned release is called. The test's cleanup releases them too, so
-// that a failing test does not leave Close waiting at the gate.
+// that a failing test does not leave Close waiting at the gate, provided the
+// test closes d with closeAtCleanup rather than defer.
 func holdCompactions(t testing.TB, d *DB) (release func()) {
 	gate := make(chan struct{})
 	var once sync.Once
@@ -239,7 +249,8 @@ type slowFS struct {
 }
 
 // newSlowFS returns a slowFS whose gate the test's cleanup opens, so that a
-// failing test does not leave Close waiting on a held flush.
+// failing test does not leave Close waiting on a held flush, provided the
+// test closes its store with closeAtCleanup rather than defer.
 func newSlowFS(t *testing.T) *slowFS {
 	s := &slowFS{MemFS: vfs.NewMem(), gate: make(chan struct{})}
 	t.Cleanup(s.open)

@@ -77,8 +77,8 @@ func (m *Metrics) FilterFalsePositiveRate() float64 {
 	return float64(m.FilterFalsePositives) / float64(m.FilterProbes)
 }
 
-// Metrics returns the store's metrics. It takes none of the DB's locks, and
-// may be called at any time, from an EventListener too.
+// Metrics returns the store's metrics. It waits for no flush, compaction or
+// write, and may be called at any time, from an EventListener too.
 func (d *DB) Metrics() *Metrics {
 	s := d.acquire()
 	defer d.release(s)
@@ -100,8 +100,8 @@ func (d *DB) Metrics() *Metrics {
 		WriteStalls:          d.metrics.stalls.Load(),
 		WriteStallDuration:   time.Duration(d.metrics.stallNanos.Load()),
 	}
-	// No d.mu: Metrics reads the read state and atomic counters only, so
-	// it never waits for work that holds the lock.
+	// Metrics reads the read state and atomic counters, not d.mu's fields:
+	// d.mu is taken only, briefly, to release a state replaced meanwhile.
 	scores := d.levelScores(s.version, nil)
 	m.Snapshots = int(d.metrics.snapshots.Load())
 	for l := range manifest.NumLevels {

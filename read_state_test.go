@@ -13,7 +13,7 @@ import (
 // them.
 func TestReadsHoldTheirTables(t *testing.T) {
 	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
-	defer d.Close()
+	closeAtCleanup(t, d)
 	release := holdCompactions(t, d)
 	for i := range 4 {
 		for j := range 200 {

@@ -235,11 +235,26 @@ func (d *DB) createWAL(num uint64) error {
 // though the store has failed; Close waits for that.
 //
 // d.mu must not be held: walFailed takes it, and calls the BackgroundError
-// listener after letting it go. A caller holding d.mu returns a logFailure
-// instead, which the commit leader passes here (reportLogFailure).
+// listener after letting it go. A caller holding d.mu records the failure
+// with walFailedLocked and reports it once it has let go of its locks; one
+// that holds d.mu and leads the commit queue returns a logFailure, which the
+// leader passes here (reportLogFailure).
 func (d *DB) walFailed(err error) error {
 	d.mu.Lock()
-	first := d.bgErr == nil
+	bgErr, first := d.walFailedLocked(err)
+	d.mu.Unlock()
+	if first {
+		d.opts.EventListener.BackgroundError(bgErr)
+	}
+	return bgErr
+}
+
+// walFailedLocked is walFailed without the listener: it records the
+// failure and returns the store's error, and whether this call set it (then
+// the caller tells the BackgroundError listener, once it holds no lock of
+// the DB). d.mu is held.
+func (d *DB) walFailedLocked(err error) (bgErr error, first bool) {
+	first = d.bgErr == nil
 	if first {
 		d.bgErr = fmt.Errorf("bloomkv: write-ahead log failed (current log %s); the store takes no more writes until reopened: %w",
 			d.path(logName(d.mem.logNum)), err)
@@ -249,12 +264,7 @@ func (d *DB) walFailed(err error) error {
 		d.rescuing = true
 		d.cond.Broadcast() // wake stalled writers, and the flusher to rescue
 	}
-	bgErr := d.bgErr
-	d.mu.Unlock()
-	if first {
-		d.opts.EventListener.BackgroundError(bgErr)
-	}
-	return bgErr
+	return d.bgErr, first
 }
 
 // logFailure is a failed write, sync or creation of a WAL met with d.mu

@@ -20,7 +20,7 @@ func TestWritesStallOnLevel0(t *testing.T) {
 	o.L0CompactionThreshold, o.L0StopWritesThreshold = 2, 3
 	o.EventListener.WriteStallBegin = func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }
 	d := mustOpen(t, "/db", o)
-	defer d.Close()
+	closeAtCleanup(t, d)
 	release := holdCompactions(t, d)
 	done := fillInBackground(d, 6000)
 	// With compaction held back, L0 fills to the stop threshold and the
@@ -60,7 +60,7 @@ func TestWritesStallWhileFlushesBackUp(t *testing.T) {
 	o.EventListener.WriteStallBegin = func(string) { mu.Lock(); began++; mu.Unlock() }
 	o.EventListener.WriteStallEnd = func() { mu.Lock(); ended++; mu.Unlock() }
 	d := mustOpen(t, "/db", o)
-	defer d.Close()
+	closeAtCleanup(t, d)
 	done := make(chan error)
 	go func() {
 		for i := range 3000 { // ~3 memtables of 64 KiB
