@@ -40,6 +40,37 @@ type Metrics struct {
 	WriteStallDuration                                  time.Duration
 	// Snapshots is the number of open snapshots.
 	Snapshots int
+	// DiffFilter describes the differential-file filter.
+	DiffFilter DiffFilterMetrics
+}
+
+// DiffFilterMetrics describes the differential-file filter: the counting
+// filter of the user keys with a version above the base level, which a Get
+// probes first (DB.MayHaveChanged).
+type DiffFilterMetrics struct {
+	// On is true while Gets consult the filter: it is enabled, the base
+	// level holds data, and the filter for that base is built.
+	On bool
+	// BaseLevel is the level the filter treats as the base (the deepest
+	// level holding tables), or -1 when there is none.
+	BaseLevel int
+	// Keys is the number of versions the filter counts: the point entries
+	// in the memtables and in the levels above the base.
+	Keys int64
+	// Capacity is the number of keys the filter is sized for, and Bytes its
+	// memory.
+	Capacity int
+	Bytes    int
+	// DesignFPRate is the false-positive rate at capacity; FPRate the
+	// expected rate at Keys.
+	DesignFPRate, FPRate float64
+	// Skips counts Gets the filter answered "no": they read the base level
+	// only. Maybes counts those it answered "maybe", and FalseMaybes those
+	// of them that found no version of the key above the base.
+	Skips, Maybes, FalseMaybes uint64
+	// Rebuilds counts filters built: at Open, when the base level changed,
+	// and when the differential outgrew the filter or shrank far below it.
+	Rebuilds uint64
 }
 
 // LevelMetrics describes one level.

@@ -47,6 +47,10 @@ type Options struct {
 	// TargetFileSize is the size at which a compaction starts a new output
 	// table (2 MiB).
 	TargetFileSize int64
+	// DisableDiffFilter turns off the differential-file filter (see
+	// DB.MayHaveChanged): every Get then asks the memtables and every level
+	// above the base, as a store without it would. It is on by default.
+	DisableDiffFilter bool
 	// ReadOnly opens an existing store without writing to it.
 	ReadOnly bool
 	// ErrorIfExists makes Open fail when the directory holds a store.
