@@ -15,9 +15,19 @@ type commitWaiter struct {
 	flush   bool
 	flushed *memEntry // the memtable a flush request froze, if any
 	rescue  bool      // with flush: freeze the memtable of a failed WAL (DB.rescueLocked)
-	err     error
-	done    bool
+	// diffBuild asks to begin a build of the differential-file filter
+	// (beginDiffBuildLocked) with no commit under way; build is the build
+	// begun, if any.
+	diffBuild    bool
+	buildEntries int
+	build        *diffBuild
+	err          error
+	done         bool
 }
+
+// request reports whether w asks for something other than a batch's commit;
+// such a waiter leads a group of its own.
+func (w *commitWaiter) request() bool { return w.flush || w.diffBuild }
 
 // commit runs w through the group-commit pipeline (LevelDB's writer queue):
 // writers queue up; the one at the front leads, writing every batch waiting
@@ -35,9 +45,9 @@ func (d *DB) commit(w *commitWaiter) error {
 		return w.err
 	}
 	n := 1
-	if !w.flush {
+	if !w.request() {
 		size := w.batch.Len()
-		for n < len(d.queue) && !d.queue[n].flush && size+d.queue[n].batch.Len() <= maxGroupBytes {
+		for n < len(d.queue) && !d.queue[n].request() && size+d.queue[n].batch.Len() <= maxGroupBytes {
 			size += d.queue[n].batch.Len()
 			n++
 		}
@@ -80,6 +90,11 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 	if d.bgErr != nil {
 		d.mu.Unlock()
 		return d.bgErr
+	}
+	if group[0].diffBuild {
+		group[0].build = d.beginDiffBuildLocked(group[0].buildEntries)
+		d.mu.Unlock()
+		return nil
 	}
 	if group[0].flush {
 		var err error
@@ -127,6 +142,13 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 		}
 	}
 	d.metrics.walBytes.Add(bytes)
+	if ws := d.diff.writers.Load(); ws != nil && len(*ws) > 0 {
+		// Before the memtable: a read that can see an entry finds it in
+		// every filter it may consult.
+		for _, g := range group {
+			addBatchToDiff(*ws, g.batch.data)
+		}
+	}
 	for _, g := range group {
 		mem.mt.Apply((*batchEntries)(g.batch))
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
@@ -29,6 +30,11 @@ type compaction struct {
 	move   bool
 	manual bool
 	score  float64
+	// The hashes of the user keys of the versions the compaction wrote
+	// from its inputs of level (written0; for a move, every version of the
+	// tables moved) and dropped from each input (dropped0, dropped1), for
+	// the differential-file filter; gathered only while it is enabled.
+	written0, dropped0, dropped1 []uint64
 }
 
 func (c *compaction) all() []*manifest.FileMetadata {
@@ -123,11 +129,23 @@ func (d *DB) compactLocked(c *compaction) error {
 	var outputs []*manifest.FileMetadata
 	var bytesIn uint64
 	var err error
+	needHashes := d.diff.enabled && c.move && c.level < c.outputLevel && c.outputLevel >= baseLevel(d.version)
 	d.mu.Unlock()
 	d.opts.EventListener.CompactionBegin(info)
 	start := time.Now()
 	if c.move {
 		outputs = c.inputs[0]
+		if needHashes {
+			// Moved into the base, these versions leave the
+			// differential: the filter needs their keys. Without them
+			// it only keeps counting them (a "maybe" for those keys
+			// until the next build), which does not fail the move.
+			var herr error
+			if c.written0, herr = d.tableHashes(c.inputs[0]); herr != nil {
+				c.written0 = nil
+				d.opts.Logger.Warn(diffMoveReadFailedMessage, "err", herr)
+			}
+		}
 	} else {
 		outputs, bytesIn, err = d.mergeTables(c)
 	}
@@ -169,6 +187,7 @@ func (d *DB) compactLocked(c *compaction) error {
 		return end(err)
 	}
 	d.publishLocked()
+	d.diffCompactedLocked(c)
 	lm := &d.metrics.levels
 	if c.move {
 		d.metrics.moves.Add(1)
@@ -259,11 +278,34 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 		return outputs, 0, err
 	}
 
+	// For the differential-file filter: which input each version came
+	// from, and its key's hash.
+	track := d.diff.enabled
+	n0 := len(c.inputs[0])
+	var hash uint64
+	var in0 bool
+	dropped := func() {
+		if !track {
+			return
+		}
+		if in0 {
+			c.dropped0 = append(c.dropped0, hash)
+		} else {
+			c.dropped1 = append(c.dropped1, hash)
+		}
+	}
+
 	var prevUser []byte
 	havePrev := false // not prevUser != nil: the empty key is a key
 	lastStripe := -1
 	for ok := mi.first(); ok; ok = mi.next() {
 		k := mi.key()
+		if track {
+			if !havePrev || !bytes.Equal(k.UserKey, prevUser) {
+				hash = filterblock.Hash(k.UserKey)
+			}
+			in0 = slices.Contains(mi.iters[:n0], mi.top())
+		}
 		if !havePrev || !bytes.Equal(k.UserKey, prevUser) {
 			if out != nil && int64(out.size()) >= d.opts.TargetFileSize {
 				if err := finish(k.UserKey); err != nil {
@@ -275,14 +317,17 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 		}
 		stripe := c.stripe(k.SeqNum())
 		if stripe == lastStripe {
+			dropped()
 			continue // a newer version hides it from every snapshot that sees it
 		}
 		lastStripe = stripe
 		if len(frags) > 0 && rangedel.Cover(frags, k.UserKey, c.stripeCeiling(k.SeqNum())) > k.SeqNum() {
+			dropped()
 			continue // a range deletion of the same stripe hides it
 		}
 		if c.bottom && stripe == 0 {
 			if k.Kind() == base.KindDelete {
+				dropped()
 				continue // nothing older below; every snapshot sees the deletion
 			}
 			// The oldest version every snapshot sees, with nothing of
@@ -301,6 +346,9 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 		}
 		if err := out.add(k, mi.value()); err != nil {
 			return fail(err)
+		}
+		if track && in0 {
+			c.written0 = append(c.written0, hash)
 		}
 	}
 	if err := mi.err(); err != nil {

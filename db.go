@@ -78,6 +78,13 @@ type DB struct {
 	// acknowledged writes the WAL may lack (walFailed); a failed flush
 	// clears it.
 	walBroken, rescuing bool
+	// diff is the differential-file filter (difffilter.go): guarded by
+	// d.mu but for its list of filters commits add to, which the commit
+	// leader reads atomically, and its counters.
+	diff diffState
+	// onPublish, when set (tests only), is called with each read state as it
+	// is published, d.mu held.
+	onPublish func(*readState)
 	// compactionGate, when set (tests only, before any compaction is due),
 	// is received from before each compaction starts.
 	compactionGate chan struct{}
@@ -108,7 +115,7 @@ type DB struct {
 	// without a lock to fail fast with ErrClosed, and Close swaps it so
 	// that it runs once. closed (under d.mu) follows it for the waiters.
 	closedFlag atomic.Bool
-	bgWG       sync.WaitGroup // the flusher, the compactors and running Compact calls
+	bgWG       sync.WaitGroup // the flusher, the compactors, the filter builder and running Compact calls
 	metrics    dbMetrics
 }
 

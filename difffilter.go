@@ -1,5 +1,488 @@
 package bloomkv
 
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv/difffile"
+	"github.com/bloomkv/bloomkv/filterblock"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batchrepr"
+	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/memtable"
+)
+
+// The differential-file filter (Severance and Lohman's differential files,
+// Gremillion's Bloom filter of them; the survey's §3.2).
+//
+// The base is the deepest level holding tables; the differential is every
+// version above it: in the memtables and in the levels above the base. A
+// counting filter (difffile.Filter) counts, per user key, the point
+// versions (sets and deletions) in the differential. A Get whose key it
+// answers "no" for, and that no range deletion above the base covers, reads
+// the base level only.
+//
+// It never answers "no" for a key with a version above the base, in any
+// read state:
+//
+//   - Adds. The commit leader adds every point entry of a batch to the
+//     filters before it applies the batch to the memtable, so before any
+//     read can see it. A flush moves versions from a memtable into level 0:
+//     they stay in the differential, and in the filter.
+//   - Removals. A compaction into the base takes its inputs' versions out
+//     of the differential, and any compaction drops versions that are
+//     shadowed; a move of tables into the base takes theirs. Their hashes
+//     are removed from the filter only once no read state older than the
+//     compaction's is alive (diffRemoval): an older state still reads the
+//     levels the versions were in.
+//   - Read states. Each carries the filter it may consult (readState.diff),
+//     set when it is published, or nil, meaning "maybe" for every key:
+//     while the filter is disabled, while the base is empty, and from a
+//     change of base level until a filter for the new base is built.
+//   - Builds. A filter is built at Open, when the base level changes, and
+//     when the differential outgrows the filter (difffile's NeedsGrowth) or
+//     shrinks far below it. The build starts as a step of the commit
+//     pipeline (so no commit is under way): from then on commits add to the
+//     new filter too, and the build counts what the state of that moment
+//     holds, up to its last sequence number. Removals queued after the
+//     start apply to the new filter once it is built; those queued before
+//     concern versions that state no longer holds.
+//   - Retirement. Commits add to every filter a live read state carries:
+//     such a state reads the mutable memtable, which takes new writes.
+//
+// The filter lives in memory only; Open builds it again.
+
+// diffMinCapacity is the smallest capacity a filter is built with: 64 Ki
+// keys, 256 KiB at difffile's default density.
+const diffMinCapacity = 64 << 10
+
+// diffState is the store's differential-file filter. Its fields are guarded
+// by d.mu, except writers and the counters.
+type diffState struct {
+	enabled bool
+	// cur is the filter the states published now carry (nil: none), for the
+	// base level base.
+	cur  *difffile.Filter
+	base int
+	// building is the filter a build is filling (nil: none), for base level
+	// buildBase.
+	building  *difffile.Filter
+	buildBase int
+	// wantBuild asks the builder for a build; buildRunning is set while
+	// it makes one; buildFailed stops retries after a failed build until
+	// the version changes.
+	wantBuild, buildRunning, buildFailed bool
+	// writers are the filters commits add to: cur, building, and the older
+	// filters live read states carry. The commit leader reads it without
+	// d.mu.
+	writers atomic.Pointer[[]*difffile.Filter]
+	// carried counts the live read states carrying each filter; baseOf
+	// holds the base level each filter of writers counts for.
+	carried map[*difffile.Filter]int
+	baseOf  map[*difffile.Filter]int
+	// live holds the epochs of the live read states, ascending.
+	live      []uint64
+	nextEpoch uint64
+	// pending are the removals waiting for older read states to go.
+	pending []diffRemoval
+	// tableDels holds the range deletions of the tables that have any, by
+	// file number: tables built by this process, and those a build read.
+	tableDels map[uint64][]rangedel.Tombstone
+
+	skips, maybes, falseMaybes, rebuilds atomic.Uint64
+}
+
+// diffRemoval is the hashes of versions that left the differential in the
+// read state of epoch epoch, to remove from filters once no older state is
+// alive.
+type diffRemoval struct {
+	epoch   uint64
+	hashes  []uint64
+	filters []*difffile.Filter
+}
+
+// baseLevel returns the deepest level of v holding tables, or -1.
+func baseLevel(v *manifest.Version) int {
+	for l := manifest.NumLevels - 1; l >= 0; l-- {
+		if len(v.Levels[l]) > 0 {
+			return l
+		}
+	}
+	return -1
+}
+
+// initDiff sets up the filter's bookkeeping at Open.
+func (d *DB) initDiff() {
+	d.diff.enabled = !d.opts.DisableDiffFilter
+	d.diff.base = -1
+	d.diff.carried = map[*difffile.Filter]int{}
+	d.diff.baseOf = map[*difffile.Filter]int{}
+	d.diff.tableDels = map[uint64][]rangedel.Tombstone{}
+}
+
+// diffForStateLocked fills in the filter fields of a state about to be
+// published: its epoch, the filter it may consult, and the range deletions
+// above the base. It asks for a build when the state's base calls for one.
+// d.mu is held.
+func (d *DB) diffForStateLocked(s *readState) {
+	ds := &d.diff
+	s.epoch = ds.nextEpoch
+	ds.nextEpoch++
+	ds.live = append(ds.live, s.epoch)
+	if !ds.enabled {
+		return
+	}
+	if prev := d.state.Load(); prev == nil || prev.version != s.version {
+		ds.buildFailed = false // a new version: a failed build may try again
+	}
+	b := baseLevel(s.version)
+	if ds.cur != nil && b != ds.base {
+		// The base moved: the versions the filter counts are not the
+		// differential of the new base. States from here on read without
+		// it; older ones keep it, and nothing is removed from it again.
+		ds.cur = nil
+	}
+	switch {
+	case b < 0:
+	case ds.cur == nil:
+		d.requestDiffBuildLocked()
+	case ds.cur.NeedsGrowth():
+		d.requestDiffBuildLocked()
+	case int64(ds.cur.SizeBytes()) > 8*ds.cur.Count() && diffCapacity(int(ds.cur.Count())) < ds.cur.Capacity():
+		// Over 8 bytes a version: a filter sized for the count is
+		// smaller (at most three quarters of this one, which holds under
+		// half its capacity), down to diffMinCapacity.
+		d.requestDiffBuildLocked()
+	}
+	if ds.cur == nil {
+		return
+	}
+	s.diff, s.diffBase = ds.cur, ds.base
+	ds.carried[ds.cur]++
+	var dels []rangedel.Tombstone
+	for l := range b {
+		for _, f := range s.version.Levels[l] {
+			dels = append(dels, ds.tableDels[f.FileNum]...)
+		}
+	}
+	if len(dels) > 0 {
+		s.diffDels = rangedel.Fragment(dels)
+	}
+}
+
+// requestDiffBuildLocked wakes the builder unless a build runs or the last
+// one failed. d.mu is held.
+func (d *DB) requestDiffBuildLocked() {
+	if d.diff.building != nil || d.diff.buildFailed || d.opts.ReadOnly {
+		return
+	}
+	d.diff.wantBuild = true
+	d.cond.Broadcast()
+}
+
+// diffReleasedLocked forgets a released state: its epoch, and its hold on
+// the filter it carried, retiring filters no state carries. Removals that
+// were waiting for it are applied. d.mu is held.
+func (d *DB) diffReleasedLocked(s *readState) {
+	ds := &d.diff
+	if i, ok := slices.BinarySearch(ds.live, s.epoch); ok {
+		ds.live = slices.Delete(ds.live, i, i+1)
+	}
+	if s.diff != nil {
+		if ds.carried[s.diff]--; ds.carried[s.diff] <= 0 {
+			delete(ds.carried, s.diff)
+		}
+	}
+	d.retireFiltersLocked()
+	d.applyRemovalsLocked()
+}
+
+// retireFiltersLocked drops from writers the filters that are neither
+// current, nor being built, nor carried by a live state. d.mu is held.
+func (d *DB) retireFiltersLocked() {
+	ds := &d.diff
+	old := ds.writers.Load()
+	if old == nil {
+		return
+	}
+	keep := make([]*difffile.Filter, 0, len(*old))
+	for _, f := range *old {
+		if f == ds.cur || f == ds.building || ds.carried[f] > 0 {
+			keep = append(keep, f)
+		} else {
+			delete(ds.baseOf, f)
+		}
+	}
+	if len(keep) != len(*old) {
+		ds.writers.Store(&keep)
+	}
+}
+
+// addWriterLocked makes commits add to f as well. d.mu is held, and no
+// commit is under way (the caller leads the commit queue).
+func (d *DB) addWriterLocked(f *difffile.Filter) {
+	var ws []*difffile.Filter
+	if old := d.diff.writers.Load(); old != nil {
+		ws = slices.Clone(*old)
+	}
+	ws = append(ws, f)
+	d.diff.writers.Store(&ws)
+}
+
+// queueRemovalLocked removes hashes from the filters of base level b that
+// count them, once every read state older than the one just published is
+// gone. d.mu is held.
+func (d *DB) queueRemovalLocked(hashes []uint64, b int) {
+	ds := &d.diff
+	ws := ds.writers.Load()
+	if len(hashes) == 0 || ws == nil {
+		return
+	}
+	// Every filter commits add to counts these versions, from their
+	// commits or its build (which read a state holding them). A filter of
+	// another base counts another differential; older states read it, and
+	// nothing is removed from it.
+	var fs []*difffile.Filter
+	for _, f := range *ws {
+		if ds.baseOf[f] == b {
+			fs = append(fs, f)
+		}
+	}
+	if len(fs) == 0 {
+		return
+	}
+	ds.pending = append(ds.pending, diffRemoval{epoch: d.state.Load().epoch, hashes: hashes, filters: fs})
+	d.applyRemovalsLocked()
+}
+
+// applyRemovalsLocked applies the pending removals no older live state
+// needs, in order; one that names a filter still being built waits for the
+// build. d.mu is held.
+func (d *DB) applyRemovalsLocked() {
+	ds := &d.diff
+	oldest := uint64(0)
+	if len(ds.live) > 0 {
+		oldest = ds.live[0]
+	}
+	n := 0
+	for _, r := range ds.pending {
+		if r.epoch > oldest || slices.Contains(r.filters, ds.building) {
+			break
+		}
+		for _, f := range r.filters {
+			for _, h := range r.hashes {
+				f.RemoveHash(h)
+			}
+		}
+		n++
+	}
+	if n > 0 {
+		clear(ds.pending[:n])
+		ds.pending = ds.pending[n:]
+	}
+}
+
+// addBatchToDiff adds the point entries of a batch to the filters commits
+// add to. The caller leads the commit queue, before the batch reaches the
+// memtable.
+func addBatchToDiff(ws []*difffile.Filter, data []byte) {
+	batchrepr.Decode(data, func(_ base.SeqNum, e batchrepr.Entry) {
+		if e.Kind == base.KindSet || e.Kind == base.KindDelete {
+			h := filterblock.Hash(e.Key)
+			for _, f := range ws {
+				f.AddHash(h)
+			}
+		}
+	})
+}
+
+// The log messages of the filter's failures, which affect no call: a failed
+// build, and a failed read of tables moved into the base.
+const (
+	diffBuildFailedMessage    = "bloomkv: building the differential-file filter failed; Gets read every level until the next version tries again"
+	diffMoveReadFailedMessage = "bloomkv: reading tables moved into the base for the differential-file filter failed; it answers maybe for their keys until its next build"
+)
+
+// diffBuilder builds filters as diffForStateLocked asks, until the store
+// closes.
+func (d *DB) diffBuilder() {
+	defer d.bgWG.Done()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		for !d.closed && !(d.diff.wantBuild && d.bgErr == nil) {
+			d.cond.Wait()
+		}
+		if d.closed {
+			return
+		}
+		d.diff.wantBuild, d.diff.buildRunning = false, true
+		d.mu.Unlock()
+		err := d.buildDiff()
+		d.mu.Lock()
+		d.diff.buildRunning = false
+		d.cond.Broadcast() // for those waiting for background work to end
+		if err != nil {
+			d.diff.buildFailed = true
+			d.opts.Logger.Warn(diffBuildFailedMessage, "err", err)
+		}
+	}
+}
+
+// buildDiff builds a filter of the differential, through the commit
+// pipeline (a commitWaiter with diffBuild), and installs it. d.mu is not
+// held.
+func (d *DB) buildDiff() error {
+	n, err := d.diffEntries()
+	if err != nil {
+		return err
+	}
+	w := &commitWaiter{diffBuild: true, buildEntries: n}
+	if err := d.commit(w); err != nil {
+		return err
+	}
+	if w.build == nil {
+		return nil // nothing to build: no base, or disabled
+	}
+	return d.finishDiffBuild(w.build)
+}
+
+// diffEntries counts the point versions above the base of the current read
+// state, from its memtables and its tables' properties, to size a filter.
+// It runs without d.mu: it may open tables.
+func (d *DB) diffEntries() (int, error) {
+	s := d.acquire()
+	defer d.release(s)
+	n := s.mem.mt.Len()
+	for _, m := range s.imm {
+		n += m.mt.Len()
+	}
+	for l := range max(baseLevel(s.version), 0) {
+		for _, f := range s.version.Levels[l] {
+			r, err := d.tables.get(f.FileNum)
+			if err != nil {
+				return 0, err
+			}
+			n += int(r.Properties().NumEntries)
+		}
+	}
+	return n, nil
+}
+
+// diffCapacity is the capacity a filter for n versions is built with: half
+// as many again, so that at difffile's default density it costs 6 bytes a
+// version when built, and grows (NeedsGrowth, at about 1.14 × capacity)
+// before its false-positive rate passes 1.5 × the design rate.
+func diffCapacity(n int) int { return max(diffMinCapacity, n+n/2) }
+
+// finishDiffBuild fills the filter of a build begun by
+// beginDiffBuildLocked and installs it, unless the base level moved
+// meanwhile (then it asks for another). d.mu is not held.
+func (d *DB) finishDiffBuild(b *diffBuild) error {
+	err := d.fillDiff(b.filter, b.state, b.base, b.seq)
+	d.release(b.state)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.diff.building = nil
+	if err != nil || baseLevel(d.version) != b.base {
+		d.retireFiltersLocked()
+		// Removals queued for the abandoned filter no longer wait for it.
+		d.applyRemovalsLocked()
+		if err == nil {
+			d.requestDiffBuildLocked() // the base moved on meanwhile
+		}
+		return err
+	}
+	d.diff.cur, d.diff.base = b.filter, b.base
+	d.diff.buildFailed = false
+	d.diff.rebuilds.Add(1)
+	d.publishLocked() // the next reads consult it
+	d.retireFiltersLocked()
+	d.applyRemovalsLocked()
+	return nil
+}
+
+// diffBuild is a build begun in the commit pipeline: the filter to fill,
+// for base level base, with what state holds up to sequence number seq.
+type diffBuild struct {
+	filter *difffile.Filter
+	state  *readState
+	base   int
+	seq    base.SeqNum
+}
+
+// beginDiffBuildLocked starts a build of a filter for the current base,
+// sized for n versions (diffEntries, counted just before), or returns nil
+// when there is nothing to build. d.mu is held and the
+// caller leads the commit queue: no commit is under way, so every entry up
+// to d.lastSeq is in the memtables, and commits from now on add to the new
+// filter.
+func (d *DB) beginDiffBuildLocked(n int) *diffBuild {
+	b := baseLevel(d.version)
+	if !d.diff.enabled || b < 0 || d.diff.building != nil {
+		return nil
+	}
+	f, err := difffile.New(diffCapacity(n), 0)
+	if err != nil {
+		d.opts.Logger.Warn("bloomkv: sizing the differential-file filter", "err", err)
+		return nil
+	}
+	d.diff.building, d.diff.buildBase = f, b
+	d.diff.baseOf[f] = b
+	d.addWriterLocked(f)
+	s := d.state.Load()
+	s.refs.Add(1) // the current state holds a reference, so it is live
+	return &diffBuild{filter: f, state: s, base: b, seq: d.lastSeq}
+}
+
+// fillDiff adds to f the point versions s holds above level baseLevel: the
+// memtables' entries up to seq, and every entry of the tables above the
+// base, recording the range deletions of those tables. It runs without d.mu.
+func (d *DB) fillDiff(f *difffile.Filter, s *readState, baseLevel int, seq base.SeqNum) error {
+	for _, m := range append([]*memEntry{s.mem}, s.imm...) {
+		addMemtableToDiff(f, m.mt, seq)
+	}
+	dels := map[uint64][]rangedel.Tombstone{}
+	for l := range baseLevel {
+		for _, meta := range s.version.Levels[l] {
+			r, err := d.tables.get(meta.FileNum)
+			if err != nil {
+				return err
+			}
+			it := r.NewCompactionIter()
+			for ok := it.First(); ok; ok = it.Next() {
+				f.AddHash(filterblock.Hash(it.Key().UserKey))
+			}
+			err = it.Error()
+			it.Close()
+			if err != nil {
+				return fmt.Errorf("bloomkv: reading %s for the differential-file filter: %w", d.path(tableName(meta.FileNum)), err)
+			}
+			if rd := r.RangeDeletions(); len(rd) > 0 {
+				dels[meta.FileNum] = rd
+			}
+		}
+	}
+	d.mu.Lock()
+	for num, ts := range dels {
+		d.diff.tableDels[num] = ts
+	}
+	d.mu.Unlock()
+	return nil
+}
+
+// addMemtableToDiff adds mt's point entries up to seq to f.
+func addMemtableToDiff(f *difffile.Filter, mt *memtable.MemTable, seq base.SeqNum) {
+	it := mt.NewIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		if k := it.Key(); k.SeqNum() <= seq {
+			f.AddHash(filterblock.Hash(k.UserKey))
+		}
+	}
+}
+
 // MayHaveChanged reports whether key may have a version above the base: in
 // a memtable or in a level above the base level, the deepest level holding
 // tables. False is certain: the key's newest version, or its absence, is
@@ -13,5 +496,89 @@ package bloomkv
 // written again. After a Compact of a range, the base is the deepest level
 // holding tables, which holds that range.
 func (d *DB) MayHaveChanged(key []byte) bool {
-	return true
+	if d.closedFlag.Load() {
+		return true
+	}
+	s := d.acquire()
+	defer d.release(s)
+	return s.diffMaybe(key, filterblock.Hash(key), base.SeqNumMax)
+}
+
+// diffMaybe reports whether key (of the given hash) may have a version
+// above s's base visible at seq: the filter says maybe, or a range deletion
+// above the base covers it, or s carries no filter.
+func (s *readState) diffMaybe(key []byte, hash uint64, seq base.SeqNum) bool {
+	if s.diff == nil || s.diff.MayContainHash(hash) {
+		return true
+	}
+	if len(s.diffDels) > 0 && rangedel.Cover(s.diffDels, key, seq) != 0 {
+		return true
+	}
+	for _, m := range s.imm {
+		if m.mt.RangeDelCover(key, seq) != 0 {
+			return true
+		}
+	}
+	return s.mem.mt.RangeDelCover(key, seq) != 0
+}
+
+// diffMetrics describes the filter s carries.
+func (d *DB) diffMetrics(s *readState) DiffFilterMetrics {
+	m := DiffFilterMetrics{
+		BaseLevel:   baseLevel(s.version),
+		Skips:       d.diff.skips.Load(),
+		Maybes:      d.diff.maybes.Load(),
+		FalseMaybes: d.diff.falseMaybes.Load(),
+		Rebuilds:    d.diff.rebuilds.Load(),
+	}
+	if f := s.diff; f != nil {
+		m.On = true
+		m.Keys = f.Count()
+		m.Capacity = f.Capacity()
+		m.Bytes = f.SizeBytes()
+		m.DesignFPRate = f.DesignFPRate()
+		m.FPRate = f.ExpectedFPRate(float64(max(m.Keys, 0)))
+	}
+	return m
+}
+
+// diffCompactedLocked queues the removal of the versions compaction c, just
+// installed and published, took out of the differential: those it dropped
+// from inputs above the base, and those it wrote or moved into the base. It
+// concerns the filters of the base of the new version. d.mu is held.
+func (d *DB) diffCompactedLocked(c *compaction) {
+	b := baseLevel(d.version)
+	var hs []uint64
+	if c.level < b {
+		hs = append(hs, c.dropped0...)
+		if c.outputLevel == b {
+			hs = append(hs, c.written0...)
+		}
+	}
+	if c.outputLevel < b {
+		hs = append(hs, c.dropped1...)
+	}
+	d.queueRemovalLocked(hs, b)
+}
+
+// tableHashes returns the hashes of the user keys of every point version
+// in the tables. It runs without d.mu.
+func (d *DB) tableHashes(files []*manifest.FileMetadata) ([]uint64, error) {
+	var hs []uint64
+	for _, meta := range files {
+		r, err := d.tables.get(meta.FileNum)
+		if err != nil {
+			return nil, err
+		}
+		it := r.NewCompactionIter()
+		for ok := it.First(); ok; ok = it.Next() {
+			hs = append(hs, filterblock.Hash(it.Key().UserKey))
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return nil, fmt.Errorf("bloomkv: reading %s for the differential-file filter: %w", d.path(tableName(meta.FileNum)), err)
+		}
+	}
+	return hs, nil
 }

@@ -15,8 +15,8 @@ import "time"
 // compactions), so a listener guards its own state.
 type EventListener struct {
 	// FlushBegin is called before a frozen memtable is written to a
-	// level-0 table; FlushEnd after, with the outcome, before a Flush call
-	// waiting for that memtable returns.
+	// level-0 table; FlushEnd after, with the outcome (when it succeeded,
+	// before a Flush call waiting for that memtable returns).
 	FlushBegin func(FlushInfo)
 	FlushEnd   func(FlushInfo)
 	// CompactionBegin is called before a compaction reads its inputs;
@@ -28,7 +28,8 @@ type EventListener struct {
 	WriteStallBegin func(reason string)
 	WriteStallEnd   func()
 	// BackgroundError is called when a flush, compaction or write-ahead
-	// log write fails; the store then takes no more writes.
+	// log write fails; the store then takes no more writes. It may run
+	// after the call that met the failure has returned it.
 	BackgroundError func(error)
 }
 

@@ -151,6 +151,9 @@ func TestListenersMayReadTheStore(t *testing.T) {
 		t.Fatal("Flush succeeded with table creation failing")
 	}
 	efs.SetInjector(nil)
+	// BackgroundError runs on the flusher, once the store has failed: it
+	// may come after the Flush that met the failure returns.
+	waitFor(t, "BackgroundError to be called", func() bool { return p.count("BackgroundError") > 0 })
 
 	p.mu.Lock()
 	defer p.mu.Unlock()

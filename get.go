@@ -24,14 +24,19 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 	return d.get(s, key, seq)
 }
 
-// get reads key as of seq from the sources of s, newest first. tomb is the
-// newest range deletion seen so far covering key: a point entry older than
-// it is deleted, and once one is seen, older sources can only hold older
-// entries (a table's key range includes its range deletions, so the LSM
-// order holds for them as for points).
+// get reads key as of seq from the sources of s, newest first. When the
+// differential-file filter s carries says key has no version above the
+// base, that is the base level alone.
 func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
+	hash := filterblock.Hash(key) // for every filter: the differential's, the memtables', the tables'
+	if s.diff != nil {
+		if !s.diffMaybe(key, hash, seq) {
+			d.diff.skips.Add(1)
+			return d.getFromLevels(s, key, hash, seq, s.diffBase, 0)
+		}
+		d.diff.maybes.Add(1)
+	}
 	var tomb base.SeqNum
-	hash := filterblock.Hash(key) // for the memtables' filters and the tables'
 	for i := len(s.imm); i >= 0; i-- {
 		mt := s.mem.mt
 		if i < len(s.imm) {
@@ -49,7 +54,22 @@ func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 			return nil, ErrNotFound
 		}
 	}
-	for l := range manifest.NumLevels {
+	return d.getFromLevels(s, key, hash, seq, 0, tomb)
+}
+
+// getFromLevels reads key from the levels of s from level from down, one
+// candidate table per level but level 0's. tomb is the newest range
+// deletion seen so far covering key: a point entry older than it is
+// deleted, and once one is seen, older sources can only hold older entries
+// (a table's key range includes its range deletions, so the LSM order holds
+// for them as for points).
+func (d *DB) getFromLevels(s *readState, key []byte, hash uint64, seq base.SeqNum, from int, tomb base.SeqNum) ([]byte, error) {
+	for l := from; l < manifest.NumLevels; l++ {
+		if l == s.diffBase && l > from && s.diff != nil {
+			// The filter said maybe, and nothing above the base had
+			// the key.
+			d.diff.falseMaybes.Add(1)
+		}
 		files := s.version.Levels[l]
 		if l > 0 {
 			f := s.version.Find(l, key)

@@ -25,6 +25,9 @@ func TestAbsentKeysSkipDataBlocks(t *testing.T) {
 	if err := d.Compact(nil, nil); err != nil {
 		t.Fatal(err)
 	}
+	// A build of the differential-file filter holds the tables it reads
+	// open until it ends.
+	waitForCompactions(t, d)
 	m := d.Metrics()
 	for l := range 6 {
 		if m.Levels[l].Files != 0 {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/vfs"
@@ -96,13 +97,13 @@ func fillKeysOrder(tb testing.TB, d *DB, n, valueSize int, shuffle bool) {
 }
 
 // waitForCompactions waits until no level is due for compaction and none
-// runs.
+// runs, and no build of the differential-file filter is asked for or runs.
 func waitForCompactions(t testing.TB, d *DB) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
 		s := d.levelScoresLocked(d.version)
-		due := len(d.running) > 0 || len(d.imm) > 0
+		due := len(d.running) > 0 || len(d.imm) > 0 || d.diff.wantBuild || d.diff.buildRunning
 		for l := range manifest.NumLevels - 1 { // the last level never scores
 			due = due || s[l] >= 1
 		}
@@ -207,6 +208,20 @@ func closedStoreWithK(t *testing.T) *vfs.MemFS {
 // they hold when the test fails midway.
 func closeAtCleanup(t testing.TB, d *DB) {
 	t.Cleanup(func() { d.Close() })
+}
+
+// waitFor waits until cond holds, which background work makes true; past a
+// minute, far beyond what it takes, the test fails naming what it waited
+// for rather than hanging.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // holdCompactions makes d's compactions wait, each before it starts, until

@@ -135,6 +135,7 @@ func (d *DB) Metrics() *Metrics {
 	// d.mu is taken only, briefly, to release a state replaced meanwhile.
 	scores := d.levelScores(s.version, nil)
 	m.Snapshots = int(d.metrics.snapshots.Load())
+	m.DiffFilter = d.diffMetrics(s)
 	for l := range manifest.NumLevels {
 		c := &d.metrics.levels[l]
 		m.Levels[l] = LevelMetrics{

@@ -182,6 +182,9 @@ func runModel(t *testing.T, seed uint64, ops int) int64 {
 	if mr.d, err = Open("/db", mr.opts); err != nil {
 		t.Fatal(err)
 	}
+	// Every read state published must carry a differential-file filter
+	// that passes every version above its base.
+	diffProblem := checkDiffAtEveryPublish(mr.d)
 	if !raceBuild { // see raceBuild
 		if mr.p, err = pebble.Open("/p", &pebble.Options{FS: pebblevfs.NewMem(), Logger: quietPebbleLogger{}}); err != nil {
 			t.Fatal(err)
@@ -269,16 +272,30 @@ func runModel(t *testing.T, seed uint64, ops int) int64 {
 			if err := mr.d.Close(); err != nil {
 				mr.fatalf("Close: %v", err)
 			}
+			if p := diffProblem(); p != "" {
+				mr.fatalf("%s", p)
+			}
 			if mr.d, err = Open("/db", mr.opts); err != nil {
 				mr.fatalf("reopen: %v", err)
 			}
+			diffProblem = checkDiffAtEveryPublish(mr.d)
 		default:
 			mr.scanAll(i)
 		}
+		if i%50 == 0 {
+			if p := diffProblem(); p != "" {
+				mr.fatalf("%s", p)
+			}
+			checkDiffFilter(t, mr.d)
+		}
 	}
 	mr.scanAll(ops)
+	if p := diffProblem(); p != "" {
+		mr.fatalf("%s", p)
+	}
 	m := mr.d.Metrics()
-	t.Logf("seed %d: %d ops; %d compactions (%d automatic below L0), %d moves; tables per level at the end: %v", seed, ops, merges.Load(), deep.Load(), moves.Load(), levelFiles(m))
+	t.Logf("seed %d: %d ops; %d compactions (%d automatic below L0), %d moves; tables per level at the end: %v; differential filter: %d rebuilds, %d Gets skipped the differential, %d maybes (%d false)",
+		seed, ops, merges.Load(), deep.Load(), moves.Load(), levelFiles(m), m.DiffFilter.Rebuilds, m.DiffFilter.Skips, m.DiffFilter.Maybes, m.DiffFilter.FalseMaybes)
 	if ops >= 10000 && (merges.Load() == 0 || moves.Load() == 0) {
 		t.Errorf("%d compactions and %d moves: the test did not exercise both", merges.Load(), moves.Load())
 	}

@@ -5,6 +5,7 @@ import "strings"
 // releaseFilesLocked drops a released state's references to its tables and
 // deletes those no state references and no version holds.
 func (d *DB) releaseFilesLocked(s *readState) {
+	defer d.diffReleasedLocked(s)
 	live := map[uint64]bool{}
 	for _, f := range d.version.AllFiles() {
 		live[f.FileNum] = true
@@ -14,6 +15,7 @@ func (d *DB) releaseFilesLocked(s *readState) {
 			continue
 		}
 		delete(d.fileRefs, f.FileNum)
+		delete(d.diff.tableDels, f.FileNum)
 		d.tables.evict(f.FileNum)
 		d.cache.EvictFile(f.FileNum)
 		if err := d.fs.Remove(d.path(tableName(f.FileNum))); err != nil {

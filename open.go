@@ -26,6 +26,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	d := &DB{dir: dir, opts: o, fs: o.FS, fileRefs: map[uint64]int{}, busy: map[uint64]bool{}}
+	d.initDiff()
 	d.cond = sync.NewCond(&d.mu)
 	d.commitCond = sync.NewCond(&d.commitMu)
 	if !o.ReadOnly {
@@ -62,8 +63,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	if !o.ReadOnly {
-		d.bgWG.Add(1 + o.MaxConcurrentCompactions)
+		d.bgWG.Add(2 + o.MaxConcurrentCompactions)
 		go d.flushLoop()
+		go d.diffBuilder()
 		for range o.MaxConcurrentCompactions {
 			go d.compactLoop()
 		}
@@ -109,6 +111,18 @@ func (d *DB) open() error {
 		}
 		d.visibleSeq.Store(uint64(d.lastSeq))
 		d.publishLocked()
+		// No writes will come: build the filter now, as the builder
+		// would, with no commit to wait for.
+		n, err := d.diffEntries()
+		if err != nil {
+			d.opts.Logger.Warn(diffBuildFailedMessage, "err", err)
+			return nil
+		}
+		if b := d.beginDiffBuildLocked(n); b != nil {
+			if err := d.finishDiffBuild(b); err != nil {
+				d.opts.Logger.Warn(diffBuildFailedMessage, "err", err)
+			}
+		}
 		return nil
 	}
 

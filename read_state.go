@@ -4,7 +4,9 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/bloomkv/bloomkv/difffile"
 	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 // readState is what a read needs, swapped atomically as it changes. Its
@@ -15,6 +17,15 @@ type readState struct {
 	imm     []*memEntry // oldest first
 	version *manifest.Version
 	refs    atomic.Int32
+
+	// The differential-file filter (difffilter.go): epoch orders the states
+	// published; diff is the filter reads of this state may consult (nil:
+	// none), counting the versions above level diffBase; diffDels are the
+	// range deletions of the tables above it, fragmented.
+	epoch    uint64
+	diff     *difffile.Filter
+	diffBase int
+	diffDels []rangedel.Tombstone
 }
 
 // publishLocked installs the read state for mem, imm and version. d.mu is held (or
@@ -22,11 +33,15 @@ type readState struct {
 func (d *DB) publishLocked() {
 	s := &readState{mem: d.mem, imm: slices.Clone(d.imm), version: d.version}
 	s.refs.Store(1)
+	d.diffForStateLocked(s)
 	for _, f := range s.version.AllFiles() {
 		d.fileRefs[f.FileNum]++
 	}
 	if old := d.state.Swap(s); old != nil {
 		d.unrefLocked(old)
+	}
+	if d.onPublish != nil {
+		d.onPublish(s)
 	}
 }
 

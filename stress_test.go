@@ -66,7 +66,7 @@ func TestStress(t *testing.T) {
 	var failed atomic.Bool
 	var wg sync.WaitGroup
 	var counts struct {
-		writes, reads, snapshots, iters, flushes, compactions, checks atomic.Int64
+		writes, reads, snapshots, iters, flushes, compactions, checks, diffChecks atomic.Int64
 	}
 	fail := func(format string, args ...any) {
 		failed.Store(true)
@@ -225,6 +225,18 @@ func TestStress(t *testing.T) {
 		if m := d.Metrics(); m.Levels[0].Files < 0 {
 			return fmt.Errorf("metrics: %d L0 files", m.Levels[0].Files)
 		}
+		// The differential-file filter passes every version above the
+		// base of the state it is read with, while writers, flushes and
+		// compactions go on.
+		s := d.acquire()
+		bad := diffViolations(d, s)
+		if s.diff != nil {
+			counts.diffChecks.Add(1)
+		}
+		d.release(s)
+		if len(bad) > 0 {
+			return fmt.Errorf("the differential-file filter misses versions above the base: %v", bad)
+		}
 		return nil
 	})
 
@@ -261,6 +273,7 @@ func TestStress(t *testing.T) {
 		}
 	}
 	verify(d, "at the end")
+	checkDiffFilter(t, d)
 	m := d.Metrics()
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
@@ -268,7 +281,7 @@ func TestStress(t *testing.T) {
 	d = mustOpen(t, "/db", o)
 	verify(d, "after reopening")
 	d.Close()
-	report(t, "stress", "%v of %d writers, 2 readers, a snapshot reader, an iterator, a flusher, a compactor and a checker (race detector: %v): %d writes, %d reads, %d snapshots, %d iterations, %d Flush calls (%d flushes), %d Compact calls (%d compactions), %d Checks; 0 failures",
+	report(t, "stress", "%v of %d writers, 2 readers, a snapshot reader, an iterator, a flusher, a compactor and a checker (race detector: %v): %d writes, %d reads, %d snapshots, %d iterations, %d Flush calls (%d flushes), %d Compact calls (%d compactions), %d Checks (%d with the differential-file filter on; %d Gets skipped the differential); 0 failures",
 		dur, stressWriters, raceBuild, counts.writes.Load(), counts.reads.Load(), counts.snapshots.Load(), counts.iters.Load(),
-		counts.flushes.Load(), m.Flushes, counts.compactions.Load(), m.Compactions, counts.checks.Load())
+		counts.flushes.Load(), m.Flushes, counts.compactions.Load(), m.Compactions, counts.checks.Load(), counts.diffChecks.Load(), m.DiffFilter.Skips)
 }

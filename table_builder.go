@@ -59,6 +59,7 @@ type tableBuilder struct {
 	meta    *manifest.FileMetadata
 	first   bool   // no key or range deletion added yet
 	largest []byte // the largest key's user key, copied (callers reuse theirs)
+	dels    []rangedel.Tombstone
 }
 
 func (d *DB) newTableBuilder(num uint64) (*tableBuilder, error) {
@@ -94,6 +95,7 @@ func (b *tableBuilder) addRangeDel(t rangedel.Tombstone) error {
 		return fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
 	}
 	b.extend(base.MakeInternalKey(t.Start, t.SeqNum, base.KindRangeDelete), base.MakeRangeDeleteSentinel(t.End))
+	b.dels = append(b.dels, t)
 	return nil
 }
 
@@ -133,6 +135,13 @@ func (b *tableBuilder) finish() (*manifest.FileMetadata, error) {
 		return nil, fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
 	}
 	b.meta.Size = b.w.Size()
+	if len(b.dels) > 0 {
+		// For the differential-file filter, whose reads must not skip a
+		// range deletion above the base.
+		b.d.mu.Lock()
+		b.d.diff.tableDels[b.meta.FileNum] = b.dels
+		b.d.mu.Unlock()
+	}
 	return b.meta, nil
 }
 

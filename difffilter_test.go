@@ -1,0 +1,353 @@
+package bloomkv
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/filterblock"
+	"github.com/bloomkv/bloomkv/internal/vfs"
+)
+
+// diffViolations lists the versions above s's base that the filter s
+// carries answers "no" for: every point entry of its memtables and of its
+// tables above the base must pass. A state without a filter has none.
+// Callers hold a reference to s (or d.mu, from onPublish).
+func diffViolations(d *DB, s *readState) []string {
+	if s.diff == nil {
+		return nil
+	}
+	var bad []string
+	note := func(where string, key []byte) {
+		if len(bad) < 10 {
+			bad = append(bad, fmt.Sprintf("%s: key %q", where, key))
+		}
+	}
+	for i, m := range append([]*memEntry{s.mem}, s.imm...) {
+		it := m.mt.NewIter()
+		for ok := it.First(); ok; ok = it.Next() {
+			if k := it.Key(); !s.diff.MayContainHash(filterblock.Hash(k.UserKey)) {
+				note(fmt.Sprintf("memtable %d", i), k.UserKey)
+			}
+		}
+	}
+	for l := range s.diffBase {
+		for _, f := range s.version.Levels[l] {
+			r, err := d.tables.get(f.FileNum)
+			if err != nil {
+				bad = append(bad, fmt.Sprintf("L%d table %d: %v", l, f.FileNum, err))
+				continue
+			}
+			it := r.NewCompactionIter()
+			for ok := it.First(); ok; ok = it.Next() {
+				if k := it.Key(); !s.diff.MayContainHash(filterblock.Hash(k.UserKey)) {
+					note(fmt.Sprintf("L%d table %06d", l, f.FileNum), k.UserKey)
+				}
+			}
+			it.Close()
+		}
+	}
+	return bad
+}
+
+// checkDiffFilter fails the test if the filter of d's current read state
+// misses a version above its base.
+func checkDiffFilter(t testing.TB, d *DB) {
+	t.Helper()
+	s := d.acquire()
+	defer d.release(s)
+	if bad := diffViolations(d, s); len(bad) > 0 {
+		t.Fatalf("the differential-file filter misses versions above base L%d: %v", s.diffBase, bad)
+	}
+}
+
+// checkDiffAtEveryPublish makes every read state d publishes from now on
+// pass diffViolations; the first failure is reported by the returned
+// function, which the test calls at its end (and after each step it likes).
+func checkDiffAtEveryPublish(d *DB) (firstProblem func() string) {
+	var problem string
+	d.mu.Lock()
+	d.onPublish = func(s *readState) {
+		if problem != "" {
+			return
+		}
+		if bad := diffViolations(d, s); len(bad) > 0 {
+			problem = fmt.Sprintf("state %d (base L%d) published with a filter missing versions above the base: %v", s.epoch, s.diffBase, bad)
+		}
+	}
+	d.mu.Unlock()
+	return func() string {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return problem
+	}
+}
+
+// waitForDiffFilter waits until reads consult a built filter.
+func waitForDiffFilter(t testing.TB, d *DB) {
+	t.Helper()
+	waitFor(t, "the differential-file filter to be built", func() bool { return d.Metrics().DiffFilter.On })
+}
+
+func diffKey(i int) []byte { return fmt.Appendf(nil, "key%06d", i) }
+
+// baseStore returns a store of n keys (value "base-i") compacted into the
+// last level, with the filter built over it.
+func baseStore(t *testing.T, o *Options, n int) *DB {
+	t.Helper()
+	d := mustOpen(t, "/db", o)
+	b := d.NewBatch()
+	for i := range n {
+		b.Set(diffKey(i), fmt.Appendf(nil, "base-%d", i))
+	}
+	if err := d.Apply(b, NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitForDiffFilter(t, d)
+	return d
+}
+
+// TestDiffFilterSkipsUnchangedKeys: after a full compaction and a
+// differential of overwrites, deletions and a range deletion spread over
+// the memtable and level 0, Gets of unchanged keys read the base alone
+// (the filter said no), and every Get answers as the store's data says.
+func TestDiffFilterSkipsUnchangedKeys(t *testing.T) {
+	const n = 20_000
+	o := memOpts(vfs.NewMem())
+	d := baseStore(t, o, n)
+	defer d.Close()
+	problem := checkDiffAtEveryPublish(d)
+	if m := d.Metrics().DiffFilter; m.BaseLevel != 6 || m.Keys != 0 {
+		t.Fatalf("after Compact(nil, nil): base L%d, %d keys counted; want L6 and none", m.BaseLevel, m.Keys)
+	}
+
+	want := map[int]string{}
+	for i := range n {
+		want[i] = fmt.Sprintf("base-%d", i)
+	}
+	changed := map[int]bool{}
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := range 4 {
+		for range 50 {
+			i := r.IntN(n)
+			changed[i] = true
+			if r.IntN(5) == 0 {
+				delete(want, i)
+				if err := d.Delete(diffKey(i), NoSync); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			want[i] = fmt.Sprintf("round-%d", round)
+			if err := d.Set(diffKey(i), []byte(want[i]), NoSync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round < 3 {
+			if err := d.Flush(); err != nil { // level 0, and the last round in the memtable
+				t.Fatal(err)
+			}
+		}
+	}
+	// A range deletion above the base: its keys are not in the filter.
+	if err := d.DeleteRange(diffKey(100), diffKey(150), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	for i := 100; i < 150; i++ {
+		delete(want, i)
+		changed[i] = true
+	}
+
+	before := d.Metrics().DiffFilter
+	for i := range n {
+		got, err := d.Get(diffKey(i))
+		switch w, ok := want[i]; {
+		case !ok && !errors.Is(err, ErrNotFound):
+			t.Fatalf("Get(%s) = %q, %v; want ErrNotFound", diffKey(i), got, err)
+		case ok && (err != nil || string(got) != w):
+			t.Fatalf("Get(%s) = %q, %v; want %q", diffKey(i), got, err, w)
+		}
+		if changed[i] && !d.MayHaveChanged(diffKey(i)) {
+			t.Fatalf("MayHaveChanged(%s) = false for a key written since the compaction", diffKey(i))
+		}
+	}
+	after := d.Metrics().DiffFilter
+	skips, maybes := after.Skips-before.Skips, after.Maybes-before.Maybes
+	unchanged := uint64(n - len(changed))
+	if skips+maybes != n {
+		t.Fatalf("%d skips + %d maybes for %d Gets", skips, maybes, n)
+	}
+	if float64(skips) < 0.985*float64(unchanged) {
+		t.Errorf("%d of %d Gets of unchanged keys skipped the differential (want ≥ 98.5%%)", skips, unchanged)
+	}
+	if maybes < uint64(len(changed)) {
+		t.Errorf("%d maybes for %d changed keys", maybes, len(changed))
+	}
+	t.Logf("%d Gets: %d skipped, %d maybes (%d false); the filter counts %d keys in %d bytes",
+		n, skips, maybes, after.FalseMaybes-before.FalseMaybes, after.Keys, after.Bytes)
+	if p := problem(); p != "" {
+		t.Fatal(p)
+	}
+	checkDiffFilter(t, d)
+}
+
+// TestDiffFilterForgetsWhatReachesTheBase: a compaction into the base takes
+// the versions it moves out of the filter, once no older read can need
+// them: a read state from before the compaction still finds the key above
+// the base through its filter, and the key's count goes only after that
+// state is released.
+func TestDiffFilterForgetsWhatReachesTheBase(t *testing.T) {
+	d := baseStore(t, memOpts(vfs.NewMem()), 1000)
+	defer d.Close()
+	k := diffKey(7)
+	if err := d.Set(k, []byte("new"), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !d.MayHaveChanged(k) {
+		t.Fatal("MayHaveChanged = false for a key just written")
+	}
+	old := d.acquire() // k in level 0, above the base
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !old.diff.MayContainHash(filterblock.Hash(k)) {
+		t.Fatal("a removal reached the filter while a read state from before the compaction was alive")
+	}
+	if v, err := d.get(old, k, old.version.Levels[0][0].LargestSeq+1); err != nil || string(v) != "new" {
+		t.Fatalf("Get through the old state = %q, %v; want new", v, err)
+	}
+	d.release(old)
+	if m := d.Metrics().DiffFilter; m.Keys != 0 {
+		t.Fatalf("after the compaction and the old state's release the filter counts %d keys, want 0", m.Keys)
+	}
+	if v, err := d.Get(k); err != nil || string(v) != "new" {
+		t.Fatalf("Get = %q, %v; want new", v, err)
+	}
+}
+
+// TestDiffFilterGrows: a differential far larger than the first filter's
+// capacity makes the store build larger filters, and the expected
+// false-positive rate stays within 1.5 times the design rate.
+func TestDiffFilterGrows(t *testing.T) {
+	o := memOpts(vfs.NewMem())
+	d := baseStore(t, o, 100)
+	defer d.Close()
+	problem := checkDiffAtEveryPublish(d)
+	first := d.Metrics().DiffFilter
+	b := d.NewBatch()
+	for i := range 3 * diffMinCapacity {
+		b.Set(fmt.Appendf(nil, "new%07d", i), nil)
+		if b.Len() > 32<<10 {
+			if err := d.Apply(b, NoSync); err != nil {
+				t.Fatal(err)
+			}
+			b.Reset()
+		}
+	}
+	if err := d.Apply(b, NoSync); err != nil {
+		t.Fatal(err)
+	}
+	// Writes outrun a build (sized for the count it starts at); once they
+	// stop, the builds catch up.
+	waitFor(t, "a filter rebuilt larger, within 1.5 × its design false-positive rate", func() bool {
+		m := d.Metrics().DiffFilter
+		return m.On && m.Capacity > first.Capacity && m.FPRate <= 1.5*m.DesignFPRate
+	})
+	m := d.Metrics().DiffFilter
+	if m.Bytes > 8*int(max(m.Keys, diffMinCapacity)) {
+		t.Errorf("%d bytes for %d keys: more than 8 bytes a key", m.Bytes, m.Keys)
+	}
+	t.Logf("capacity %d → %d after %d rebuilds; %d keys, %d bytes, expected FP %.4f (design %.4f)",
+		first.Capacity, m.Capacity, m.Rebuilds, m.Keys, m.Bytes, m.FPRate, m.DesignFPRate)
+	if p := problem(); p != "" {
+		t.Fatal(p)
+	}
+	checkDiffFilter(t, d)
+}
+
+// TestDiffFilterOff: disabled, or before the base holds data, the filter
+// answers "may have changed" for every key and Gets read every level.
+func TestDiffFilterOff(t *testing.T) {
+	t.Run("disabled", func(t *testing.T) {
+		o := memOpts(vfs.NewMem())
+		o.DisableDiffFilter = true
+		d := baseStore2(t, o)
+		defer d.Close()
+		if m := d.Metrics().DiffFilter; m.On || m.Skips != 0 || m.Rebuilds != 0 {
+			t.Fatalf("disabled filter: %+v", m)
+		}
+		if !d.MayHaveChanged(diffKey(1)) {
+			t.Fatal("MayHaveChanged = false with the filter disabled")
+		}
+	})
+	t.Run("no base yet", func(t *testing.T) {
+		d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+		defer d.Close()
+		if err := d.Set(diffKey(1), []byte("v"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+		if !d.MayHaveChanged(diffKey(2)) || d.Metrics().DiffFilter.On {
+			t.Fatal("a store with no table consulted a filter")
+		}
+	})
+}
+
+// baseStore2 is a compacted store of 100 keys with the filter as o says.
+func baseStore2(t *testing.T, o *Options) *DB {
+	d := mustOpen(t, "/db", o)
+	for i := range 100 {
+		if err := d.Set(diffKey(i), []byte("v"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestDiffFilterAfterReopen: Open builds the filter again from the levels
+// above the base and the replayed WAL; a read-only Open builds it before it
+// returns.
+func TestDiffFilterAfterReopen(t *testing.T) {
+	fs := vfs.NewMem()
+	d := baseStore(t, memOpts(fs), 5000)
+	for i := range 300 {
+		if err := d.Set(diffKey(i*7), []byte("changed"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+		if i == 150 {
+			if err := d.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, readOnly := range []bool{false, true} {
+		o := memOpts(fs)
+		o.ReadOnly = readOnly
+		d := mustOpen(t, "/db", o)
+		if readOnly && !d.Metrics().DiffFilter.On {
+			t.Fatal("a read-only Open returned before building the filter")
+		}
+		waitForDiffFilter(t, d)
+		checkDiffFilter(t, d)
+		for i := range 300 {
+			if !d.MayHaveChanged(diffKey(i * 7)) {
+				t.Fatalf("read-only %v: MayHaveChanged(%s) = false for a key changed before the reopen", readOnly, diffKey(i*7))
+			}
+			expect(t, d, string(diffKey(i*7)), "changed")
+		}
+		expect(t, d, string(diffKey(1)), "base-1")
+		d.Close()
+	}
+}
