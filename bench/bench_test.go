@@ -55,9 +55,13 @@ func runTiny(t *testing.T, extra ...string) (*report, string) {
 }
 
 // TestEveryWorkloadAndEngine: the default run reports every workload on
-// every engine, with figures that add up, in the JSON and the table.
+// every engine (bloomkv-nodiff: its default few), with figures that add
+// up, in the JSON and the table.
 func TestEveryWorkloadAndEngine(t *testing.T) {
 	rep, out := runTiny(t)
+	if !slices.Equal(rep.NodiffWorkloads, nodiffDefault) || !strings.Contains(out, "bloomkv-nodiff reports only readrandom, ycsb-b, ") {
+		t.Errorf("bloomkv-nodiff's workloads: %v, or not in the header:\n%s", rep.NodiffWorkloads, out)
+	}
 	for _, w := range workloads {
 		for _, e := range engineNames {
 			var res *result
@@ -69,9 +73,20 @@ func TestEveryWorkloadAndEngine(t *testing.T) {
 					res = &rep.Results[i]
 				}
 			}
+			if e == "bloomkv-nodiff" && !slices.Contains(nodiffDefault, w.name) {
+				if res != nil {
+					t.Errorf("%s reported on bloomkv-nodiff, which runs only %v", w.name, nodiffDefault)
+				}
+				continue
+			}
 			if res == nil {
 				t.Errorf("no result for %s on %s", w.name, e)
 				continue
+			}
+			checkDiffFilter(t, w, e, res)
+			if readbase := strings.HasPrefix(w.name, "readbase-"); readbase != (res.Tree != "") ||
+				readbase && !strings.Contains(out, fmt.Sprintf("%s %s, before the reads: %s\n", e, w.name, res.Tree)) {
+				t.Errorf("%s on %s: tree %q, printed:\n%s", w.name, e, res.Tree, out)
 			}
 			if res.Ops <= 0 || res.Seconds <= 0 || res.OpsPerSec <= 0 {
 				t.Errorf("%s on %s: ops %d in %v s (%v/s)", w.name, e, res.Ops, res.Seconds, res.OpsPerSec)
@@ -110,8 +125,8 @@ func TestEveryWorkloadAndEngine(t *testing.T) {
 		t.Errorf("%d ratios for %d workloads", len(rep.Ratios), len(workloads))
 	}
 	for _, ra := range rep.Ratios {
-		if ra.VsPebble == nil || ra.VsGoleveldb == nil || *ra.VsPebble <= 0 {
-			t.Errorf("ratios of %s: %v %v", ra.Workload, ra.VsPebble, ra.VsGoleveldb)
+		if ra.VsPebble == nil || ra.VsGoleveldb == nil || *ra.VsPebble <= 0 || (ra.VsNodiff != nil) != slices.Contains(nodiffDefault, ra.Workload) {
+			t.Errorf("ratios of %s: %v %v %v", ra.Workload, ra.VsNodiff, ra.VsPebble, ra.VsGoleveldb)
 		}
 	}
 	if len(rep.Goals) != len(goals) {
@@ -126,6 +141,97 @@ func TestEveryWorkloadAndEngine(t *testing.T) {
 		if !strings.Contains(out, rep.Engines[e]) || rep.Engines[e] == "" {
 			t.Errorf("the header lacks the configuration of %s", e)
 		}
+	}
+}
+
+// checkDiffFilter checks the differential filter's figures of a result:
+// present for bloomkv's engines on the workloads that report them, and
+// consistent. Nothing here depends on how well the filter works: an
+// all-"maybe" filter passes too.
+func checkDiffFilter(t *testing.T, w workload, engine string, res *result) {
+	t.Helper()
+	d := res.DiffFilter
+	bloomkv := strings.HasPrefix(engine, "bloomkv")
+	if (d != nil) != (w.diff && bloomkv) {
+		t.Errorf("%s on %s: diff filter figures %+v", w.name, engine, d)
+		return
+	}
+	if d == nil {
+		return
+	}
+	switch {
+	case d.Skips < 0 || d.Maybes < 0 || d.FalseMaybes < 0 || d.FalseMaybes > d.Maybes:
+		t.Errorf("%s on %s: diff filter %+v", w.name, engine, d)
+	case (d.SkipRate != nil) != (d.Skips+d.Maybes > 0):
+		t.Errorf("%s on %s: diff filter skip rate %v of %+v", w.name, engine, d.SkipRate, d)
+	case d.SkipRate != nil && (*d.SkipRate < 0 || *d.SkipRate > 1):
+		t.Errorf("%s on %s: diff filter skip rate %v", w.name, engine, *d.SkipRate)
+	case engine == "bloomkv-nodiff" && d.Skips != 0:
+		t.Errorf("%s on bloomkv-nodiff: the disabled filter skipped %d gets", w.name, d.Skips)
+	case !strings.Contains(noteOf(res), "diff filter "):
+		t.Errorf("%s on %s: note %q lacks the diff filter", w.name, engine, noteOf(res))
+	}
+}
+
+// TestReadBaseAlone: -workloads readbase-1pct runs and reports it and its
+// compacted companion on every engine; the readbase store has versions
+// above its base before the compaction and none after.
+func TestReadBaseAlone(t *testing.T) {
+	rep, out := runTiny(t, "-workloads", "readbase-1pct")
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, r.Workload+"/"+r.Engine)
+		if r.Engine == "bloomkv" {
+			levels := strings.Count(strings.Split(r.Tree, ";")[0], ", ") + 1
+			if compacted := r.Workload == "readbase-1pct-compacted"; compacted != (levels == 1) || !strings.HasPrefix(r.Tree, "tables per level: ") {
+				t.Errorf("%s on bloomkv: tree %q", r.Workload, r.Tree)
+			}
+		}
+	}
+	var want []string
+	for _, e := range engineNames {
+		want = append(want, "readbase-1pct/"+e, "readbase-1pct-compacted/"+e)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("results %v, want %v", got, want)
+	}
+	g := rep.Goals[len(rep.Goals)-1]
+	if g.Workload != "readbase-1pct" || g.VersusWorkload != "readbase-1pct-compacted" || g.Got == nil ||
+		!strings.Contains(out, "readbase-1pct ops/s vs readbase-1pct-compacted (bloomkv)") {
+		t.Errorf("readbase goal %+v\n%s", g, out)
+	}
+}
+
+// TestRestrict: bloomkv-nodiff runs its workloads, what they need, and the
+// earlier steps that change the store they read, and nothing else.
+func TestRestrict(t *testing.T) {
+	var got []string
+	for _, st := range restrict(plan(workloadNames()), nodiffDefault) {
+		name := st.w.name
+		if !st.report {
+			name = "(" + name + ")"
+		}
+		got = append(got, name)
+	}
+	want := []string{"(fillrandom)", "(overwrite)", "readrandom", "(compact)", "(ycsb-a)", "ycsb-b", "ycsb-c",
+		"readbase-1pct", "readbase-absent", "readbase-1pct-compacted", "readbase-10pct"}
+	if !slices.Equal(got, want) {
+		t.Errorf("bloomkv-nodiff's steps %v, want %v", got, want)
+	}
+	got = nil
+	for _, st := range restrict(plan([]string{"readbase-absent"}), nodiffDefault) {
+		got = append(got, fmt.Sprintf("%s %v", st.w.name, st.report))
+	}
+	if want := []string{"readbase-1pct false", "readbase-absent true"}; !slices.Equal(got, want) {
+		t.Errorf("bloomkv-nodiff's steps for readbase-absent %v, want %v", got, want)
+	}
+}
+
+// TestNodiffAll: -nodiff-workloads all runs any workload on bloomkv-nodiff.
+func TestNodiffAll(t *testing.T) {
+	rep, _ := runTiny(t, "-engines", "bloomkv-nodiff", "-workloads", "readhot", "-nodiff-workloads", "all")
+	if len(rep.Results) != 1 || rep.Results[0].Workload != "readhot" || rep.NodiffWorkloads != nil {
+		t.Errorf("results %+v, nodiff workloads %v", rep.Results, rep.NodiffWorkloads)
 	}
 }
 
@@ -192,6 +298,7 @@ func TestFlagErrors(t *testing.T) {
 		{"-bits", "0"},
 		{"-value-size", "0"},
 		{"stray"},
+		{"-nodiff-workloads", "nosuch"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted bad flags", args)
@@ -201,8 +308,18 @@ func TestFlagErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.cache != 64<<20 || cfg.memtable != 512<<10 || cfg.duration != time.Second || cfg.n != 500_000 || len(cfg.engines) != 3 || len(cfg.workloads) != len(workloads) {
+	if cfg.cache != 64<<20 || cfg.memtable != 512<<10 || cfg.duration != time.Second || cfg.n != 500_000 || len(cfg.engines) != 4 || len(cfg.workloads) != len(workloads) ||
+		!slices.Equal(cfg.nodiffOnly, nodiffDefault) {
 		t.Errorf("parsed %+v", cfg)
+	}
+	// readbase-1pct brings the workload its goal compares it with.
+	cfg, err = parseFlags([]string{"-workloads", "readbase-1pct,readrandom", "-nodiff-workloads", "readbase-1pct"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"readrandom", "readbase-1pct", "readbase-1pct-compacted"}; !slices.Equal(cfg.workloads, want) ||
+		!slices.Equal(cfg.nodiffOnly, want[1:]) {
+		t.Errorf("workloads %v and %v, want %v", cfg.workloads, cfg.nodiffOnly, want)
 	}
 }
 

@@ -10,7 +10,8 @@ import (
 )
 
 // writePNG draws the ratios as grouped bars, one group per workload: bloomkv
-// over Pebble and bloomkv over goleveldb, with a line at 1 (parity).
+// over bloomkv-nodiff (where it ran), over Pebble and over goleveldb, with a
+// line at 1 (parity).
 func (r *report) writePNG(path string) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("bloomkv throughput over the others (%d keys, %s)", r.Settings.Keys, r.Machine.CPU)
@@ -24,6 +25,7 @@ func (r *report) writePNG(path string) error {
 		get   func(ratio) *float64
 		col   color.Color
 	}{
+		{"bloomkv / bloomkv-nodiff", func(ra ratio) *float64 { return ra.VsNodiff }, color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}},
 		{"bloomkv / pebble", func(ra ratio) *float64 { return ra.VsPebble }, color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}},
 		{"bloomkv / goleveldb", func(ra ratio) *float64 { return ra.VsGoleveldb }, color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}},
 	}

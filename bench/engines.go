@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/internal/humanize"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -18,7 +20,8 @@ import (
 )
 
 // engineNames lists the engines in the order they run and print.
-var engineNames = []string{"bloomkv", "pebble", "goleveldb"}
+// bloomkv-nodiff is bloomkv with its differential-file filter turned off.
+var engineNames = []string{"bloomkv", "bloomkv-nodiff", "pebble", "goleveldb"}
 
 // settings are the knobs every engine gets the same value of.
 type settings struct {
@@ -38,7 +41,12 @@ type engine interface {
 	newIter() (iter, error)
 	// compact compacts the whole key space to the last level.
 	compact() error
+	// flush writes the memtable to a level-0 table and waits for it.
+	flush() error
 	counters() counters
+	// shape describes the tree: tables per level, and what else the
+	// engine tells.
+	shape() string
 	close() error
 }
 
@@ -64,13 +72,26 @@ type counters struct {
 	tableBytes int64
 	// pinnedBytes is index and filter memory held outside the block cache.
 	pinnedBytes int64
+	// diffSkips, diffMaybes and diffFalseMaybes count the answers of
+	// bloomkv's differential-file filter to Gets (DiffFilterMetrics); -1
+	// for the engines without one.
+	diffSkips, diffMaybes, diffFalseMaybes int64
+}
+
+// withoutDiff marks the differential-filter counters absent, for the
+// engines without one.
+func withoutDiff(c counters) counters {
+	c.diffSkips, c.diffMaybes, c.diffFalseMaybes = -1, -1, -1
+	return c
 }
 
 // openEngine opens a fresh store of the named engine in dir.
 func openEngine(name, dir string, s settings) (engine, error) {
 	switch name {
 	case "bloomkv":
-		return openBloomkv(dir, s)
+		return openBloomkv(dir, s, false)
+	case "bloomkv-nodiff":
+		return openBloomkv(dir, s, true)
 	case "pebble":
 		return openPebble(dir, s)
 	case "goleveldb":
@@ -82,12 +103,16 @@ func openEngine(name, dir string, s settings) (engine, error) {
 // describeEngine is the configuration line the report header prints.
 func describeEngine(name string, s settings) string {
 	switch name {
-	case "bloomkv":
-		o := bloomkvOptions(s)
-		return fmt.Sprintf("bloomkv: CacheSize=%d MemTableSize=%d BloomBitsPerKey=%d (blocked, every level, Get probes all) BlockSize=%d Compression=snappy "+
+	case "bloomkv", "bloomkv-nodiff":
+		o := bloomkvOptions(s, name == "bloomkv-nodiff")
+		diff := "differential-file filter on (a Get of a key it rules out reads the base level only)"
+		if o.DisableDiffFilter {
+			diff = "DisableDiffFilter=true (every Get asks the memtables and every level above the base)"
+		}
+		return fmt.Sprintf("%s: CacheSize=%d MemTableSize=%d BloomBitsPerKey=%d (blocked, every level, Get probes all) BlockSize=%d Compression=snappy "+
 			"L0CompactionThreshold=4 L0StopWritesThreshold=12 LBaseMaxBytes=64MiB LevelMultiplier=10 TargetFileSize=2MiB MaxConcurrentCompactions=1; "+
-			"index and filter blocks pinned outside the cache; Sync=%v",
-			o.CacheSize, o.MemTableSize, o.BloomBitsPerKey, o.BlockSize, s.sync)
+			"index and filter blocks pinned outside the cache; %s; Sync=%v",
+			name, o.CacheSize, o.MemTableSize, o.BloomBitsPerKey, o.BlockSize, diff, s.sync)
 	case "pebble":
 		o := pebbleOptions(s)
 		return fmt.Sprintf("pebble %s: Cache=%d (cache + 2 memtables, which Pebble charges to it) MemTableSize=%d Levels[*].FilterPolicy=bloom.FilterPolicy(%d) BlockSize=%d Compression=snappy "+
@@ -98,7 +123,8 @@ func describeEngine(name string, s settings) string {
 	case "goleveldb":
 		o := levelDBOptions(s)
 		return fmt.Sprintf("goleveldb %s: BlockCacheCapacity=%d WriteBuffer=%d Filter=%s BlockSize=%d Compression=snappy "+
-			"CompactionTableSize=2MiB CompactionTotalSize=10MiB x10 DisableBufferPool=true; filters on every level; index and filter blocks in the cache; Sync=%v",
+			"CompactionTableSize=2MiB CompactionTotalSize=10MiB x10 DisableBufferPool=true; filters on every level; index and filter blocks in the cache; "+
+			"a flush (readbase workloads) is a close and reopen, which writes the memtable to a level-0 table and empties the block cache; Sync=%v",
 			goleveldbVersion, o.BlockCacheCapacity, o.WriteBuffer, o.Filter.Name(), o.BlockSize, s.sync)
 	}
 	return name
@@ -111,18 +137,21 @@ type bloomkvEngine struct {
 	wo *bloomkv.WriteOptions
 }
 
-func bloomkvOptions(s settings) *bloomkv.Options {
+// bloomkvOptions are bloomkv's options; noDiff turns its
+// differential-file filter off.
+func bloomkvOptions(s settings, noDiff bool) *bloomkv.Options {
 	return &bloomkv.Options{
-		CacheSize:       s.cacheBytes,
-		MemTableSize:    s.memtableBytes,
-		BloomBitsPerKey: s.bitsPerKey,
-		BlockSize:       s.blockSize,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		CacheSize:         s.cacheBytes,
+		MemTableSize:      s.memtableBytes,
+		BloomBitsPerKey:   s.bitsPerKey,
+		BlockSize:         s.blockSize,
+		DisableDiffFilter: noDiff,
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 
-func openBloomkv(dir string, s settings) (engine, error) {
-	db, err := bloomkv.Open(dir, bloomkvOptions(s))
+func openBloomkv(dir string, s settings, noDiff bool) (engine, error) {
+	db, err := bloomkv.Open(dir, bloomkvOptions(s, noDiff))
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +182,7 @@ func (e *bloomkvEngine) newIter() (iter, error) {
 }
 
 func (e *bloomkvEngine) compact() error { return e.db.Compact(nil, nil) }
+func (e *bloomkvEngine) flush() error   { return e.db.Flush() }
 func (e *bloomkvEngine) close() error   { return e.db.Close() }
 
 func (e *bloomkvEngine) counters() counters {
@@ -164,7 +194,38 @@ func (e *bloomkvEngine) counters() counters {
 		filterFalsePositives: int64(m.FilterFalsePositives),
 		tableBytes:           int64(m.FlushBytes + m.CompactionBytesOut),
 		pinnedBytes:          int64(m.TableMemory),
+		diffSkips:            int64(m.DiffFilter.Skips),
+		diffMaybes:           int64(m.DiffFilter.Maybes),
+		diffFalseMaybes:      int64(m.DiffFilter.FalseMaybes),
 	}
+}
+
+func (e *bloomkvEngine) shape() string {
+	m := e.db.Metrics()
+	tables := make([]int64, len(m.Levels))
+	for l, lm := range m.Levels {
+		tables[l] = int64(lm.Files)
+	}
+	df := m.DiffFilter
+	diff := "diff filter off"
+	if df.On {
+		diff = fmt.Sprintf("diff filter on: base L%d, %d versions above it", df.BaseLevel, df.Keys)
+	}
+	return fmt.Sprintf("%s; memtable %s (+%d frozen); %s", levelShape(tables), humanize.Bytes(uint64(m.MemTableSize)), m.ImmutableMemTables, diff)
+}
+
+// levelShape lists the tables of each non-empty level.
+func levelShape(tables []int64) string {
+	var parts []string
+	for l, n := range tables {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("L%d %d", l, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "no tables"
+	}
+	return "tables per level: " + strings.Join(parts, ", ")
 }
 
 type bloomkvIter struct{ it *bloomkv.Iterator }
@@ -247,6 +308,17 @@ func (e *pebbleEngine) compact() error {
 	return e.db.Compact(context.Background(), nil, []byte{0xff}, true)
 }
 
+func (e *pebbleEngine) flush() error { return e.db.Flush() }
+
+func (e *pebbleEngine) shape() string {
+	m := e.db.Metrics()
+	tables := make([]int64, len(m.Levels))
+	for l := range m.Levels {
+		tables[l] = m.Levels[l].TablesCount
+	}
+	return fmt.Sprintf("%s; L0 sublevels %d; %d memtables", levelShape(tables), m.Levels[0].Sublevels, m.MemTable.Count)
+}
+
 func (e *pebbleEngine) close() error {
 	err := e.db.Close()
 	e.cache.Unref()
@@ -256,13 +328,13 @@ func (e *pebbleEngine) close() error {
 func (e *pebbleEngine) counters() counters {
 	m := e.db.Metrics()
 	t := m.Total()
-	return counters{
+	return withoutDiff(counters{
 		blockReads:           m.BlockCache.Misses,
 		filterProbes:         m.Filter.Hits + m.Filter.Misses,
 		filterMaybes:         m.Filter.Misses,
 		filterFalsePositives: -1,
 		tableBytes:           int64(t.TableBytesFlushed + t.TableBytesCompacted),
-	}
+	})
 }
 
 type pebbleIter struct{ it *pebble.Iterator }
@@ -286,8 +358,10 @@ func (quietPebbleLogger) Fatalf(format string, args ...interface{}) {
 // ---- goleveldb
 
 type levelDBEngine struct {
-	db *leveldb.DB
-	wo *opt.WriteOptions
+	db  *leveldb.DB
+	wo  *opt.WriteOptions
+	dir string
+	o   *opt.Options
 }
 
 func levelDBOptions(s settings) *opt.Options {
@@ -308,11 +382,12 @@ func levelDBOptions(s settings) *opt.Options {
 }
 
 func openLevelDB(dir string, s settings) (engine, error) {
-	db, err := leveldb.OpenFile(dir, levelDBOptions(s))
+	o := levelDBOptions(s)
+	db, err := leveldb.OpenFile(dir, o)
 	if err != nil {
 		return nil, err
 	}
-	return &levelDBEngine{db: db, wo: &opt.WriteOptions{Sync: s.sync}}, nil
+	return &levelDBEngine{db: db, wo: &opt.WriteOptions{Sync: s.sync}, dir: dir, o: o}, nil
 }
 
 func (e *levelDBEngine) set(k, v []byte) error { return e.db.Put(k, v, e.wo) }
@@ -333,18 +408,47 @@ func (e *levelDBEngine) newIter() (iter, error) {
 func (e *levelDBEngine) compact() error { return e.db.CompactRange(util.Range{}) }
 func (e *levelDBEngine) close() error   { return e.db.Close() }
 
+// flush closes and reopens the store: goleveldb has no flush, and its
+// recovery writes the replayed log to a level-0 table. (CompactRange over
+// the memtable's keys would also compact every table overlapping them.)
+func (e *levelDBEngine) flush() error {
+	if err := e.db.Close(); err != nil {
+		return err
+	}
+	o := *e.o
+	o.ErrorIfExist = false
+	db, err := leveldb.OpenFile(e.dir, &o)
+	if err != nil {
+		return err
+	}
+	e.db = db
+	return nil
+}
+
 func (e *levelDBEngine) counters() counters {
 	var st leveldb.DBStats
 	if err := e.db.Stats(&st); err != nil {
-		return counters{blockReads: -1, filterProbes: -1, filterMaybes: -1, filterFalsePositives: -1, tableBytes: -1}
+		return withoutDiff(counters{blockReads: -1, filterProbes: -1, filterMaybes: -1, filterFalsePositives: -1, tableBytes: -1})
 	}
-	return counters{
+	return withoutDiff(counters{
 		blockReads:           st.BlockCache.MissCount,
 		filterProbes:         -1,
 		filterMaybes:         -1,
 		filterFalsePositives: -1,
 		tableBytes:           st.LevelWrite.Sum(),
+	})
+}
+
+func (e *levelDBEngine) shape() string {
+	var st leveldb.DBStats
+	if err := e.db.Stats(&st); err != nil {
+		return "unknown: " + err.Error()
 	}
+	tables := make([]int64, len(st.LevelTablesCounts))
+	for l, n := range st.LevelTablesCounts {
+		tables[l] = int64(n)
+	}
+	return levelShape(tables)
 }
 
 type levelDBIter struct {

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,8 @@ type config struct {
 	cpuProfile string
 	seed       uint64
 	progress   bool
+	// nodiffOnly lists the workloads bloomkv-nodiff reports; nil: all.
+	nodiffOnly []string
 }
 
 func main() {
@@ -67,11 +70,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := &config{}
-	var workloadList, engineList, cache, memtable string
+	var workloadList, engineList, nodiffList, cache, memtable string
 	fs.IntVar(&cfg.n, "n", 500_000, "keys to load; the data is about n*(16+value-size) bytes before compression")
 	fs.IntVar(&cfg.valueSize, "value-size", 100, "value size in bytes (values compress to about half)")
-	fs.StringVar(&workloadList, "workloads", "all", "comma-separated workloads to report, or all: "+strings.Join(workloadNames(), ","))
+	fs.StringVar(&workloadList, "workloads", "all", "comma-separated workloads to report, or all ("+
+		"readbase-1pct brings readbase-1pct-compacted, which its goal compares it with): "+strings.Join(workloadNames(), ","))
 	fs.StringVar(&engineList, "engines", strings.Join(engineNames, ","), "comma-separated engines to run")
+	fs.StringVar(&nodiffList, "nodiff-workloads", strings.Join(nodiffDefault, ","),
+		"comma-separated workloads bloomkv-nodiff reports (it also runs, unreported, the steps before them that change the store they read), or all")
 	fs.StringVar(&cache, "cache", "8MiB", "block cache size of every engine (B, KiB, MiB, GiB)")
 	fs.StringVar(&memtable, "memtable", "4MiB", "memtable (write buffer) size of every engine")
 	fs.IntVar(&cfg.bits, "bits", 10, "Bloom filter bits per key, on every level of every engine")
@@ -118,8 +124,35 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	} else if cfg.workloads, err = parseList(workloadList, workloadNames(), "workload"); err != nil {
 		return nil, err
 	}
+	if nodiffList != "all" {
+		if cfg.nodiffOnly, err = parseList(nodiffList, workloadNames(), "workload"); err != nil {
+			return nil, fmt.Errorf("-nodiff-workloads: %w", err)
+		}
+		cfg.nodiffOnly = withCompanions(cfg.nodiffOnly)
+	}
+	cfg.workloads = withCompanions(cfg.workloads)
 	return cfg, nil
 }
+
+// withCompanions adds to the workloads selected the companions of each, in
+// the order of the list.
+func withCompanions(selected []string) []string {
+	var out []string
+	for _, w := range workloads {
+		if slices.Contains(selected, w.name) || slices.ContainsFunc(workloads, func(o workload) bool {
+			return o.companion == w.name && slices.Contains(selected, o.name)
+		}) {
+			out = append(out, w.name)
+		}
+	}
+	return out
+}
+
+// nodiffDefault lists the workloads bloomkv-nodiff reports by default: those
+// where the differential-file filter can matter, the reads of a store
+// mostly at its base level. Running all of them on a fourth engine would
+// make the default run too long.
+var nodiffDefault = []string{"readrandom", "ycsb-b", "ycsb-c", "readbase-1pct", "readbase-absent", "readbase-1pct-compacted", "readbase-10pct"}
 
 func workloadNames() []string {
 	names := make([]string, len(workloads))
@@ -222,14 +255,18 @@ func run(cfg *config, stdout, stderr io.Writer) (err error) {
 	start := time.Now()
 	for _, name := range cfg.engines {
 		dir := filepath.Join(base, name)
-		r := &runner{cfg: cfg, engine: name, dir: dir, s: s, vals: newValues(cfg.valueSize, cfg.seed), prog: prog.forEngine(name)}
-		results, err := r.runAll(steps)
+		r := &runner{cfg: cfg, engine: name, dir: dir, s: s, vals: newValues(cfg.valueSize, cfg.seed), prog: prog.forEngine(name), out: stdout}
+		engineSteps := steps
+		if name == "bloomkv-nodiff" && cfg.nodiffOnly != nil {
+			engineSteps = restrict(steps, cfg.nodiffOnly)
+		}
+		results, err := r.runAll(engineSteps)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		rep.Results = append(rep.Results, results...)
 		if !cfg.keep {
-			for _, d := range []string{dir, dir + "-fillseq"} {
+			for _, d := range []string{dir, dir + "-fillseq", dir + "-readbase-1pct", dir + "-readbase-10pct"} {
 				if err := os.RemoveAll(d); err != nil {
 					return err
 				}
@@ -282,23 +319,54 @@ func plan(selected []string) []step {
 	return steps
 }
 
+// restrict returns the steps of an engine that reports only the workloads
+// in only: those, the steps they need, and every earlier step that changes
+// the main store one of them reads, so that it reads the store the engines
+// that run every step read.
+func restrict(steps []step, only []string) []step {
+	var out []step
+	need := map[string]bool{}
+	mainLater := false
+	for i := len(steps) - 1; i >= 0; i-- {
+		st := steps[i]
+		st.report = st.report && slices.Contains(only, st.w.name)
+		if !st.report && !need[st.w.name] && !(st.w.writes && !st.w.own && mainLater) {
+			continue
+		}
+		out = append(out, st)
+		if st.w.needs != "" {
+			need[st.w.needs] = true
+		}
+		mainLater = mainLater || !st.w.own
+	}
+	slices.Reverse(out)
+	return out
+}
+
 // runAll runs the steps on one engine and returns the reported results.
 func (r *runner) runAll(steps []step) (results []result, err error) {
 	defer func() {
-		if r.main != nil {
-			if cerr := r.main.e.close(); err == nil && cerr != nil {
-				err = fmt.Errorf("close: %w", cerr)
+		for _, closeFn := range []func() error{r.closeMain, r.closeBase} {
+			if cerr := closeFn(); err == nil {
+				err = cerr
 			}
 		}
 	}()
-	for _, st := range steps {
+	for i, st := range steps {
+		// Once only workloads on stores of their own remain, the main
+		// store is closed: its background work would run under theirs.
+		if !slices.ContainsFunc(steps[i:], func(s step) bool { return !s.w.own }) {
+			if err := r.closeMain(); err != nil {
+				return nil, err
+			}
+		}
 		var before counters
 		if r.main != nil {
 			before = r.main.e.counters()
 		}
 		m, err := st.w.run(r)
 		if err != nil {
-			if m != nil && m.store != nil {
+			if m != nil && m.store != nil && !m.keep {
 				_ = m.store.e.close()
 			}
 			return nil, fmt.Errorf("%s: %w", st.w.name, err)
@@ -307,8 +375,11 @@ func (r *runner) runAll(steps []step) (results []result, err error) {
 		if m.store != nil {
 			target, before = m.store, counters{}
 		}
+		if m.before != nil {
+			before = *m.before
+		}
 		res, err := r.summarize(st.w, m, target, before)
-		if m.store != nil {
+		if m.store != nil && !m.keep {
 			if cerr := m.store.e.close(); err == nil && cerr != nil {
 				err = fmt.Errorf("close: %w", cerr)
 			}

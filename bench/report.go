@@ -45,13 +45,40 @@ type result struct {
 	// WriteAmp is the table bytes flushes and compactions wrote so far,
 	// per key and value byte the benchmark wrote to the store.
 	WriteAmp *float64 `json:"write_amp,omitempty"`
-	Note     string   `json:"note,omitempty"`
+	// DiffFilter is what bloomkv's differential-file filter answered to
+	// the workload's Gets, on the workloads that report it.
+	DiffFilter *diffFilterResult `json:"diff_filter,omitempty"`
+	// Tree is the shape of the store's tree before the timed reads
+	// (readbase workloads).
+	Tree string `json:"tree,omitempty"`
+	Note string `json:"note,omitempty"`
+}
+
+// diffFilterResult counts the differential-file filter's answers over a
+// workload (DiffFilterMetrics deltas): Skips, the Gets it answered "no"
+// (they read the base level only); Maybes, those it answered "maybe";
+// FalseMaybes, the maybes that found no version above the base. SkipRate is
+// Skips/(Skips+Maybes), absent when the filter answered nothing (it was
+// off).
+type diffFilterResult struct {
+	Skips       int64    `json:"skips"`
+	Maybes      int64    `json:"maybes"`
+	FalseMaybes int64    `json:"false_maybes"`
+	SkipRate    *float64 `json:"skip_rate,omitempty"`
+}
+
+func (d *diffFilterResult) String() string {
+	if d.SkipRate == nil {
+		return "diff filter not consulted"
+	}
+	return fmt.Sprintf("diff filter skipped %.2f%%, %s false maybes", *d.SkipRate*100, commas(float64(d.FalseMaybes)))
 }
 
 // ratio compares bloomkv with the other engines on one workload: its ops/s
 // over theirs, and its bytes on disk over Pebble's.
 type ratio struct {
 	Workload       string   `json:"workload"`
+	VsNodiff       *float64 `json:"vs_bloomkv_nodiff,omitempty"`
 	VsPebble       *float64 `json:"vs_pebble,omitempty"`
 	VsGoleveldb    *float64 `json:"vs_goleveldb,omitempty"`
 	DiskVsPebble   *float64 `json:"disk_vs_pebble,omitempty"`
@@ -60,11 +87,14 @@ type ratio struct {
 
 // goal is a target the benchmark checks.
 type goal struct {
-	Workload string  `json:"workload"`
-	Measure  string  `json:"measure"` // "ops/s", "disk" (all files) or "tables" (table files)
-	Versus   string  `json:"versus"`
-	Target   float64 `json:"target"`
-	AtMost   bool    `json:"at_most"`
+	Workload string `json:"workload"`
+	Measure  string `json:"measure"` // "ops/s", "disk" (all files) or "tables" (table files)
+	Versus   string `json:"versus"`
+	// VersusWorkload, when set, is the workload of the Versus engine to
+	// compare with instead of the same one.
+	VersusWorkload string  `json:"versus_workload,omitempty"`
+	Target         float64 `json:"target"`
+	AtMost         bool    `json:"at_most"`
 	// Got is the measured ratio; absent when a workload or engine did not
 	// run.
 	Got *float64 `json:"got,omitempty"`
@@ -84,6 +114,9 @@ var goals = []goal{
 	{Workload: "ycsb-c", Measure: "ops/s", Versus: "pebble", Target: 1.2},
 	{Workload: "compact", Measure: "disk", Versus: "pebble", Target: 1.05, AtMost: true},
 	{Workload: "compact", Measure: "tables", Versus: "pebble", Target: 1.05, AtMost: true},
+	// A read of a store whose newest 1% sits above the base is nearly as
+	// fast as one of the same store compacted.
+	{Workload: "readbase-1pct", Measure: "ops/s", Versus: "bloomkv", VersusWorkload: "readbase-1pct-compacted", Target: 0.95},
 }
 
 // report is the whole run: how to reproduce it, and what it measured.
@@ -97,7 +130,10 @@ type report struct {
 	Results   []result          `json:"results"`
 	Ratios    []ratio           `json:"ratios"`
 	Goals     []goal            `json:"goals"`
-	Seconds   float64           `json:"seconds"`
+	// NodiffWorkloads lists the workloads bloomkv-nodiff reports, when not
+	// all.
+	NodiffWorkloads []string `json:"nodiff_workloads,omitempty"`
+	Seconds         float64  `json:"seconds"`
 
 	cfg *config
 }
@@ -139,6 +175,9 @@ func newReport(cfg *config, s settings) *report {
 	r.Command = strings.TrimSpace(r.Command)
 	for _, e := range cfg.engines {
 		r.Engines[e] = describeEngine(e, s)
+		if e == "bloomkv-nodiff" {
+			r.NodiffWorkloads = cfg.nodiffOnly
+		}
 	}
 	for _, w := range cfg.workloads {
 		wl, _ := workloadByName(w)
@@ -194,6 +233,10 @@ func (r *report) header() string {
 	for _, e := range r.cfg.engines {
 		fmt.Fprintf(&b, "  %s\n", r.Engines[e])
 	}
+	if r.NodiffWorkloads != nil {
+		fmt.Fprintf(&b, "bloomkv-nodiff reports only %s, and runs unreported the steps before them that change the store they read "+
+			"(-nodiff-workloads all runs every workload on it)\n", strings.Join(r.NodiffWorkloads, ", "))
+	}
 	b.WriteString("\n")
 	return b.String()
 }
@@ -201,7 +244,7 @@ func (r *report) header() string {
 // summarize turns a measurement into a result, reading the store's
 // counters and size.
 func (r *runner) summarize(w workload, m *measurement, st *store, before counters) (result, error) {
-	res := result{Workload: w.name, Engine: r.engine, Ops: m.ops, Seconds: m.elapsed.Seconds(), Note: m.note}
+	res := result{Workload: w.name, Engine: r.engine, Ops: m.ops, Seconds: m.elapsed.Seconds(), Note: m.note, Tree: m.tree}
 	if m.elapsed > 0 {
 		res.OpsPerSec = float64(m.ops) / m.elapsed.Seconds()
 	}
@@ -221,6 +264,14 @@ func (r *runner) summarize(w workload, m *measurement, st *store, before counter
 		case w.absentReads:
 			res.FilterFPRate = ptr(float64(after.filterMaybes-before.filterMaybes) / float64(probes))
 		}
+	}
+	if w.diff && after.diffSkips >= 0 {
+		d := &diffFilterResult{Skips: after.diffSkips - before.diffSkips, Maybes: after.diffMaybes - before.diffMaybes,
+			FalseMaybes: after.diffFalseMaybes - before.diffFalseMaybes}
+		if probes := d.Skips + d.Maybes; probes > 0 {
+			d.SkipRate = ptr(float64(d.Skips) / float64(probes))
+		}
+		res.DiffFilter = d
 	}
 	if w.writes && st.userBytes > 0 && after.tableBytes >= 0 {
 		res.WriteAmp = ptr(float64(after.tableBytes) / float64(st.userBytes))
@@ -254,6 +305,9 @@ func (r *report) finish(elapsed time.Duration) {
 		ra := ratio{Workload: w}
 		b := r.result(w, "bloomkv")
 		if b != nil {
+			if nd := r.result(w, "bloomkv-nodiff"); nd != nil {
+				ra.VsNodiff = div(b.OpsPerSec, nd.OpsPerSec)
+			}
 			if p := r.result(w, "pebble"); p != nil {
 				ra.VsPebble = div(b.OpsPerSec, p.OpsPerSec)
 				ra.DiskVsPebble = div(float64(b.DiskBytes), float64(p.DiskBytes))
@@ -266,8 +320,14 @@ func (r *report) finish(elapsed time.Duration) {
 		r.Ratios = append(r.Ratios, ra)
 	}
 	for _, g := range goals {
+		if g.VersusWorkload != "" {
+			a, b := r.result(g.Workload, g.Versus), r.result(g.VersusWorkload, g.Versus)
+			if a != nil && b != nil {
+				g.Got = div(a.OpsPerSec, b.OpsPerSec)
+			}
+		}
 		for _, ra := range r.Ratios {
-			if ra.Workload != g.Workload {
+			if ra.Workload != g.Workload || g.VersusWorkload != "" {
 				continue
 			}
 			switch {
@@ -307,7 +367,7 @@ func (r *report) table() string {
 	for _, e := range r.cfg.engines {
 		fmt.Fprintf(tw, "%s ops/s\t", e)
 	}
-	fmt.Fprint(tw, "bloomkv/pebble\tbloomkv/goleveldb\t\n")
+	fmt.Fprint(tw, "bloomkv/nodiff\tbloomkv/pebble\tbloomkv/goleveldb\t\n")
 	for i, w := range r.cfg.workloads {
 		fmt.Fprintf(tw, "%s\t", w)
 		for _, e := range r.cfg.engines {
@@ -317,7 +377,8 @@ func (r *report) table() string {
 				fmt.Fprint(tw, "-\t")
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t\n", fmtRatio(r.Ratios[i].VsPebble), fmtRatio(r.Ratios[i].VsGoleveldb))
+		ra := r.Ratios[i]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", fmtRatio(ra.VsNodiff), fmtRatio(ra.VsPebble), fmtRatio(ra.VsGoleveldb))
 	}
 	tw.Flush()
 
@@ -353,7 +414,11 @@ func (r *report) table() string {
 				state = "met"
 			}
 		}
-		fmt.Fprintf(tw, "  %s %s vs %s\t%s %.2f\t%s\t%s\n", g.Workload, g.Measure, g.Versus, op, g.Target, fmtRatio(g.Got), state)
+		versus := g.Versus
+		if g.VersusWorkload != "" {
+			versus = g.VersusWorkload + " (" + g.Versus + ")"
+		}
+		fmt.Fprintf(tw, "  %s %s vs %s\t%s %.2f\t%s\t%s\n", g.Workload, g.Measure, versus, op, g.Target, fmtRatio(g.Got), state)
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, "\ntotal time %.0f s\n", r.Seconds)
@@ -402,10 +467,15 @@ func (r *report) writeJSON(path string) error {
 	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
-// noteOf is a result's note, with the memory pinned outside the cache.
+// noteOf is a result's note, with the differential filter's answers and
+// the memory pinned outside the cache.
 func noteOf(res *result) string {
-	if res.PinnedBytes == 0 {
-		return res.Note
+	parts := []string{res.Note}
+	if res.DiffFilter != nil {
+		parts = append(parts, res.DiffFilter.String())
 	}
-	return strings.TrimPrefix(res.Note+"; ", "; ") + humanize.Bytes(uint64(res.PinnedBytes)) + " pinned outside the cache"
+	if res.PinnedBytes != 0 {
+		parts = append(parts, humanize.Bytes(uint64(res.PinnedBytes))+" pinned outside the cache")
+	}
+	return strings.TrimPrefix(strings.Join(parts, "; "), "; ")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -26,15 +27,24 @@ type workload struct {
 	// writes marks workloads that change the store, for which write
 	// amplification is reported.
 	writes bool
-	run    func(r *runner) (*measurement, error)
+	// own marks workloads that run on a store of their own, not on the
+	// one fillrandom loaded.
+	own bool
+	// diff marks the read workloads for which bloomkv's differential-file
+	// filter's answers are reported.
+	diff bool
+	// companion names a later workload reported whenever this one is: the
+	// one a goal compares it with.
+	companion string
+	run       func(r *runner) (*measurement, error)
 }
 
 // workloads lists every workload in the order they run.
 var workloads = []workload{
-	{name: "fillseq", desc: "n sets in key order, into a store of its own", writes: true, run: (*runner).fillSeq},
+	{name: "fillseq", desc: "n sets in key order, into a store of its own", writes: true, own: true, run: (*runner).fillSeq},
 	{name: "fillrandom", desc: "n sets in random order: the store every later workload uses", writes: true, run: (*runner).fillRandom},
 	{name: "overwrite", desc: "n sets of random loaded keys", needs: "fillrandom", writes: true, run: (*runner).overwrite},
-	{name: "readrandom", desc: "gets of random loaded keys", needs: "fillrandom", run: (*runner).readRandom},
+	{name: "readrandom", desc: "gets of random loaded keys", needs: "fillrandom", diff: true, run: (*runner).readRandom},
 	{name: "readmissing", desc: "gets of absent keys between loaded ones, uncompacted", needs: "fillrandom", absentReads: true, run: (*runner).readMissing},
 	{name: "readhot", desc: "gets of loaded keys, zipfian (theta 0.99, hot keys scattered)", needs: "fillrandom", run: (*runner).readHot},
 	{name: "seekrandom", desc: "seek to a random loaded key, then 10 nexts", needs: "fillrandom", run: (*runner).seekRandom},
@@ -42,14 +52,22 @@ var workloads = []workload{
 	{name: "compact", desc: "compact the whole store to the last level; ops are keys (every engine holds the same data here)", needs: "fillrandom", writes: true, run: (*runner).compact},
 	{name: "readmissing-compacted", desc: "gets of absent keys after the full compaction", needs: "compact", absentReads: true, run: (*runner).readMissing},
 	{name: "ycsb-a", desc: "50% read, 50% update (zipfian keys)", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{read: 0.5, update: 0.5})},
-	{name: "ycsb-b", desc: "95% read, 5% update", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{read: 0.95, update: 0.05})},
-	{name: "ycsb-c", desc: "100% read", needs: "fillrandom", run: ycsb(ycsbMix{read: 1})},
+	{name: "ycsb-b", desc: "95% read, 5% update", needs: "fillrandom", writes: true, diff: true, run: ycsb(ycsbMix{read: 0.95, update: 0.05})},
+	{name: "ycsb-c", desc: "100% read", needs: "fillrandom", diff: true, run: ycsb(ycsbMix{read: 1})},
 	{name: "ycsb-d", desc: "95% read, 5% insert", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{read: 0.95, insert: 0.05})},
 	{name: "ycsb-e", desc: "95% scan (zipfian length 1-1000), 5% insert", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{scan: 0.95, insert: 0.05})},
 	{name: "ycsb-f", desc: "100% insert (Pebble's mix for F)", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{insert: 1})},
 	{name: "readwhilewriting", desc: "2 readers of random loaded keys while 1 writer overwrites; ops are reads", needs: "fillrandom", writes: true, run: (*runner).readWhileWriting},
 	{name: "deleterandom", desc: "deletes of half the loaded keys, in random order", needs: "fillrandom", writes: true, run: (*runner).deleteRandom},
 	{name: "readrandom-deleted", desc: "gets of random loaded keys after deleterandom (half absent)", needs: "deleterandom", run: (*runner).readRandom},
+	{name: "readbase-1pct", desc: "on a store of its own: n keys loaded in random order, compacted whole, then 1% of them (a random subset) overwritten " +
+		"in 8 rounds, each but the last flushed; once its files settle, gets of random loaded keys", own: true, diff: true,
+		companion: "readbase-1pct-compacted", run: readBase(1)},
+	{name: "readbase-absent", desc: "gets of absent keys between loaded ones, on the readbase-1pct store as it is", needs: "readbase-1pct", own: true, diff: true,
+		absentReads: true, run: (*runner).readBaseAbsent},
+	{name: "readbase-1pct-compacted", desc: "the readbase-1pct gets (the same keys) after compacting its store whole", needs: "readbase-1pct", own: true, diff: true,
+		run: (*runner).readBaseCompacted},
+	{name: "readbase-10pct", desc: "readbase-1pct with 10% of the keys overwritten, on a store of its own", own: true, diff: true, run: readBase(10)},
 }
 
 func workloadByName(name string) (workload, bool) {
@@ -69,8 +87,16 @@ type measurement struct {
 	// small to time alone (scan) or there is one op (compact).
 	hist *hdrhistogram.Histogram
 	note string
-	// store is the store the workload ran on when not the main one.
+	// store is the store the workload ran on when not the main one, closed
+	// after it unless keep (the runner's readbase store, which the later
+	// readbase workloads use).
 	store *store
+	keep  bool
+	// before is the store's counters when the timed part began, for a
+	// workload that first built its store; nil means zero (a new store).
+	before *counters
+	// tree is the store's shape before the timed part.
+	tree string
 }
 
 // store is one open store of the engine under test.
@@ -101,6 +127,11 @@ type runner struct {
 	s      settings
 	// main is the store fillrandom loaded, which later workloads use.
 	main *store
+	// base is the store the readbase workloads use.
+	base *store
+	// out is where the shape of the tree is printed before the readbase
+	// reads (none when nil).
+	out  io.Writer
 	vals *benchutil.ValueSource
 	// inserted counts keys YCSB inserted, which take ids from 2n on.
 	inserted uint64
@@ -199,9 +230,13 @@ func (r *runner) fillRandom() (*measurement, error) {
 		return nil, err
 	}
 	r.main = st
-	rng := r.rng("fillrandom")
+	return r.load(st, "fillrandom", r.rng("fillrandom"))
+}
+
+// load sets the n loaded keys into st in random order.
+func (r *runner) load(st *store, label string, rng *rand.Rand) (*measurement, error) {
 	perm := newPermutation(r.n(), rng)
-	return r.countedOps("fillrandom", r.n(), func(i uint64, key []byte) error {
+	return r.countedOps(label, r.n(), func(i uint64, key []byte) error {
 		st.userBytes += int64(benchutil.KeyLen + r.cfg.valueSize)
 		return st.e.set(benchutil.MakeKey(key, presentID(perm.at(i))), r.vals.Next(rng))
 	})
@@ -224,10 +259,10 @@ func (r *runner) deleteRandom() (*measurement, error) {
 	})
 }
 
-// getOp reads keys drawn by id and counts how many were found.
-func (r *runner) getOp(id func(rng *rand.Rand) uint64, found *int64) func(rng *rand.Rand, key []byte) error {
+// getOp reads keys drawn by id from e and counts how many were found.
+func getOp(e engine, id func(rng *rand.Rand) uint64, found *int64) func(rng *rand.Rand, key []byte) error {
 	return func(rng *rand.Rand, key []byte) error {
-		ok, err := r.main.e.get(benchutil.MakeKey(key, id(rng)))
+		ok, err := e.get(benchutil.MakeKey(key, id(rng)))
 		if ok {
 			*found++
 		}
@@ -237,7 +272,7 @@ func (r *runner) getOp(id func(rng *rand.Rand) uint64, found *int64) func(rng *r
 
 func (r *runner) readRandom() (*measurement, error) {
 	var found int64
-	m, err := r.timedOps("readrandom", r.getOp(func(rng *rand.Rand) uint64 { return presentID(rng.Uint64N(r.n())) }, &found), r.rng("readrandom"))
+	m, err := r.timedOps("readrandom", getOp(r.main.e, func(rng *rand.Rand) uint64 { return presentID(rng.Uint64N(r.n())) }, &found), r.rng("readrandom"))
 	if m != nil {
 		m.note = fmt.Sprintf("%d of %d found", found, m.ops)
 	}
@@ -246,7 +281,7 @@ func (r *runner) readRandom() (*measurement, error) {
 
 func (r *runner) readMissing() (*measurement, error) {
 	var found int64
-	m, err := r.timedOps("readmissing", r.getOp(func(rng *rand.Rand) uint64 { return absentID(rng.Uint64N(r.n())) }, &found), r.rng("readmissing"))
+	m, err := r.timedOps("readmissing", getOp(r.main.e, func(rng *rand.Rand) uint64 { return absentID(rng.Uint64N(r.n())) }, &found), r.rng("readmissing"))
 	if err == nil && found != 0 {
 		return nil, fmt.Errorf("readmissing: %d absent keys were found", found)
 	}
@@ -256,7 +291,7 @@ func (r *runner) readMissing() (*measurement, error) {
 func (r *runner) readHot() (*measurement, error) {
 	z := benchutil.NewZipf(r.n(), 0.99)
 	var found int64
-	m, err := r.timedOps("readhot", r.getOp(func(rng *rand.Rand) uint64 { return presentID(benchutil.Scatter(z.Next(rng), r.n())) }, &found), r.rng("readhot"))
+	m, err := r.timedOps("readhot", getOp(r.main.e, func(rng *rand.Rand) uint64 { return presentID(benchutil.Scatter(z.Next(rng), r.n())) }, &found), r.rng("readhot"))
 	if err == nil && found != m.ops {
 		return nil, fmt.Errorf("readhot: %d of %d loaded keys were not found", m.ops-found, m.ops)
 	}
@@ -327,6 +362,143 @@ func (r *runner) compact() (*measurement, error) {
 	}
 	// The live keys: loaded keys plus YCSB inserts.
 	return &measurement{ops: int64(r.n() + r.inserted), elapsed: elapsed}, nil
+}
+
+// baseRounds is the number of rounds in which the readbase workloads
+// overwrite their keys.
+const baseRounds = 8
+
+// readBase returns the readbase workload that overwrites pct % of the keys:
+// it builds its store (buildBase) and times gets of random loaded keys.
+func readBase(pct uint64) func(r *runner) (*measurement, error) {
+	return func(r *runner) (*measurement, error) {
+		name := fmt.Sprintf("readbase-%dpct", pct)
+		if err := r.buildBase(name, pct); err != nil {
+			return nil, err
+		}
+		return r.baseReads(name, name, false)
+	}
+}
+
+// buildBase replaces the runner's readbase store with a new one: the n
+// loaded keys set in random order, as fillrandom sets them; a compaction of
+// the whole store; then pct % of the keys, a random subset, overwritten in
+// baseRounds rounds, each round but the last flushed, so that the versions
+// above the base level lie in level-0 tables, in whatever levels their
+// compactions fill, and in the memtable. It then waits until the store's
+// files stop changing, so that those compactions do not run under the
+// timed reads.
+func (r *runner) buildBase(name string, pct uint64) error {
+	if err := r.closeBase(); err != nil {
+		return err
+	}
+	st, err := r.openStore(r.dir + "-" + name)
+	if err != nil {
+		return err
+	}
+	r.base = st
+	rng := r.rng(name)
+	if _, err := r.load(st, name+" load", rng); err != nil {
+		return err
+	}
+	bar := r.prog.start(name+" compact", 0)
+	err = st.e.compact()
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	count := r.n() * pct / 100
+	pick := newPermutation(r.n(), rng)
+	bar = r.prog.start(name+" overwrite", int64(count))
+	defer bar.finish()
+	key := make([]byte, benchutil.KeyLen)
+	for round := range uint64(baseRounds) {
+		for i := count * round / baseRounds; i < count*(round+1)/baseRounds; i++ {
+			st.userBytes += int64(benchutil.KeyLen + r.cfg.valueSize)
+			if err := st.e.set(benchutil.MakeKey(key, presentID(pick.at(i))), r.vals.Next(rng)); err != nil {
+				return err
+			}
+		}
+		if round < baseRounds-1 {
+			if err := st.e.flush(); err != nil {
+				return fmt.Errorf("flush: %w", err)
+			}
+		}
+		bar.set(int64(count * (round + 1) / baseRounds))
+	}
+	_, _, err = settledDirBytes(st.dir, true)
+	return err
+}
+
+// closeMain closes the main store, and closeBase the readbase store, if
+// open.
+func (r *runner) closeMain() error { return closeStore(&r.main) }
+func (r *runner) closeBase() error { return closeStore(&r.base) }
+
+func closeStore(st **store) error {
+	if *st == nil {
+		return nil
+	}
+	err := (*st).e.close()
+	*st = nil
+	if err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
+}
+
+// baseReads prints the readbase store's shape, then times gets of random
+// loaded keys, or absent ones between them, drawn as workload seq draws
+// them, and checks that loaded keys were all found and absent ones none.
+func (r *runner) baseReads(name, seq string, absent bool) (*measurement, error) {
+	if r.base == nil {
+		return nil, fmt.Errorf("no readbase store: readbase-1pct has not run")
+	}
+	st := r.base
+	tree := st.e.shape()
+	if r.out != nil {
+		fmt.Fprintf(r.out, "%s %s, before the reads: %s\n", r.engine, name, tree)
+	}
+	id := presentID
+	if absent {
+		id = absentID
+	}
+	before := st.e.counters()
+	var found int64
+	m, err := r.timedOps(name, getOp(st.e, func(rng *rand.Rand) uint64 { return id(rng.Uint64N(r.n())) }, &found), r.rng(seq+" reads"))
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case absent && found != 0:
+		return nil, fmt.Errorf("%s: %d absent keys were found", name, found)
+	case !absent && found != m.ops:
+		return nil, fmt.Errorf("%s: %d of %d loaded keys were not found", name, m.ops-found, m.ops)
+	}
+	m.store, m.keep, m.before, m.tree = st, true, &before, tree
+	return m, nil
+}
+
+func (r *runner) readBaseAbsent() (*measurement, error) {
+	return r.baseReads("readbase-absent", "readbase-absent", true)
+}
+
+// readBaseCompacted compacts the readbase-1pct store whole, untimed, waits
+// for its files to settle, and times the gets readbase-1pct timed.
+func (r *runner) readBaseCompacted() (*measurement, error) {
+	if r.base == nil {
+		return nil, fmt.Errorf("no readbase store: readbase-1pct has not run")
+	}
+	bar := r.prog.start("readbase compact", 0)
+	err := r.base.e.compact()
+	bar.finish()
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := settledDirBytes(r.base.dir, true); err != nil {
+		return nil, err
+	}
+	return r.baseReads("readbase-1pct-compacted", "readbase-1pct", false)
 }
 
 // ycsbMix is the share of each operation in a YCSB workload.
