@@ -156,7 +156,7 @@ func TestBadInput(t *testing.T) {
 	t.Run("directory holding no store", func(t *testing.T) {
 		// An error, and nothing written there.
 		emptyDir := t.TempDir()
-		for _, cmd := range [][]string{{"db", "lsm", emptyDir}, {"db", "check", emptyDir}, {"db", "get", emptyDir, "k"}} {
+		for _, cmd := range [][]string{{"db", "lsm", emptyDir}, {"db", "check", emptyDir}, {"db", "get", emptyDir, "k"}, {"db", "diff", emptyDir}} {
 			_, errOut, code := runTool(cmd...)
 			expectOneLine(t, cmd, emptyDir, errOut, code)
 			if names, _ := os.ReadDir(emptyDir); code != 1 || len(names) != 0 {
@@ -205,7 +205,7 @@ func storeDamage(t *testing.T, f *fixture) {
 				if err := os.WriteFile(filepath.Join(dir, victim.Name()), d, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, "user001"}, {"db", "scan", dir}, {"db", "check", dir}} {
+				for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, "user001"}, {"db", "scan", dir}, {"db", "check", dir}, {"db", "diff", dir}} {
 					_, errOut, code := runTool(cmd...)
 					runs++
 					expectOneLine(t, cmd, dir, errOut, code)

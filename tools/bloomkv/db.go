@@ -16,7 +16,7 @@ import (
 
 func dbCmd(e *env) *cobra.Command {
 	return group("db", "Inspect a whole store, read-only (it must not be open elsewhere)",
-		lsmCmd(e), getCmd(e), dbScanCmd(e), dbCheckCmd(e))
+		lsmCmd(e), getCmd(e), dbScanCmd(e), dbCheckCmd(e), dbDiffCmd(e))
 }
 
 // openDB opens the store in dir read-only. Nothing is written: the

@@ -12,6 +12,7 @@
 //	go run ./tools/bloomkv db lsm|check DIR
 //	go run ./tools/bloomkv db get DIR KEY
 //	go run ./tools/bloomkv db scan DIR [--start K] [--end K] [--count N]
+//	go run ./tools/bloomkv db diff DIR [--sample N]
 //
 // Every command takes --json for one JSON object per line instead of text.
 // A file that cannot be read is reported in one line on stderr, naming the

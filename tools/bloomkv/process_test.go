@@ -32,6 +32,8 @@ func TestProcess(t *testing.T) {
 		{[]string{"sstable", "check", truncated}, 1, "", truncated},
 		{[]string{"sstable", "properties", filepath.Join(f.dir, "nope.sst")}, 1, "", "no such file"},
 		{[]string{"db", "get", f.db, "absent-key"}, 1, "", "not found"},
+		{[]string{"db", "diff", f.db}, 0, "differential-file filter", ""},
+		{[]string{"db", "diff", filepath.Join(f.dir, "no-store")}, 1, "", "no such file"},
 		{[]string{"sstable", "frobnicate"}, 2, "", "unknown command"},
 		{[]string{"sstable", "scan", "--count", "x", f.table}, 2, "", "invalid argument"},
 		{[]string{"wal", "dump"}, 2, "", "accepts 1 arg"},
