@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -148,13 +149,10 @@ func (d *DB) diffForStateLocked(s *readState) {
 	case b < 0:
 	case ds.cur == nil:
 		d.requestDiffBuildLocked()
-	case ds.cur.NeedsGrowth():
+	case ds.cur.NeedsGrowth() || float64(ds.cur.Count()) > diffGrowLoad*float64(ds.cur.Capacity()):
 		d.requestDiffBuildLocked()
-	case int64(ds.cur.SizeBytes()) > 8*ds.cur.Count() && diffCapacity(int(ds.cur.Count())) < ds.cur.Capacity():
-		// Over 8 bytes a version: a filter sized for the count is
-		// smaller (at most three quarters of this one, which holds under
-		// half its capacity), down to diffMinCapacity.
-		d.requestDiffBuildLocked()
+	case float64(ds.cur.Count()) < diffShrinkLoad*float64(ds.cur.Capacity()) && diffCapacity(int(ds.cur.Count())) < ds.cur.Capacity():
+		d.requestDiffBuildLocked() // down to diffMinCapacity
 	}
 	if ds.cur == nil {
 		return
@@ -324,7 +322,7 @@ func (d *DB) diffBuilder() {
 		d.mu.Lock()
 		d.diff.buildRunning = false
 		d.cond.Broadcast() // for those waiting for background work to end
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrClosed) {
 			d.diff.buildFailed = true
 			d.opts.Logger.Warn(diffBuildFailedMessage, "err", err)
 		}
@@ -371,11 +369,21 @@ func (d *DB) diffEntries() (int, error) {
 	return n, nil
 }
 
-// diffCapacity is the capacity a filter for n versions is built with: half
-// as many again, so that at difffile's default density it costs 6 bytes a
-// version when built, and grows (NeedsGrowth, at about 1.14 × capacity)
-// before its false-positive rate passes 1.5 × the design rate.
-func diffCapacity(n int) int { return max(diffMinCapacity, n+n/2) }
+// A filter is built for 1.75 times the versions it will count (load
+// 0.57: 7 bytes a version at difffile's default density, 0.40 % false
+// positives); it is built again larger once its load passes diffGrowLoad
+// (0.83 % false positives: Gets of unchanged keys skip the differential 99
+// times in 100 or more) or difffile's NeedsGrowth says saturated counters
+// call for it, and smaller once its load falls under diffShrinkLoad (over 8
+// bytes a version). A build lands between the two, so builds do not follow
+// one another for nothing.
+const (
+	diffGrowLoad   = 0.70
+	diffShrinkLoad = 0.50
+)
+
+// diffCapacity is the capacity a filter for n versions is built with.
+func diffCapacity(n int) int { return max(diffMinCapacity, n*7/4) }
 
 // finishDiffBuild fills the filter of a build begun by
 // beginDiffBuildLocked and installs it, unless the base level moved
@@ -447,6 +455,9 @@ func (d *DB) fillDiff(f *difffile.Filter, s *readState, baseLevel int, seq base.
 	dels := map[uint64][]rangedel.Tombstone{}
 	for l := range baseLevel {
 		for _, meta := range s.version.Levels[l] {
+			if d.closedFlag.Load() {
+				return ErrClosed // Close waits for the builder: stop here
+			}
 			r, err := d.tables.get(meta.FileNum)
 			if err != nil {
 				return err
