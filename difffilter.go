@@ -593,3 +593,120 @@ func (d *DB) tableHashes(files []*manifest.FileMetadata) ([]uint64, error) {
 	}
 	return hs, nil
 }
+
+// DiffFilterCheck is what CheckDiffFilter measured.
+type DiffFilterCheck struct {
+	// On says the read state checked carried a filter; BaseLevel is its
+	// base level (-1: none).
+	On        bool
+	BaseLevel int
+	// BaseKeys counts the distinct user keys of the base level's tables
+	// probed; Unchanged those of them with no version above the base, and
+	// FalseMaybes those of the Unchanged the filter answered "maybe" for.
+	BaseKeys, Unchanged, FalseMaybes int64
+	// Changed counts the probed keys with a version above the base, and
+	// Missed those the filter answered "no" for: a false negative, which
+	// must never happen.
+	Changed, Missed int64
+}
+
+// FPRate is the share of the unchanged keys the filter answered maybe for.
+func (c DiffFilterCheck) FPRate() float64 {
+	if c.Unchanged == 0 {
+		return 0
+	}
+	return float64(c.FalseMaybes) / float64(c.Unchanged)
+}
+
+// CheckDiffFilter measures the differential-file filter on the keys of the
+// base level: for each of its distinct user keys (the first limit of them,
+// in the order of the base's tables; 0: all) it finds whether the key has a
+// version above the base by searching the memtables and every level above
+// the base without the filter, and asks the filter. It reads every table
+// above the base a key falls in, so it is for inspection tools, not a hot
+// path. With no filter on, it only counts the base's keys.
+func (d *DB) CheckDiffFilter(limit int) (DiffFilterCheck, error) {
+	if d.closedFlag.Load() {
+		return DiffFilterCheck{}, ErrClosed
+	}
+	s := d.acquire()
+	defer d.release(s)
+	c := DiffFilterCheck{On: s.diff != nil, BaseLevel: baseLevel(s.version)}
+	if c.BaseLevel < 0 {
+		return c, nil
+	}
+	var prev []byte
+	havePrev := false // not prev != nil: the empty key is a key
+	for _, meta := range s.version.Levels[c.BaseLevel] {
+		r, err := d.tables.get(meta.FileNum)
+		if err != nil {
+			return c, err
+		}
+		it := r.NewCompactionIter()
+		for ok := it.First(); ok && (limit == 0 || c.BaseKeys < int64(limit)); ok = it.Next() {
+			key := it.Key().UserKey
+			if havePrev && string(prev) == string(key) {
+				continue
+			}
+			prev, havePrev = append(prev[:0], key...), true
+			c.BaseKeys++
+			if s.diff == nil {
+				continue
+			}
+			hash := filterblock.Hash(key)
+			above, err := d.versionAboveBase(s, c.BaseLevel, key, hash)
+			if err != nil {
+				it.Close()
+				return c, err
+			}
+			maybe := s.diffMaybe(key, hash, base.SeqNumMax)
+			switch {
+			case above:
+				c.Changed++
+				if !maybe {
+					c.Missed++
+				}
+			default:
+				c.Unchanged++
+				if maybe {
+					c.FalseMaybes++
+				}
+			}
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return c, fmt.Errorf("bloomkv: reading %s: %w", d.path(tableName(meta.FileNum)), err)
+		}
+	}
+	return c, nil
+}
+
+// versionAboveBase reports whether s holds a version of key, or a range
+// deletion over it, in a memtable or a level above baseLevel, searching
+// without the differential-file filter.
+func (d *DB) versionAboveBase(s *readState, baseLevel int, key []byte, hash uint64) (bool, error) {
+	for _, m := range append([]*memEntry{s.mem}, s.imm...) {
+		if _, _, ok := m.mt.GetHash(key, hash, base.SeqNumMax); ok || m.mt.RangeDelCover(key, base.SeqNumMax) != 0 {
+			return true, nil
+		}
+	}
+	for l := range baseLevel {
+		for _, f := range s.version.Levels[l] {
+			if !f.Overlaps(key, key) {
+				continue
+			}
+			r, err := d.tables.get(f.FileNum)
+			if err != nil {
+				return false, err
+			}
+			if rangedel.Cover(r.RangeDeletions(), key, base.SeqNumMax) != 0 {
+				return true, nil
+			}
+			if _, _, ok, err := r.LookupCopy(key, base.SeqNumMax); err != nil || ok {
+				return ok, err
+			}
+		}
+	}
+	return false, nil
+}

@@ -193,6 +193,21 @@ func TestDiffFilterSkipsUnchangedKeys(t *testing.T) {
 		t.Fatal(p)
 	}
 	checkDiffFilter(t, d)
+
+	// CheckDiffFilter tells the changed keys of the base from the
+	// unchanged by searching above the base, and probes the filter.
+	chk, err := d.CheckDiffFilter(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !chk.On || chk.BaseLevel != 6 || chk.BaseKeys != n || chk.Changed != int64(len(changed)) || chk.Missed != 0 ||
+		chk.Unchanged != n-int64(len(changed)) || chk.FPRate() > 0.015 {
+		t.Fatalf("CheckDiffFilter = %+v (false-positive rate %.4f); want base L6, %d keys, %d changed, none missed",
+			chk, chk.FPRate(), n, len(changed))
+	}
+	if chk, err := d.CheckDiffFilter(100); err != nil || chk.BaseKeys != 100 {
+		t.Fatalf("CheckDiffFilter(100) = %+v, %v; want 100 keys probed", chk, err)
+	}
 }
 
 // TestDiffFilterForgetsWhatReachesTheBase: a compaction into the base takes

@@ -35,15 +35,18 @@ type dbDiffOut struct {
 	FilterBytes    int            `json:"filter_bytes"`
 	DesignFPRate   float64        `json:"design_fp_rate"`
 	ExpectedFPRate float64        `json:"expected_fp_rate"`
-	// Probed is the live keys asked MayHaveChanged (all of them, or the
-	// first --sample in key order), Maybes those it answered true for.
-	Probed  int64 `json:"probed"`
-	Sampled bool  `json:"sampled"`
-	Maybes  int64 `json:"maybes"`
-	// FPRateMin and FPRateMax bound the false-positive rate over the
-	// probed keys whose newest version is in the base (see the help).
-	FPRateMin float64 `json:"fp_rate_min"`
-	FPRateMax float64 `json:"fp_rate_max"`
+	// The measurement (bloomkv.DB.CheckDiffFilter) over the base level's
+	// distinct keys (all, or the first --sample): BaseKeys probed; Changed
+	// those with a version above the base, Missed those of them the filter
+	// said no for (a false negative: never); Unchanged the others, and
+	// FalseMaybes those of them it said maybe for, FPRate their share.
+	BaseKeys    int64   `json:"base_keys"`
+	Sampled     bool    `json:"sampled"`
+	Changed     int64   `json:"changed"`
+	Missed      int64   `json:"missed"`
+	Unchanged   int64   `json:"unchanged"`
+	FalseMaybes int64   `json:"false_maybes"`
+	FPRate      float64 `json:"fp_rate"`
 }
 
 func dbDiffCmd(e *env) *cobra.Command {
@@ -64,15 +67,14 @@ tables) that a Get probes first (DB.MayHaveChanged):
     and the tables and bytes of each level above the base that holds tables;
   - the filter's capacity, bytes, false-positive rate at capacity (design),
     and expected rate at its count;
-  - a measurement: every live key of the store, in key order (or the first N
-    with --sample N), is asked MayHaveChanged, and the keys answered true
-    are counted (M of P probed). The public API does not tell which keys
-    have a version above the base, so the false-positive rate over the
-    probed keys whose newest version is in the base is given as bounds: at
-    most T = min(M, versions counted) of the M are true positives, so the
-    rate lies between (M-T)/(P-T) and M/P. After a full compaction (no
-    versions counted) both bounds are the measured rate. While the filter
-    is off every key is answered true, and the text says so instead.
+  - a measurement over the base level's distinct keys (all, or the first N
+    in the order of its tables with --sample N): each is searched for in
+    the memtables and every level above the base without the filter, to
+    tell the changed keys (a version above the base) from the unchanged,
+    and asked the filter. It prints the unchanged keys the filter answered
+    maybe for (its false-positive rate on keys of the base) and the changed
+    keys it answered no for, which must be none: any is reported as an
+    error. While the filter is off only the base's keys are counted.
 
 The store is opened read-only; the exit status is 1 when it cannot be opened
 or a file of it cannot be read.`,
@@ -99,24 +101,18 @@ func (e *env) dbDiff(dir string, d *bloomkv.DB, sample int) error {
 			out.Levels = append(out.Levels, diffLevelOut{Level: l, Tables: lm.Files, Bytes: lm.Bytes})
 		}
 	}
-	it, err := d.NewIter(nil)
+	chk, err := d.CheckDiffFilter(sample)
 	if err != nil {
 		return err
 	}
-	for ok := it.First(); ok; ok = it.Next() {
-		if sample > 0 && out.Probed == int64(sample) {
-			out.Sampled = true
-			break
-		}
-		out.Probed++
-		if d.MayHaveChanged(it.Key()) {
-			out.Maybes++
-		}
+	out.BaseKeys, out.Changed, out.Missed = chk.BaseKeys, chk.Changed, chk.Missed
+	out.Unchanged, out.FalseMaybes, out.FPRate = chk.Unchanged, chk.FalseMaybes, chk.FPRate()
+	out.Sampled = sample > 0 && chk.BaseKeys == int64(sample)
+	if out.Missed > 0 {
+		defer func() {
+			e.fail(fmt.Errorf("%s: the differential-file filter answered no for %s with a version above the base (false negatives)", dir, plural(out.Missed, "key")))
+		}()
 	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	out.FPRateMin, out.FPRateMax = fpBounds(out.Probed, out.Maybes, out.Versions)
 	if e.json {
 		e.emit(out)
 		return nil
@@ -137,26 +133,17 @@ func (e *env) dbDiff(dir string, d *bloomkv.DB, sample int) error {
 	}
 	e.printf("  filter        capacity %d keys, %d bytes; false-positive rate %s at capacity, %s expected at %d versions\n",
 		out.Capacity, out.FilterBytes, percent(out.DesignFPRate), percent(out.ExpectedFPRate), out.Versions)
-	probed := fmt.Sprintf("all %s", plural(out.Probed, "live key"))
+	probed := fmt.Sprintf("all %s", plural(out.BaseKeys, "key"))
 	if out.Sampled {
-		probed = fmt.Sprintf("the first %s", plural(out.Probed, "live key"))
+		probed = fmt.Sprintf("the first %s", plural(out.BaseKeys, "key"))
 	}
-	fp := fmt.Sprintf("false-positive rate over those in the base alone %s to %s", percent(out.FPRateMin), percent(out.FPRateMax))
 	if !out.On {
-		fp = "the filter is off, so it answers true for every key"
+		e.printf("  measured      %s of the base; the filter is off, so it answers maybe for every key\n", probed)
+		return nil
 	}
-	e.printf("  measured      %d of %s may have changed (%s); %s\n", out.Maybes, probed, percent(ratioOf(out.Maybes, out.Probed)), fp)
+	e.printf("  measured      %s of the base: %d changed since (a version above the base), %d missed; %d unchanged, %d answered maybe: false-positive rate %s\n",
+		probed, out.Changed, out.Missed, out.Unchanged, out.FalseMaybes, percent(out.FPRate))
 	return nil
-}
-
-// fpBounds bounds the false-positive rate over the probed keys whose newest
-// version is in the base, given that maybes of probed keys may have
-// changed and the filter counts versions versions: at most
-// t = min(maybes, versions) of the maybes are true, and the rate
-// (maybes-t')/(probed-t') over the true count t' ≤ t falls as t' grows.
-func fpBounds(probed, maybes, versions int64) (lo, hi float64) {
-	t := min(maybes, versions)
-	return ratioOf(maybes-t, probed-t), ratioOf(maybes, probed)
 }
 
 // ratioOf is a/b, 0 when b is 0.

@@ -55,10 +55,9 @@ func writeDiffStore(t *testing.T, keys int) (string, []string) {
 	return dir, changed
 }
 
-// TestDBDiff runs db diff on a store with versions above its base. What it
-// checks holds of a correct filter and of one that answers "maybe" to
-// everything: every live key is probed, every changed key is a maybe (no
-// false negatives), and the bounds are ordered.
+// TestDBDiff runs db diff on a store with versions above its base: every key
+// of the base is probed, the changed ones are told from the unchanged
+// exactly, none is missed, and the false-positive rate is the filter's.
 func TestDBDiff(t *testing.T) {
 	const keys = 600
 	dir, changed := writeDiffStore(t, keys)
@@ -81,13 +80,17 @@ func TestDBDiff(t *testing.T) {
 	switch {
 	case got.Dir != dir:
 		t.Errorf("dir %q, want %q", got.Dir, dir)
-	case got.Probed != keys || got.Sampled:
-		t.Errorf("probed %d keys (sampled %v), want all %d", got.Probed, got.Sampled, keys)
-	case got.Maybes < int64(len(distinct)) || got.Maybes > got.Probed:
-		t.Errorf("%d maybes of %d probed: a filter may not say no to the %d changed keys", got.Maybes, got.Probed, len(distinct))
-	case got.FPRateMin < 0 || got.FPRateMin > got.FPRateMax || got.FPRateMax > 1:
-		t.Errorf("false-positive rate bounds %v, %v", got.FPRateMin, got.FPRateMax)
-	case got.Versions < 0 || got.Capacity < 0 || got.FilterBytes < 0 || got.MemTableBytes+int64(got.ImmutableMemTables) == 0:
+	case !got.On || got.BaseLevel != 6:
+		t.Errorf("filter on %v, base level %d; want on, L6", got.On, got.BaseLevel)
+	case got.BaseKeys != keys || got.Sampled:
+		t.Errorf("probed %d keys of the base (sampled %v), want all %d", got.BaseKeys, got.Sampled, keys)
+	case got.Changed != int64(len(distinct)) || got.Missed != 0:
+		t.Errorf("%d changed keys, %d missed; want %d changed, none missed", got.Changed, got.Missed, len(distinct))
+	case got.Unchanged != keys-int64(len(distinct)) || got.FalseMaybes > got.Unchanged:
+		t.Errorf("%d unchanged keys, %d false maybes; want %d unchanged", got.Unchanged, got.FalseMaybes, keys-len(distinct))
+	case got.FPRate > 0.05:
+		t.Errorf("false-positive rate %.4f on keys of the base, over 5%% (the design rate at capacity is %.4f)", got.FPRate, got.DesignFPRate)
+	case got.Versions < int64(len(distinct)) || got.Capacity <= 0 || got.FilterBytes <= 0 || got.MemTableBytes+int64(got.ImmutableMemTables) == 0:
 		// The log's overwrites are in a memtable.
 		t.Errorf("versions %d, capacity %d, filter bytes %d, memtables %d bytes + %d frozen", got.Versions, got.Capacity, got.FilterBytes,
 			got.MemTableBytes, got.ImmutableMemTables)
@@ -99,7 +102,7 @@ func TestDBDiff(t *testing.T) {
 			t.Errorf("level %+v listed above base level %d", l, got.BaseLevel)
 		}
 	}
-	if !strings.Contains(out, `"fp_rate_max":`) || !strings.Contains(out, `"base_level":`) {
+	if !strings.Contains(out, `"fp_rate":`) || !strings.Contains(out, `"base_level":`) {
 		t.Errorf("JSON lacks fields: %s", out)
 	}
 
@@ -112,7 +115,8 @@ func TestDBDiff(t *testing.T) {
 		"\n  differential  ", " above the base (counted by the filter)\n",
 		"\n    memtables   ",
 		"\n  filter        capacity ", " at capacity, ", " expected at ",
-		fmt.Sprintf("\n  measured      %d of all %d live keys may have changed (", got.Maybes, keys),
+		fmt.Sprintf("\n  measured      all %d keys of the base: %d changed since (a version above the base), 0 missed; %d unchanged, %d answered maybe: false-positive rate ",
+			keys, got.Changed, got.Unchanged, got.FalseMaybes),
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text output lacks %q:\n%s", want, text)
@@ -127,23 +131,21 @@ func TestDBDiff(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sampled); err != nil {
 		t.Fatal(err)
 	}
-	if sampled.Probed != 25 || !sampled.Sampled || sampled.Maybes > 25 {
-		t.Errorf("--sample 25: probed %d (sampled %v), %d maybes", sampled.Probed, sampled.Sampled, sampled.Maybes)
+	if sampled.BaseKeys != 25 || !sampled.Sampled || sampled.Changed+sampled.Unchanged != 25 || sampled.Missed != 0 {
+		t.Errorf("--sample 25: probed %d (sampled %v), %d changed, %d unchanged, %d missed", sampled.BaseKeys, sampled.Sampled,
+			sampled.Changed, sampled.Unchanged, sampled.Missed)
 	}
-	// key00000 is the first key and was overwritten: a maybe.
-	if sampled.Maybes < 1 {
-		t.Errorf("--sample 25: no maybe, but key00000 changed")
-	}
-	if fp := "; false-positive rate over those in the base alone "; got.On != strings.Contains(text, fp) || got.On == strings.Contains(text, "the filter is off") {
-		t.Errorf("filter on %v, text:\n%s", got.On, text)
+	// key00000 and key00017 are among the first 25 and were overwritten.
+	if sampled.Changed < 2 {
+		t.Errorf("--sample 25: %d changed, but key00000 and key00017 changed", sampled.Changed)
 	}
 	text, _, _ = runTool("db", "diff", "--sample", "25", dir)
-	if !strings.Contains(text, " of the first 25 live keys may have changed") {
+	if !strings.Contains(text, "  measured      the first 25 keys of the base: ") {
 		t.Errorf("--sample 25 text:\n%s", text)
 	}
 	// A sample larger than the store probes every key, and says so.
 	out, _, _ = runTool("--json", "db", "diff", "--sample", "100000", dir)
-	if err := json.Unmarshal([]byte(out), &sampled); err != nil || sampled.Probed != keys || sampled.Sampled {
+	if err := json.Unmarshal([]byte(out), &sampled); err != nil || sampled.BaseKeys != keys || sampled.Sampled {
 		t.Errorf("--sample 100000: %s %v", out, err)
 	}
 
