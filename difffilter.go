@@ -13,6 +13,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/memtable"
+	"github.com/bloomkv/bloomkv/sstable"
 )
 
 // The differential-file filter (Severance and Lohman's differential files,
@@ -458,18 +459,9 @@ func (d *DB) fillDiff(f *difffile.Filter, s *readState, baseLevel int, seq base.
 			if d.closedFlag.Load() {
 				return ErrClosed // Close waits for the builder: stop here
 			}
-			r, err := d.tables.get(meta.FileNum)
+			r, err := d.eachKeyHash(meta, f.AddHash)
 			if err != nil {
 				return err
-			}
-			it := r.NewCompactionIter()
-			for ok := it.First(); ok; ok = it.Next() {
-				f.AddHash(filterblock.Hash(it.Key().UserKey))
-			}
-			err = it.Error()
-			it.Close()
-			if err != nil {
-				return fmt.Errorf("bloomkv: reading %s for the differential-file filter: %w", d.path(tableName(meta.FileNum)), err)
 			}
 			if rd := r.RangeDeletions(); len(rd) > 0 {
 				dels[meta.FileNum] = rd
@@ -577,21 +569,30 @@ func (d *DB) diffCompactedLocked(c *compaction) {
 func (d *DB) tableHashes(files []*manifest.FileMetadata) ([]uint64, error) {
 	var hs []uint64
 	for _, meta := range files {
-		r, err := d.tables.get(meta.FileNum)
-		if err != nil {
+		if _, err := d.eachKeyHash(meta, func(h uint64) { hs = append(hs, h) }); err != nil {
 			return nil, err
-		}
-		it := r.NewCompactionIter()
-		for ok := it.First(); ok; ok = it.Next() {
-			hs = append(hs, filterblock.Hash(it.Key().UserKey))
-		}
-		err = it.Error()
-		it.Close()
-		if err != nil {
-			return nil, fmt.Errorf("bloomkv: reading %s for the differential-file filter: %w", d.path(tableName(meta.FileNum)), err)
 		}
 	}
 	return hs, nil
+}
+
+// eachKeyHash calls fn with the hash of the user key of every point version
+// of a table, and returns the table's reader. It runs without d.mu.
+func (d *DB) eachKeyHash(meta *manifest.FileMetadata, fn func(uint64)) (*sstable.Reader, error) {
+	r, err := d.tables.get(meta.FileNum)
+	if err != nil {
+		return nil, err
+	}
+	it := r.NewCompactionIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		fn(filterblock.Hash(it.Key().UserKey))
+	}
+	err = it.Error()
+	it.Close()
+	if err != nil {
+		return nil, fmt.Errorf("bloomkv: reading %s for the differential-file filter: %w", d.path(tableName(meta.FileNum)), err)
+	}
+	return r, nil
 }
 
 // DiffFilterCheck is what CheckDiffFilter measured.
