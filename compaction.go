@@ -33,7 +33,9 @@ type compaction struct {
 	// The hashes of the user keys of the versions the compaction wrote
 	// from its inputs of level (written0; for a move, every version of the
 	// tables moved) and dropped from each input (dropped0, dropped1), for
-	// the differential-file filter; gathered only while it is enabled.
+	// the differential-file filter; gathered only when track is set
+	// (diffTrackingLocked, when the compaction starts).
+	track                        bool
 	written0, dropped0, dropped1 []uint64
 }
 
@@ -129,7 +131,8 @@ func (d *DB) compactLocked(c *compaction) error {
 	var outputs []*manifest.FileMetadata
 	var bytesIn uint64
 	var err error
-	needHashes := d.diff.enabled && c.move && c.level < c.outputLevel && c.outputLevel >= baseLevel(d.version)
+	c.track = d.diffTrackingLocked()
+	needHashes := c.track && c.move && c.level < c.outputLevel && c.outputLevel >= baseLevel(d.version)
 	d.mu.Unlock()
 	d.opts.EventListener.CompactionBegin(info)
 	start := time.Now()
@@ -278,19 +281,22 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 		return outputs, 0, err
 	}
 
-	// For the differential-file filter: which input each version came
-	// from, and its key's hash.
-	track := d.diff.enabled
+	// For the differential-file filter (c.track): into the base, every
+	// version of the level-above inputs leaves the differential, so each
+	// version's input and key hash matter; elsewhere only the versions
+	// dropped do, all of them above the base (recorded in dropped0).
+	toBase := c.track && c.level < c.outputLevel && c.outputLevel == manifest.NumLevels-1
 	n0 := len(c.inputs[0])
 	var hash uint64
 	var in0 bool
-	dropped := func() {
-		if !track {
-			return
-		}
-		if in0 {
+	dropped := func(userKey []byte) {
+		switch {
+		case !c.track:
+		case !toBase:
+			c.dropped0 = append(c.dropped0, filterblock.Hash(userKey))
+		case in0:
 			c.dropped0 = append(c.dropped0, hash)
-		} else {
+		default:
 			c.dropped1 = append(c.dropped1, hash)
 		}
 	}
@@ -300,7 +306,7 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 	lastStripe := -1
 	for ok := mi.first(); ok; ok = mi.next() {
 		k := mi.key()
-		if track {
+		if toBase {
 			if !havePrev || !bytes.Equal(k.UserKey, prevUser) {
 				hash = filterblock.Hash(k.UserKey)
 			}
@@ -317,17 +323,17 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 		}
 		stripe := c.stripe(k.SeqNum())
 		if stripe == lastStripe {
-			dropped()
+			dropped(k.UserKey)
 			continue // a newer version hides it from every snapshot that sees it
 		}
 		lastStripe = stripe
 		if len(frags) > 0 && rangedel.Cover(frags, k.UserKey, c.stripeCeiling(k.SeqNum())) > k.SeqNum() {
-			dropped()
+			dropped(k.UserKey)
 			continue // a range deletion of the same stripe hides it
 		}
 		if c.bottom && stripe == 0 {
 			if k.Kind() == base.KindDelete {
-				dropped()
+				dropped(k.UserKey)
 				continue // nothing older below; every snapshot sees the deletion
 			}
 			// The oldest version every snapshot sees, with nothing of
@@ -347,7 +353,7 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 		if err := out.add(k, mi.value()); err != nil {
 			return fail(err)
 		}
-		if track && in0 {
+		if toBase && in0 {
 			c.written0 = append(c.written0, hash)
 		}
 	}

@@ -19,8 +19,8 @@ import (
 // The differential-file filter (Severance and Lohman's differential files,
 // Gremillion's Bloom filter of them; the survey's §3.2).
 //
-// The base is the deepest level holding tables; the differential is every
-// version above it: in the memtables and in the levels above the base. A
+// The base is the last level (baseLevel says why); the differential is
+// every version above it: in the memtables and in the levels above. A
 // counting filter (difffile.Filter) counts, per user key, the point
 // versions (sets and deletions) in the differential. A Get whose key it
 // answers "no" for, and that no range deletion above the base covers, reads
@@ -105,14 +105,30 @@ type diffRemoval struct {
 	filters []*difffile.Filter
 }
 
-// baseLevel returns the deepest level of v holding tables, or -1.
+// baseLevel returns the base level of v, the last level, or -1 while it
+// holds no table.
+//
+// The base is the last level, not the deepest one holding tables: a store
+// being filled has its deepest tables in level 1 or 2, whose differential
+// (level 0 and the memtables) turns over with every compaction, and whose
+// filter would be rebuilt again and again, at the cost of the writes, for
+// reads that gain little. The last level holds data after Compact, and
+// holds most of it once the level targets put it there; from then on the
+// differential is the recent changes, the case the filter serves.
 func baseLevel(v *manifest.Version) int {
-	for l := manifest.NumLevels - 1; l >= 0; l-- {
-		if len(v.Levels[l]) > 0 {
-			return l
-		}
+	if len(v.Levels[manifest.NumLevels-1]) > 0 {
+		return manifest.NumLevels - 1
 	}
 	return -1
+}
+
+// diffTrackingLocked reports whether a compaction starting now must record
+// the versions it takes out of the differential: a filter is in use or
+// being built. One that starts before a build only leaves the new filter
+// counting versions it no longer needs to (a "maybe" for their keys until
+// the next build), never missing one. d.mu is held.
+func (d *DB) diffTrackingLocked() bool {
+	return d.diff.enabled && (d.diff.cur != nil || d.diff.building != nil)
 }
 
 // initDiff sets up the filter's bookkeeping at Open.
