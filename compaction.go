@@ -131,7 +131,7 @@ func (d *DB) compactLocked(c *compaction) error {
 	var outputs []*manifest.FileMetadata
 	var bytesIn uint64
 	var err error
-	c.track = d.diffTrackingLocked()
+	c.track = d.diffTrackingLocked(c)
 	needHashes := c.track && c.move && c.level < c.outputLevel && c.outputLevel >= baseLevel(d.version)
 	d.mu.Unlock()
 	d.opts.EventListener.CompactionBegin(info)

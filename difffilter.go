@@ -122,13 +122,16 @@ func baseLevel(v *manifest.Version) int {
 	return -1
 }
 
-// diffTrackingLocked reports whether a compaction starting now must record
-// the versions it takes out of the differential: a filter is in use or
-// being built. One that starts before a build only leaves the new filter
-// counting versions it no longer needs to (a "maybe" for their keys until
-// the next build), never missing one. d.mu is held.
-func (d *DB) diffTrackingLocked() bool {
-	return d.diff.enabled && (d.diff.cur != nil || d.diff.building != nil)
+// diffTrackingLocked reports whether compaction c, starting now, must
+// record the versions it takes out of the differential: a filter is in use
+// or being built, or c writes into the last level, whose data a build that
+// begins while c runs may count from the levels above (Compact's first step
+// can make the last level the base and start that build). A compaction
+// that records nothing leaves a filter counting versions it no longer
+// needs to: never a miss, but a "maybe" for their keys until the next
+// build. d.mu is held.
+func (d *DB) diffTrackingLocked(c *compaction) bool {
+	return d.diff.enabled && (d.diff.cur != nil || d.diff.building != nil || c.outputLevel == manifest.NumLevels-1)
 }
 
 // initDiff sets up the filter's bookkeeping at Open.
@@ -502,18 +505,17 @@ func addMemtableToDiff(f *difffile.Filter, mt *memtable.MemTable, seq base.SeqNu
 	}
 }
 
-// MayHaveChanged reports whether key may have a version above the base: in
-// a memtable or in a level above the base level, the deepest level holding
-// tables. False is certain: the key's newest version, or its absence, is
+// MayHaveChanged reports whether key may have a version above the base, the
+// last level: in a memtable or in a level above it. False is certain: the key's newest version, or its absence, is
 // then the base's, and a Get of it reads the base level only. True may be
 // wrong at the filter's false-positive rate (Metrics().DiffFilter), and is
 // the answer whenever the filter is off: disabled (Options.DisableDiffFilter),
-// before the base level holds data, or while the filter is being built.
+// while the last level holds no table, or while the filter is being built.
 //
-// After Compact(nil, nil) the base is the last level, holding every key the
-// store had; MayHaveChanged is then false for all of them until they are
-// written again. After a Compact of a range, the base is the deepest level
-// holding tables, which holds that range.
+// After Compact(nil, nil) the last level holds every key the store had;
+// MayHaveChanged is then false for all of them until they are written
+// again. After a Compact of a range, the last level holds that range's keys,
+// and MayHaveChanged is false for them likewise.
 func (d *DB) MayHaveChanged(key []byte) bool {
 	if d.closedFlag.Load() {
 		return true

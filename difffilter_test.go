@@ -366,3 +366,38 @@ func TestDiffFilterAfterReopen(t *testing.T) {
 		d.Close()
 	}
 }
+
+// TestDiffFilterCountsNothingAfterCompact: a store loaded with no filter
+// (its last level empty) and then compacted whole is left with a filter
+// that counts no version: the merge into the last level records the
+// versions it takes there even when it starts before the filter's build
+// (Compact moves level 1 down first, which starts the build).
+func TestDiffFilterCountsNothingAfterCompact(t *testing.T) {
+	o := memOpts(vfs.NewMem())
+	o.L0CompactionThreshold, o.L0StopWritesThreshold = 8, 16
+	d := mustOpen(t, "/db", o)
+	defer d.Close()
+	fillKeysOrder(t, d, 50_000, 32, true)
+	waitForCompactions(t, d)
+	for i := range 3 { // level-0 tables for Compact to merge into the last level
+		for j := range 2000 {
+			if err := d.Set(diffKey(i*2000+j), []byte("later"), NoSync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := d.Metrics(); m.Levels[6].Files != 0 || m.Levels[0].Files == 0 || m.DiffFilter.On {
+		t.Fatalf("before Compact: %d tables in level 0, %d in the last level, filter on %v", m.Levels[0].Files, m.Levels[6].Files, m.DiffFilter.On)
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitForCompactions(t, d)
+	waitForDiffFilter(t, d)
+	if m := d.Metrics().DiffFilter; m.Keys != 0 {
+		t.Fatalf("after Compact(nil, nil) the filter counts %d versions, want 0", m.Keys)
+	}
+}
