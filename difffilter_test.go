@@ -401,3 +401,47 @@ func TestDiffFilterCountsNothingAfterCompact(t *testing.T) {
 		t.Fatalf("after Compact(nil, nil) the filter counts %d versions, want 0", m.Keys)
 	}
 }
+
+// TestDiffFilterStepsAsideWhenItDoesNotPay: while most Gets are of keys
+// that changed since the base, the filter answers maybe to nearly all and
+// is asked by one Get in diffBypassSample only; once Gets of unchanged keys
+// return, the sampled probes see the skips and it is asked by every Get
+// again. Every answer stays right either way.
+func TestDiffFilterStepsAsideWhenItDoesNotPay(t *testing.T) {
+	const n = 2000
+	d := baseStore(t, memOpts(vfs.NewMem()), n)
+	defer d.Close()
+	for i := range n / 2 {
+		if err := d.Set(diffKey(i), []byte("changed"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	asked := func() uint64 { m := d.Metrics().DiffFilter; return m.Skips + m.Maybes }
+	const gets = 20 * diffWindow
+	before := asked()
+	for i := range gets {
+		expect(t, d, string(diffKey(i%(n/2))), "changed")
+	}
+	if got := asked() - before; got > gets/4 {
+		t.Fatalf("%d Gets of changed keys asked the filter %d times: it kept probing with nothing to skip", gets, got)
+	}
+	if !d.diff.bypass.Load() {
+		t.Fatal("the filter is not bypassed after Gets of changed keys only")
+	}
+	for i := range gets {
+		expect(t, d, string(diffKey(n/2+i%(n/2))), fmt.Sprintf("base-%d", n/2+i%(n/2)))
+	}
+	if d.diff.bypass.Load() {
+		t.Fatal("the filter is still bypassed after Gets of unchanged keys only")
+	}
+	before = asked()
+	for i := range diffWindow {
+		expect(t, d, string(diffKey(n/2+i%(n/2))), fmt.Sprintf("base-%d", n/2+i%(n/2)))
+	}
+	if got := asked() - before; got != diffWindow {
+		t.Fatalf("%d Gets of unchanged keys asked the filter %d times, want every one", diffWindow, got)
+	}
+}

@@ -29,12 +29,13 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 // base, that is the base level alone.
 func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 	hash := filterblock.Hash(key) // for every filter: the differential's, the memtables', the tables'
-	if s.diff != nil {
+	consulted := s.diff != nil && d.diff.consultDiff()
+	if consulted {
 		if !s.diffMaybe(key, hash, seq) {
-			d.diff.skips.Add(1)
-			return d.getFromLevels(s, key, hash, seq, s.diffBase, 0)
+			d.diff.noteProbe(true)
+			return d.getFromLevels(s, key, hash, seq, s.diffBase, 0, false)
 		}
-		d.diff.maybes.Add(1)
+		d.diff.noteProbe(false)
 	}
 	var tomb base.SeqNum
 	for i := len(s.imm); i >= 0; i-- {
@@ -54,18 +55,20 @@ func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 			return nil, ErrNotFound
 		}
 	}
-	return d.getFromLevels(s, key, hash, seq, 0, tomb)
+	return d.getFromLevels(s, key, hash, seq, 0, tomb, consulted)
 }
 
 // getFromLevels reads key from the levels of s from level from down, one
-// candidate table per level but level 0's. tomb is the newest range
+// candidate table per level but level 0's; maybe says the differential-file
+// filter answered maybe, to count it false if nothing above the base has
+// the key. tomb is the newest range
 // deletion seen so far covering key: a point entry older than it is
 // deleted, and once one is seen, older sources can only hold older entries
 // (a table's key range includes its range deletions, so the LSM order holds
 // for them as for points).
-func (d *DB) getFromLevels(s *readState, key []byte, hash uint64, seq base.SeqNum, from int, tomb base.SeqNum) ([]byte, error) {
+func (d *DB) getFromLevels(s *readState, key []byte, hash uint64, seq base.SeqNum, from int, tomb base.SeqNum, maybe bool) ([]byte, error) {
 	for l := from; l < manifest.NumLevels; l++ {
-		if l == s.diffBase && l > from && s.diff != nil {
+		if maybe && l == s.diffBase {
 			// The filter said maybe, and nothing above the base had
 			// the key.
 			d.diff.falseMaybes.Add(1)
