@@ -48,11 +48,11 @@ type Metrics struct {
 // filter of the user keys with a version above the base level, which a Get
 // probes first (DB.MayHaveChanged).
 type DiffFilterMetrics struct {
-	// On is true while Gets consult the filter: it is enabled, the base
-	// level holds data, and the filter for that base is built.
+	// On is true while Gets consult the filter: it is enabled, the last
+	// level holds data, and the filter is built.
 	On bool
-	// BaseLevel is the level the filter treats as the base (the deepest
-	// level holding tables), or -1 when there is none.
+	// BaseLevel is the base level, the last level, or -1 while it holds
+	// no table.
 	BaseLevel int
 	// Keys is the number of versions the filter counts: the point entries
 	// in the memtables and in the levels above the base.

@@ -19,7 +19,8 @@ type dbDiffOut struct {
 	Dir string `json:"dir"`
 	// On: Gets consult the filter (DiffFilterMetrics.On).
 	On bool `json:"on"`
-	// BaseLevel is the deepest level holding tables, -1 when none.
+	// BaseLevel is the base level (the last level), -1 while it holds no
+	// table.
 	BaseLevel int `json:"base_level"`
 	// Versions is the differential's size as the filter counts it: the
 	// point entries in the memtables and the levels above the base.
@@ -55,11 +56,12 @@ func dbDiffCmd(e *env) *cobra.Command {
 		Use:   "diff DIR",
 		Short: "Describe the differential-file filter: base level, differential, parameters, measured false positives",
 		Long: `Describe the store's differential-file filter, the counting Bloom filter of
-the user keys with a version above the base level (the deepest level holding
-tables) that a Get probes first (DB.MayHaveChanged):
+the user keys with a version above the base level (the last level) that a Get
+probes first (DB.MayHaveChanged):
 
   - the base level, and whether Gets consult the filter (it is off when
-    disabled, when no level holds tables, or while it is being built);
+    disabled, while the last level holds no table, or while it is being
+    built);
   - the differential: the versions the filter counts (the point entries in
     the memtables and in the levels above the base, so a key written three
     times counts three, and deletions count), the memtables (opened
@@ -144,12 +146,4 @@ func (e *env) dbDiff(dir string, d *bloomkv.DB, sample int) error {
 	e.printf("  measured      %s of the base: %d changed since (a version above the base), %d missed; %d unchanged, %d answered maybe: false-positive rate %s\n",
 		probed, out.Changed, out.Missed, out.Unchanged, out.FalseMaybes, percent(out.FPRate))
 	return nil
-}
-
-// ratioOf is a/b, 0 when b is 0.
-func ratioOf(a, b int64) float64 {
-	if b <= 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
 }
