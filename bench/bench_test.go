@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -299,6 +300,8 @@ func TestFlagErrors(t *testing.T) {
 		{"-value-size", "0"},
 		{"stray"},
 		{"-nodiff-workloads", "nosuch"},
+		{"-runs", "0"},
+		{"-runs", "-2"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted bad flags", args)
@@ -308,7 +311,7 @@ func TestFlagErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.cache != 64<<20 || cfg.memtable != 512<<10 || cfg.duration != time.Second || cfg.n != 500_000 || len(cfg.engines) != 4 || len(cfg.workloads) != len(workloads) ||
+	if cfg.cache != 64<<20 || cfg.memtable != 512<<10 || cfg.duration != time.Second || cfg.n != 500_000 || cfg.runs != 1 || len(cfg.engines) != 4 || len(cfg.workloads) != len(workloads) ||
 		!slices.Equal(cfg.nodiffOnly, nodiffDefault) {
 		t.Errorf("parsed %+v", cfg)
 	}
@@ -343,6 +346,114 @@ func TestKeysAndDistributions(t *testing.T) {
 				t.Fatalf("permutation of %d: %d -> %d repeats or is out of range", n, i, j)
 			}
 			seen[j] = true
+		}
+	}
+}
+
+// TestRuns: -runs 2 runs the comparison twice, the engines in the -engines
+// order and then reversed, keeps every run's results and ratios in the JSON,
+// and reports the median and range of each ratio.
+func TestRuns(t *testing.T) {
+	rep, out := runTiny(t, "-runs", "2", "-engines", "bloomkv,pebble", "-workloads", "fillrandom,readrandom")
+	wantOrders := [][]string{{"bloomkv", "pebble"}, {"pebble", "bloomkv"}}
+	if rep.Runs != 2 || !slices.EqualFunc(rep.Orders, wantOrders, slices.Equal) {
+		t.Fatalf("runs %d, orders %v, want %v", rep.Runs, rep.Orders, wantOrders)
+	}
+	// The results come in the order they ran.
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, fmt.Sprintf("%d/%s/%s", r.Run, r.Engine, r.Workload))
+	}
+	want := []string{"0/bloomkv/fillrandom", "0/bloomkv/readrandom", "0/pebble/fillrandom", "0/pebble/readrandom",
+		"1/pebble/fillrandom", "1/pebble/readrandom", "1/bloomkv/fillrandom", "1/bloomkv/readrandom"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("results %v, want %v", got, want)
+	}
+	if len(rep.Ratios) != 2 {
+		t.Fatalf("ratios %+v", rep.Ratios)
+	}
+	for _, ra := range rep.Ratios {
+		if len(ra.Runs) != 2 {
+			t.Fatalf("%s: %d runs' ratios", ra.Workload, len(ra.Runs))
+		}
+		for i, m := range ra.measures() {
+			med, lo, hi := *m[0], *m[1], *m[2]
+			if i == 0 || i == 2 { // bloomkv-nodiff, goleveldb: not run
+				if med != nil || lo != nil || hi != nil {
+					t.Errorf("%s: ratio %d of an engine that did not run: %v %v %v", ra.Workload, i, med, lo, hi)
+				}
+				continue
+			}
+			a, b := *ra.Runs[0].measures()[i][0], *ra.Runs[1].measures()[i][0]
+			if med == nil || lo == nil || hi == nil || a == nil || b == nil {
+				t.Errorf("%s: ratio %d missing: %v %v %v, runs %v %v", ra.Workload, i, med, lo, hi, a, b)
+				continue
+			}
+			if !(*lo <= *med && *med <= *hi) || *med != (*a+*b)/2 || *lo != min(*a, *b) || *hi != max(*a, *b) {
+				t.Errorf("%s: ratio %d median %v in %v–%v, runs %v and %v", ra.Workload, i, *med, *lo, *hi, *a, *b)
+			}
+		}
+		for run, rr := range ra.Runs {
+			b, p := findResult(rep, run, ra.Workload, "bloomkv"), findResult(rep, run, ra.Workload, "pebble")
+			if b == nil || p == nil || rr.VsPebble == nil || *rr.VsPebble != b.OpsPerSec/p.OpsPerSec {
+				t.Errorf("%s run %d: bloomkv/pebble %v from %+v and %+v", ra.Workload, run, rr.VsPebble, b, p)
+			}
+		}
+	}
+	for _, g := range rep.Goals {
+		if (g.Workload == "fillrandom" || g.Workload == "readrandom") && g.Versus == "pebble" {
+			if g.Got == nil || g.GotMin == nil || g.GotMax == nil || *g.GotMin > *g.Got || *g.Got > *g.GotMax {
+				t.Errorf("goal %s vs pebble: %v in %v–%v", g.Workload, g.Got, g.GotMin, g.GotMax)
+			}
+		}
+	}
+	for _, s := range []string{"2 runs, engine order alternating (run 1: bloomkv,pebble; run 2: pebble,bloomkv)\n",
+		"run 2 of 2: pebble, bloomkv\n", "details of run 1 ", "median of 2 runs"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the output lacks %q:\n%s", s, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^ *readrandom .* \d+\.\d\d \(\d+\.\d\d–\d+\.\d\d\)  `).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^  readrandom ops/s vs pebble +>= 1\.20 +\d+\.\d\d \(\d+\.\d\d–\d+\.\d\d\) `).MatchString(out) {
+		t.Errorf("no ratio with its range in the output:\n%s", out)
+	}
+}
+
+func findResult(rep *report, run int, workload, engine string) *result {
+	for i := range rep.Results {
+		if r := &rep.Results[i]; r.Run == run && r.Workload == workload && r.Engine == engine {
+			return r
+		}
+	}
+	return nil
+}
+
+func TestMedianRange(t *testing.T) {
+	p := func(vs ...float64) []*float64 {
+		var out []*float64
+		for _, v := range vs {
+			out = append(out, ptr(v))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		vals        []*float64
+		med, lo, hi float64
+	}{
+		{p(3, 1, 2), 2, 1, 3},
+		{p(4, 1, 3, 2), 2.5, 1, 4},
+		{p(0.9), 0.9, 0.9, 0.9},
+		{append(p(5, 1), nil, ptr(3), nil), 3, 1, 5},
+		{append([]*float64{nil}, p(2, 1)...), 1.5, 1, 2},
+	} {
+		med, lo, hi := medianRange(tc.vals)
+		if med == nil || lo == nil || hi == nil || *med != tc.med || *lo != tc.lo || *hi != tc.hi {
+			t.Errorf("medianRange(%v) = %v %v %v, want %v %v %v", tc.vals, med, lo, hi, tc.med, tc.lo, tc.hi)
+		}
+	}
+	for _, vals := range [][]*float64{nil, {nil, nil}} {
+		if med, lo, hi := medianRange(vals); med != nil || lo != nil || hi != nil {
+			t.Errorf("medianRange(%v) = %v %v %v, want nils", vals, med, lo, hi)
 		}
 	}
 }

@@ -9,12 +9,15 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// writePNG draws the ratios as grouped bars, one group per workload: bloomkv
-// over bloomkv-nodiff (where it ran), over Pebble and over goleveldb, with a
-// line at 1 (parity).
+// writePNG draws the ratios (their medians, with several runs) as grouped
+// bars, one group per workload: bloomkv over bloomkv-nodiff (where it ran),
+// over Pebble and over goleveldb, with a line at 1 (parity).
 func (r *report) writePNG(path string) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("bloomkv throughput over the others (%d keys, %s)", r.Settings.Keys, r.Machine.CPU)
+	if r.Runs > 1 {
+		p.Title.Text = fmt.Sprintf("bloomkv throughput over the others (%d keys, %s; medians of %d runs)", r.Settings.Keys, r.Machine.CPU, r.Runs)
+	}
 	p.Y.Label.Text = "ops/s ratio (higher is better for bloomkv)"
 	names := make([]string, len(r.Ratios))
 	for i, ra := range r.Ratios {

@@ -5,9 +5,13 @@
 //
 //	go run ./bench                       # the default size: a few minutes on 2 cores
 //	go run ./bench -n 10000000 -cache 64MiB -json out.json -png out.png
+//	go run ./bench -runs 3               # three runs: the median and range of each ratio
 //
 // Each engine runs the whole list of workloads in a directory of its own,
-// one engine after another. See -h for the flags.
+// one engine after another. -runs N repeats the whole comparison N times,
+// in fresh directories, reversing the engine order every other run, and
+// reports the median and the min–max of each ratio over the runs (the JSON
+// holds every run). See -h for the flags.
 package main
 
 import (
@@ -46,6 +50,8 @@ type config struct {
 	cpuProfile string
 	seed       uint64
 	progress   bool
+	// runs is how many times the whole comparison runs (-runs).
+	runs int
 	// nodiffOnly lists the workloads bloomkv-nodiff reports; nil: all.
 	nodiffOnly []string
 }
@@ -89,6 +95,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.pngPath, "png", "", "write a bar chart of the ratios to this PNG file")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the key and value streams")
+	fs.IntVar(&cfg.runs, "runs", 1, "run the whole comparison this many times, the engine order reversed every other run, "+
+		"and report the median and min–max of each ratio")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -115,6 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("-duration %v: must be positive", cfg.duration)
 	case cfg.memtable < 64<<10:
 		return nil, fmt.Errorf("-memtable %d: need at least 64 KiB", cfg.memtable)
+	case cfg.runs < 1:
+		return nil, fmt.Errorf("-runs %d: need at least 1 run", cfg.runs)
 	}
 	if cfg.engines, err = parseList(engineList, engineNames, "engine"); err != nil {
 		return nil, err
@@ -213,8 +223,8 @@ func parseSize(s string) (int64, error) {
 	return v * mult, nil
 }
 
-// run runs every selected workload on every selected engine and writes the
-// report.
+// run runs every selected workload on every selected engine, -runs times,
+// and writes the report.
 func run(cfg *config, stdout, stderr io.Writer) (err error) {
 	if cfg.cpuProfile != "" {
 		f, err := os.Create(cfg.cpuProfile)
@@ -253,26 +263,43 @@ func run(cfg *config, stdout, stderr io.Writer) (err error) {
 	}
 	steps := plan(cfg.workloads)
 	start := time.Now()
-	for _, name := range cfg.engines {
-		dir := filepath.Join(base, name)
-		r := &runner{cfg: cfg, engine: name, dir: dir, s: s, vals: newValues(cfg.valueSize, cfg.seed), prog: prog.forEngine(name), out: stdout}
-		engineSteps := steps
-		if name == "bloomkv-nodiff" && cfg.nodiffOnly != nil {
-			engineSteps = restrict(steps, cfg.nodiffOnly)
+	for run, order := range rep.Orders {
+		// One run keeps the stores directly under base; several give each
+		// run a directory of its own, so that every run starts afresh.
+		runBase, label := base, ""
+		if len(rep.Orders) > 1 {
+			runBase = filepath.Join(base, fmt.Sprintf("run-%d", run))
+			label = fmt.Sprintf("run %d/%d ", run+1, len(rep.Orders))
+			fmt.Fprintf(stdout, "run %d of %d: %s\n", run+1, len(rep.Orders), strings.Join(order, ", "))
 		}
-		results, err := r.runAll(engineSteps)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		rep.Results = append(rep.Results, results...)
-		if !cfg.keep {
-			for _, d := range []string{dir, dir + "-fillseq", dir + "-readbase-1pct", dir + "-readbase-10pct"} {
-				if err := os.RemoveAll(d); err != nil {
-					return err
+		for _, name := range order {
+			dir := filepath.Join(runBase, name)
+			r := &runner{cfg: cfg, engine: name, dir: dir, s: s, vals: newValues(cfg.valueSize, cfg.seed), prog: prog.forEngine(label + name), out: stdout}
+			engineSteps := steps
+			if name == "bloomkv-nodiff" && cfg.nodiffOnly != nil {
+				engineSteps = restrict(steps, cfg.nodiffOnly)
+			}
+			results, err := r.runAll(engineSteps)
+			if err != nil {
+				return fmt.Errorf("%s%s: %w", label, name, err)
+			}
+			for i := range results {
+				results[i].Run = run
+			}
+			rep.Results = append(rep.Results, results...)
+			if !cfg.keep {
+				for _, d := range []string{dir, dir + "-fillseq", dir + "-readbase-1pct", dir + "-readbase-10pct"} {
+					if err := os.RemoveAll(d); err != nil {
+						return err
+					}
 				}
 			}
+			runtime.GC()
 		}
-		runtime.GC()
+		if runBase != base && !cfg.keep {
+			// Empty now, unless something else was put there: then it stays.
+			_ = os.Remove(runBase)
+		}
 	}
 	rep.finish(time.Since(start))
 	fmt.Fprint(stdout, rep.table())

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,6 +19,9 @@ import (
 // result is one workload's figures on one engine. Pointer fields are absent
 // where the engine or the workload does not give them.
 type result struct {
+	// Run is the run the result comes from, counted from 0 (the text output
+	// counts from 1); always 0 with -runs 1.
+	Run       int     `json:"run"`
 	Workload  string  `json:"workload"`
 	Engine    string  `json:"engine"`
 	Ops       int64   `json:"ops"`
@@ -75,7 +79,10 @@ func (d *diffFilterResult) String() string {
 }
 
 // ratio compares bloomkv with the other engines on one workload: its ops/s
-// over theirs, and its bytes on disk over Pebble's.
+// over theirs, and its bytes on disk over Pebble's. Each ratio is taken
+// within a run; in the report's Ratios, the fields without a suffix are the
+// median over the runs, the _min and _max ones the range, and Runs holds
+// each run's ratios (Runs[i] is run i, without min, max or runs of its own).
 type ratio struct {
 	Workload       string   `json:"workload"`
 	VsNodiff       *float64 `json:"vs_bloomkv_nodiff,omitempty"`
@@ -83,6 +90,45 @@ type ratio struct {
 	VsGoleveldb    *float64 `json:"vs_goleveldb,omitempty"`
 	DiskVsPebble   *float64 `json:"disk_vs_pebble,omitempty"`
 	TablesVsPebble *float64 `json:"tables_vs_pebble,omitempty"`
+
+	VsNodiffMin       *float64 `json:"vs_bloomkv_nodiff_min,omitempty"`
+	VsNodiffMax       *float64 `json:"vs_bloomkv_nodiff_max,omitempty"`
+	VsPebbleMin       *float64 `json:"vs_pebble_min,omitempty"`
+	VsPebbleMax       *float64 `json:"vs_pebble_max,omitempty"`
+	VsGoleveldbMin    *float64 `json:"vs_goleveldb_min,omitempty"`
+	VsGoleveldbMax    *float64 `json:"vs_goleveldb_max,omitempty"`
+	DiskVsPebbleMin   *float64 `json:"disk_vs_pebble_min,omitempty"`
+	DiskVsPebbleMax   *float64 `json:"disk_vs_pebble_max,omitempty"`
+	TablesVsPebbleMin *float64 `json:"tables_vs_pebble_min,omitempty"`
+	TablesVsPebbleMax *float64 `json:"tables_vs_pebble_max,omitempty"`
+
+	Runs []ratio `json:"runs,omitempty"`
+}
+
+// measures lists a ratio's measures, each as its value (the median, in a
+// summary of runs), its min and its max.
+func (ra *ratio) measures() [][3]**float64 {
+	return [][3]**float64{
+		{&ra.VsNodiff, &ra.VsNodiffMin, &ra.VsNodiffMax},
+		{&ra.VsPebble, &ra.VsPebbleMin, &ra.VsPebbleMax},
+		{&ra.VsGoleveldb, &ra.VsGoleveldbMin, &ra.VsGoleveldbMax},
+		{&ra.DiskVsPebble, &ra.DiskVsPebbleMin, &ra.DiskVsPebbleMax},
+		{&ra.TablesVsPebble, &ra.TablesVsPebbleMin, &ra.TablesVsPebbleMax},
+	}
+}
+
+// summarizeRatios is the median and range of each measure over the runs'
+// ratios of one workload, holding those in Runs.
+func summarizeRatios(workload string, runs []ratio) ratio {
+	sum := ratio{Workload: workload, Runs: runs}
+	for i, m := range sum.measures() {
+		vals := make([]*float64, len(runs))
+		for j := range runs {
+			vals[j] = *runs[j].measures()[i][0]
+		}
+		*m[0], *m[1], *m[2] = medianRange(vals)
+	}
+	return sum
 }
 
 // goal is a target the benchmark checks.
@@ -95,10 +141,13 @@ type goal struct {
 	VersusWorkload string  `json:"versus_workload,omitempty"`
 	Target         float64 `json:"target"`
 	AtMost         bool    `json:"at_most"`
-	// Got is the measured ratio; absent when a workload or engine did not
-	// run.
-	Got *float64 `json:"got,omitempty"`
-	Met bool     `json:"met"`
+	// Got is the measured ratio, the median over the runs of the ratio
+	// within each run; absent when a workload or engine did not run.
+	// GotMin and GotMax are the range over the runs. Met compares Got.
+	Got    *float64 `json:"got,omitempty"`
+	GotMin *float64 `json:"got_min,omitempty"`
+	GotMax *float64 `json:"got_max,omitempty"`
+	Met    bool     `json:"met"`
 }
 
 // goals are the ratios bloomkv aims for, bloomkv over the other engine in
@@ -133,7 +182,12 @@ type report struct {
 	// NodiffWorkloads lists the workloads bloomkv-nodiff reports, when not
 	// all.
 	NodiffWorkloads []string `json:"nodiff_workloads,omitempty"`
-	Seconds         float64  `json:"seconds"`
+	// Runs is how many times the comparison ran (-runs); Orders[i] is the
+	// engine order of run i: the -engines order in even runs, reversed in
+	// odd ones.
+	Runs    int        `json:"runs"`
+	Orders  [][]string `json:"orders"`
+	Seconds float64    `json:"seconds"`
 
 	cfg *config
 }
@@ -170,7 +224,15 @@ func newReport(cfg *config, s settings) *report {
 			Sync: s.sync, Duration: cfg.duration.String(), Seed: cfg.seed},
 		Engines:   map[string]string{},
 		Workloads: map[string]string{},
+		Runs:      max(cfg.runs, 1),
 		cfg:       cfg,
+	}
+	for run := range r.Runs {
+		order := slices.Clone(cfg.engines)
+		if run%2 == 1 {
+			slices.Reverse(order)
+		}
+		r.Orders = append(r.Orders, order)
 	}
 	r.Command = strings.TrimSpace(r.Command)
 	for _, e := range cfg.engines {
@@ -237,6 +299,10 @@ func (r *report) header() string {
 		fmt.Fprintf(&b, "bloomkv-nodiff reports only %s, and runs unreported the steps before them that change the store they read "+
 			"(-nodiff-workloads all runs every workload on it)\n", strings.Join(r.NodiffWorkloads, ", "))
 	}
+	if r.Runs > 1 {
+		fmt.Fprintf(&b, "%d runs, engine order alternating (run 1: %s; run 2: %s)\n",
+			r.Runs, strings.Join(r.Orders[0], ","), strings.Join(r.Orders[1], ","))
+	}
 	b.WriteString("\n")
 	return b.String()
 }
@@ -289,58 +355,46 @@ func (r *runner) summarize(w workload, m *measurement, st *store, before counter
 
 func ptr(f float64) *float64 { return &f }
 
-func (r *report) result(workload, engine string) *result {
+// resultIn is the result of a workload on an engine in one run; nil when
+// it did not run.
+func (r *report) resultIn(run int, workload, engine string) *result {
 	for i := range r.Results {
-		if r.Results[i].Workload == workload && r.Results[i].Engine == engine {
-			return &r.Results[i]
+		if res := &r.Results[i]; res.Run == run && res.Workload == workload && res.Engine == engine {
+			return res
 		}
 	}
 	return nil
+}
+
+// medianOpsPerSec is the median over the runs of a workload's ops/s on an
+// engine; nil when it did not run.
+func (r *report) medianOpsPerSec(workload, engine string) *float64 {
+	vals := make([]*float64, r.Runs)
+	for run := range vals {
+		if res := r.resultIn(run, workload, engine); res != nil {
+			vals[run] = &res.OpsPerSec
+		}
+	}
+	med, _, _ := medianRange(vals)
+	return med
 }
 
 // finish computes the ratios and checks the goals.
 func (r *report) finish(elapsed time.Duration) {
 	r.Seconds = elapsed.Seconds()
 	for _, w := range r.cfg.workloads {
-		ra := ratio{Workload: w}
-		b := r.result(w, "bloomkv")
-		if b != nil {
-			if nd := r.result(w, "bloomkv-nodiff"); nd != nil {
-				ra.VsNodiff = div(b.OpsPerSec, nd.OpsPerSec)
-			}
-			if p := r.result(w, "pebble"); p != nil {
-				ra.VsPebble = div(b.OpsPerSec, p.OpsPerSec)
-				ra.DiskVsPebble = div(float64(b.DiskBytes), float64(p.DiskBytes))
-				ra.TablesVsPebble = div(float64(b.TableBytes), float64(p.TableBytes))
-			}
-			if l := r.result(w, "goleveldb"); l != nil {
-				ra.VsGoleveldb = div(b.OpsPerSec, l.OpsPerSec)
-			}
+		runs := make([]ratio, r.Runs)
+		for run := range runs {
+			runs[run] = r.ratioIn(run, w)
 		}
-		r.Ratios = append(r.Ratios, ra)
+		r.Ratios = append(r.Ratios, summarizeRatios(w, runs))
 	}
 	for _, g := range goals {
-		if g.VersusWorkload != "" {
-			a, b := r.result(g.Workload, g.Versus), r.result(g.VersusWorkload, g.Versus)
-			if a != nil && b != nil {
-				g.Got = div(a.OpsPerSec, b.OpsPerSec)
-			}
+		vals := make([]*float64, r.Runs)
+		for run := range vals {
+			vals[run] = r.goalIn(run, g)
 		}
-		for _, ra := range r.Ratios {
-			if ra.Workload != g.Workload || g.VersusWorkload != "" {
-				continue
-			}
-			switch {
-			case g.Measure == "disk":
-				g.Got = ra.DiskVsPebble
-			case g.Measure == "tables":
-				g.Got = ra.TablesVsPebble
-			case g.Versus == "pebble":
-				g.Got = ra.VsPebble
-			default:
-				g.Got = ra.VsGoleveldb
-			}
-		}
+		g.Got, g.GotMin, g.GotMax = medianRange(vals)
 		if g.Got != nil {
 			g.Met = *g.Got >= g.Target
 			if g.AtMost {
@@ -351,6 +405,56 @@ func (r *report) finish(elapsed time.Duration) {
 	}
 }
 
+// ratioIn compares bloomkv with the other engines on a workload in one run.
+func (r *report) ratioIn(run int, w string) ratio {
+	ra := ratio{Workload: w}
+	b := r.resultIn(run, w, "bloomkv")
+	if b == nil {
+		return ra
+	}
+	if nd := r.resultIn(run, w, "bloomkv-nodiff"); nd != nil {
+		ra.VsNodiff = div(b.OpsPerSec, nd.OpsPerSec)
+	}
+	if p := r.resultIn(run, w, "pebble"); p != nil {
+		ra.VsPebble = div(b.OpsPerSec, p.OpsPerSec)
+		ra.DiskVsPebble = div(float64(b.DiskBytes), float64(p.DiskBytes))
+		ra.TablesVsPebble = div(float64(b.TableBytes), float64(p.TableBytes))
+	}
+	if l := r.resultIn(run, w, "goleveldb"); l != nil {
+		ra.VsGoleveldb = div(b.OpsPerSec, l.OpsPerSec)
+	}
+	return ra
+}
+
+// goalIn is the ratio a goal measures in one run (finish has computed the
+// runs' ratios); nil when a workload or engine did not run.
+func (r *report) goalIn(run int, g goal) *float64 {
+	if g.VersusWorkload != "" {
+		a, b := r.resultIn(run, g.Workload, g.Versus), r.resultIn(run, g.VersusWorkload, g.Versus)
+		if a == nil || b == nil {
+			return nil
+		}
+		return div(a.OpsPerSec, b.OpsPerSec)
+	}
+	for _, sum := range r.Ratios {
+		if sum.Workload != g.Workload {
+			continue
+		}
+		ra := sum.Runs[run]
+		switch {
+		case g.Measure == "disk":
+			return ra.DiskVsPebble
+		case g.Measure == "tables":
+			return ra.TablesVsPebble
+		case g.Versus == "pebble":
+			return ra.VsPebble
+		default:
+			return ra.VsGoleveldb
+		}
+	}
+	return nil
+}
+
 func div(a, b float64) *float64 {
 	if b == 0 {
 		return nil
@@ -359,7 +463,8 @@ func div(a, b float64) *float64 {
 }
 
 // table formats the results: throughput and ratios, the per-engine details,
-// and the goals.
+// and the goals. With several runs, the throughputs are medians and the
+// ratios medians with their range; the details are run 1's.
 func (r *report) table() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -371,23 +476,27 @@ func (r *report) table() string {
 	for i, w := range r.cfg.workloads {
 		fmt.Fprintf(tw, "%s\t", w)
 		for _, e := range r.cfg.engines {
-			if res := r.result(w, e); res != nil {
-				fmt.Fprintf(tw, "%s\t", commas(res.OpsPerSec))
+			if ops := r.medianOpsPerSec(w, e); ops != nil {
+				fmt.Fprintf(tw, "%s\t", commas(*ops))
 			} else {
 				fmt.Fprint(tw, "-\t")
 			}
 		}
 		ra := r.Ratios[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", fmtRatio(ra.VsNodiff), fmtRatio(ra.VsPebble), fmtRatio(ra.VsGoleveldb))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.fmtRange(ra.VsNodiff, ra.VsNodiffMin, ra.VsNodiffMax),
+			r.fmtRange(ra.VsPebble, ra.VsPebbleMin, ra.VsPebbleMax), r.fmtRange(ra.VsGoleveldb, ra.VsGoleveldbMin, ra.VsGoleveldbMax))
 	}
 	tw.Flush()
 
 	b.WriteString("\n")
+	if r.Runs > 1 {
+		fmt.Fprintf(&b, "details of run 1 (engine order %s; -json holds every run's):\n", strings.Join(r.Orders[0], ","))
+	}
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\tengine\tp50 µs\tp99 µs\tblock reads/op\tfilter probes/op\tfilter FP\ton disk\ttables\twrite amp\tnote\t\n")
 	for _, w := range r.cfg.workloads {
 		for _, e := range r.cfg.engines {
-			res := r.result(w, e)
+			res := r.resultIn(0, w, e)
 			if res == nil {
 				continue
 			}
@@ -400,7 +509,11 @@ func (r *report) table() string {
 	}
 	tw.Flush()
 
-	b.WriteString("\ngoals (bloomkv over the other engine, same run):\n")
+	if r.Runs > 1 {
+		fmt.Fprintf(&b, "\ngoals (bloomkv over the other engine, same run; median of %d runs, min–max in brackets):\n", r.Runs)
+	} else {
+		b.WriteString("\ngoals (bloomkv over the other engine, same run):\n")
+	}
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, g := range r.Goals {
 		op := ">="
@@ -418,7 +531,7 @@ func (r *report) table() string {
 		if g.VersusWorkload != "" {
 			versus = g.VersusWorkload + " (" + g.Versus + ")"
 		}
-		fmt.Fprintf(tw, "  %s %s vs %s\t%s %.2f\t%s\t%s\n", g.Workload, g.Measure, versus, op, g.Target, fmtRatio(g.Got), state)
+		fmt.Fprintf(tw, "  %s %s vs %s\t%s %.2f\t%s\t%s\n", g.Workload, g.Measure, versus, op, g.Target, r.fmtRange(g.Got, g.GotMin, g.GotMax), state)
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, "\ntotal time %.0f s\n", r.Seconds)
@@ -430,6 +543,15 @@ func fmtRatio(f *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", *f)
+}
+
+// fmtRange formats a ratio's median and, with several runs, its range over
+// them: "0.97 (0.91–1.03)".
+func (r *report) fmtRange(med, lo, hi *float64) string {
+	if r.Runs <= 1 || med == nil || lo == nil || hi == nil {
+		return fmtRatio(med)
+	}
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", *med, *lo, *hi)
 }
 
 func fmtFloat(f *float64, format string) string {
