@@ -418,6 +418,11 @@ func (d *DB) Compact(start, end []byte) error {
 	// Close waits for background work, this call included.
 	d.bgWG.Add(1)
 	defer d.bgWG.Done()
+	d.diff.manual++
+	defer func() {
+		d.diff.manual--
+		d.cond.Broadcast() // the filter's builder waits for the end
+	}()
 	for l := 0; l < manifest.NumLevels-1; l++ {
 		for {
 			if d.closed {

@@ -76,6 +76,11 @@ type diffState struct {
 	// it makes one; buildFailed stops retries after a failed build until
 	// the version changes.
 	wantBuild, buildRunning, buildFailed bool
+	// manual counts the calls of Compact under way. Builds wait for them
+	// to end: Compact moves the differential into the base, so a filter
+	// built meanwhile would count versions about to leave, reading every
+	// table above the base to do so.
+	manual int
 	// writers are the filters commits add to: cur, building, and the older
 	// filters live read states carry. The commit leader reads it without
 	// d.mu.
@@ -175,13 +180,15 @@ func baseLevel(v *manifest.Version) int {
 // diffTrackingLocked reports whether compaction c, starting now, must
 // record the versions it takes out of the differential: a filter is in use
 // or being built, or c writes into the last level, whose data a build that
-// begins while c runs may count from the levels above (Compact's first step
-// can make the last level the base and start that build). A compaction
-// that records nothing leaves a filter counting versions it no longer
-// needs to: never a miss, but a "maybe" for their keys until the next
-// build. d.mu is held.
+// begins while c runs may count from the levels above (the first table in
+// the last level makes it the base and starts that build), unless a call
+// of Compact is under way (builds wait for it to end). A compaction that
+// records nothing leaves a filter counting versions it no longer needs to:
+// never a miss, but a "maybe" for their keys until the next build. d.mu is
+// held.
 func (d *DB) diffTrackingLocked(c *compaction) bool {
-	return d.diff.enabled && (d.diff.cur != nil || d.diff.building != nil || c.outputLevel == manifest.NumLevels-1)
+	ds := &d.diff
+	return ds.enabled && (ds.cur != nil || ds.building != nil || c.outputLevel == manifest.NumLevels-1 && ds.manual == 0)
 }
 
 // initDiff sets up the filter's bookkeeping at Open.
@@ -380,7 +387,7 @@ func (d *DB) diffBuilder() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		for !d.closed && !(d.diff.wantBuild && d.bgErr == nil) {
+		for !d.closed && !(d.diff.wantBuild && d.bgErr == nil && d.diff.manual == 0) {
 			d.cond.Wait()
 		}
 		if d.closed {

@@ -392,13 +392,32 @@ func TestDiffFilterCountsNothingAfterCompact(t *testing.T) {
 	if m := d.Metrics(); m.Levels[6].Files != 0 || m.Levels[0].Files == 0 || m.DiffFilter.On {
 		t.Fatalf("before Compact: %d tables in level 0, %d in the last level, filter on %v", m.Levels[0].Files, m.Levels[6].Files, m.DiffFilter.On)
 	}
+	// Builds wait for Compact: a filter built while it runs would count
+	// the versions it is about to move into the base.
+	var builtDuring, published int
+	d.mu.Lock()
+	d.onPublish = func(*readState) {
+		if d.diff.manual > 0 {
+			published++
+			if d.diff.building != nil || d.diff.cur != nil {
+				builtDuring++
+			}
+		}
+	}
+	d.mu.Unlock()
 	if err := d.Compact(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitForCompactions(t, d)
 	waitForDiffFilter(t, d)
-	if m := d.Metrics().DiffFilter; m.Keys != 0 {
-		t.Fatalf("after Compact(nil, nil) the filter counts %d versions, want 0", m.Keys)
+	d.mu.Lock()
+	d.onPublish = nil
+	d.mu.Unlock()
+	if published == 0 || builtDuring != 0 {
+		t.Fatalf("a filter was built or in use at %d of the %d states Compact published", builtDuring, published)
+	}
+	if m := d.Metrics().DiffFilter; m.Keys != 0 || m.Rebuilds != 1 {
+		t.Fatalf("after Compact(nil, nil) the filter counts %d versions after %d builds, want 0 after 1", m.Keys, m.Rebuilds)
 	}
 }
 
