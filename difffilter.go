@@ -53,6 +53,10 @@ import (
 //     concern versions that state no longer holds.
 //   - Retirement. Commits add to every filter a live read state carries:
 //     such a state reads the mutable memtable, which takes new writes.
+//   - Upkeep that pays. Builds wait for calls of Compact to end. A filter
+//     the writes outgrow is built larger only if it answered "no" to as
+//     many Gets since its build as it counts versions; otherwise it is
+//     dropped (idle) until Gets come back (diffPaysLocked).
 //
 // The filter lives in memory only; Open builds it again.
 
@@ -76,6 +80,15 @@ type diffState struct {
 	// it makes one; buildFailed stops retries after a failed build until
 	// the version changes.
 	wantBuild, buildRunning, buildFailed bool
+	// idle is set while the filter is dropped for not paying
+	// (diffPaysLocked): no build is asked for until wakeAt Gets have met
+	// no filter (idleGets counts them). strikes counts the drops since a
+	// filter last paid; each doubles wakeAt. skipsAtInstall is skips when
+	// cur was installed.
+	idle             bool
+	idleGets, wakeAt atomic.Uint32
+	strikes          int
+	skipsAtInstall   uint64
 	// manual counts the calls of Compact under way. Builds wait for them
 	// to end: Compact moves the differential into the base, so a filter
 	// built meanwhile would count versions about to leave, reading every
@@ -224,14 +237,28 @@ func (d *DB) diffForStateLocked(s *readState) {
 	}
 	switch {
 	case b < 0:
+		ds.idle = false
 	case ds.cur == nil:
-		d.requestDiffBuildLocked()
+		if !ds.idle {
+			d.requestDiffBuildLocked()
+		}
 	case ds.cur.NeedsGrowth() || float64(ds.cur.Count()) > diffGrowLoad*float64(ds.cur.Capacity()):
+		if !d.diffPaysLocked() {
+			// States from here on read without it, and commits stop
+			// adding to it once the states that carry it are gone.
+			ds.cur, ds.idle = nil, true
+			ds.wakeAt.Store(diffWakeGets << min(ds.strikes, diffMaxStrikes))
+			ds.idleGets.Store(0)
+			ds.strikes++
+			break
+		}
+		ds.strikes = 0
 		d.requestDiffBuildLocked()
 	case float64(ds.cur.Count()) < diffShrinkLoad*float64(ds.cur.Capacity()) && diffCapacity(int(ds.cur.Count())) < ds.cur.Capacity():
 		d.requestDiffBuildLocked() // down to diffMinCapacity
 	}
 	if ds.cur == nil {
+		s.diffIdle = ds.idle
 		return
 	}
 	s.diff, s.diffBase = ds.cur, ds.base
@@ -244,6 +271,45 @@ func (d *DB) diffForStateLocked(s *readState) {
 	}
 	if len(dels) > 0 {
 		s.diffDels = rangedel.Fragment(dels)
+	}
+}
+
+// diffPaysLocked reports whether the current filter has paid for its
+// upkeep: since it was installed it answered "no" to at least as many Gets
+// as it counts versions. Each version costs an add at its commit, a removal
+// when it leaves the differential and its share of the builds; each "no"
+// saves the Get a probe of every memtable, of every level-0 table and of
+// each level above the base. A filter outgrown by writes no Get asks about
+// (loads, deletions, updates of keys read back at once) would cost a build
+// and the commits' adds for nothing: it is dropped instead (idle) until
+// Gets come back. d.mu is held.
+func (d *DB) diffPaysLocked() bool {
+	ds := &d.diff
+	return ds.skips.Load()-ds.skipsAtInstall >= uint64(max(ds.cur.Count(), 0))
+}
+
+// diffWakeGets is how many Gets meeting no filter end its first idleness:
+// enough to show reads have come back, few next to the Gets a filter
+// serves. Each further drop before a filter pays doubles it, up to
+// diffMaxStrikes times (16 Mi Gets), so that Gets that keep waking a
+// filter that never pays (reads of the keys just written) wake it ever
+// more rarely.
+const (
+	diffWakeGets   = 16 << 10
+	diffMaxStrikes = 10
+)
+
+// noteIdleGet counts a Get of a state whose filter is idle, and asks for a
+// build when enough have come.
+func (d *DB) noteIdleGet() {
+	if d.diff.idleGets.Add(1) != d.diff.wakeAt.Load() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.diff.idle {
+		d.diff.idle = false
+		d.requestDiffBuildLocked()
 	}
 }
 
@@ -481,6 +547,7 @@ func (d *DB) finishDiffBuild(b *diffBuild) error {
 		return err
 	}
 	d.diff.cur, d.diff.base = b.filter, b.base
+	d.diff.skipsAtInstall = d.diff.skips.Load()
 	d.diff.buildFailed = false
 	d.diff.rebuilds.Add(1)
 	d.publishLocked() // the next reads consult it
@@ -608,6 +675,7 @@ func (d *DB) diffMetrics(s *readState) DiffFilterMetrics {
 		Maybes:      d.diff.maybes.Load(),
 		FalseMaybes: d.diff.falseMaybes.Load(),
 		Rebuilds:    d.diff.rebuilds.Load(),
+		Idle:        s.diffIdle,
 	}
 	if f := s.diff; f != nil {
 		m.On = true

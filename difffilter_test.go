@@ -260,6 +260,14 @@ func TestDiffFilterGrows(t *testing.T) {
 	for i := range 3 * diffMinCapacity {
 		b.Set(fmt.Appendf(nil, "new%07d", i), nil)
 		if b.Len() > 32<<10 {
+			// Gets of unchanged keys, eight for each version written, so
+			// that the filter pays for its growth (diffPaysLocked: as
+			// many "no"s since a build as the versions it counts).
+			for j := range 8 * int(b.Count()) {
+				if _, err := d.Get(diffKey(j % 100)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := d.Apply(b, NoSync); err != nil {
 				t.Fatal(err)
 			}
@@ -272,6 +280,11 @@ func TestDiffFilterGrows(t *testing.T) {
 	// Writes outrun a build (sized for the count it starts at); once they
 	// stop, the builds catch up.
 	waitFor(t, "a filter rebuilt larger, within 1.5 × its design false-positive rate", func() bool {
+		for j := range 10_000 {
+			if _, err := d.Get(diffKey(j % 100)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		m := d.Metrics().DiffFilter
 		return m.On && m.Capacity > first.Capacity && m.FPRate <= 1.5*m.DesignFPRate
 	})
@@ -285,6 +298,75 @@ func TestDiffFilterGrows(t *testing.T) {
 		t.Fatal(p)
 	}
 	checkDiffFilter(t, d)
+}
+
+// TestDiffFilterIdlesWhileNoGetAsksIt: writes that outgrow a filter no Get
+// has asked drop it rather than build it larger (Metrics says Idle); Gets
+// bring it back, and a second drop in a row waits for twice as many.
+func TestDiffFilterIdlesWhileNoGetAsksIt(t *testing.T) {
+	o := memOpts(vfs.NewMem())
+	d := baseStore(t, o, 100)
+	defer d.Close()
+	problem := checkDiffAtEveryPublish(d)
+	writeNew := func(round int) {
+		t.Helper()
+		b := d.NewBatch()
+		for i := range diffMinCapacity {
+			b.Set(fmt.Appendf(nil, "new%d-%07d", round, i), nil)
+		}
+		if err := d.Apply(b, NoSync); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		waitForCompactions(t, d)
+	}
+	getBase := func(n int) {
+		t.Helper()
+		for i := range n {
+			if v, err := d.Get(diffKey(i % 100)); err != nil || string(v) != fmt.Sprintf("base-%d", i%100) {
+				t.Fatalf("Get(%s) = %q, %v", diffKey(i%100), v, err)
+			}
+		}
+	}
+
+	first := d.Metrics().DiffFilter
+	writeNew(0)
+	m := d.Metrics().DiffFilter
+	if !m.Idle || m.On || m.Rebuilds != first.Rebuilds {
+		t.Fatalf("after writes outgrew a filter no Get asked: idle %v, on %v, %d builds (before: %d); want idle, off, no build",
+			m.Idle, m.On, m.Rebuilds, first.Rebuilds)
+	}
+	getBase(diffWakeGets)
+	waitForDiffFilter(t, d)
+	m = d.Metrics().DiffFilter
+	if m.Idle || m.Rebuilds != first.Rebuilds+1 {
+		t.Fatalf("after %d Gets: idle %v, %d builds; want one more build (%d), not idle", diffWakeGets, m.Idle, m.Rebuilds, first.Rebuilds+1)
+	}
+	getBase(1000)
+	if skips := d.Metrics().DiffFilter.Skips - m.Skips; skips != 1000 {
+		t.Fatalf("the filter built again answered no to %d of 1000 Gets of unchanged keys", skips)
+	}
+	checkDiffFilter(t, d)
+
+	writeNew(1) // 1000 skips pay for less than 64 Ki versions: dropped again
+	if m := d.Metrics().DiffFilter; !m.Idle {
+		t.Fatalf("not idle after a second growth unpaid for")
+	}
+	d.mu.Lock()
+	wakeAt := d.diff.wakeAt.Load()
+	d.mu.Unlock()
+	if wakeAt != 2*diffWakeGets {
+		t.Fatalf("a second drop in a row wakes after %d Gets, want %d", wakeAt, 2*diffWakeGets)
+	}
+	getBase(diffWakeGets)
+	if m := d.Metrics().DiffFilter; !m.Idle {
+		t.Fatalf("woken after %d Gets, want %d", diffWakeGets, 2*diffWakeGets)
+	}
+	if p := problem(); p != "" {
+		t.Fatal(p)
+	}
 }
 
 // TestDiffFilterOff: disabled, or before the base holds data, the filter

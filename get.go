@@ -30,6 +30,9 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 	hash := filterblock.Hash(key) // for every filter: the differential's, the memtables', the tables'
 	consulted := s.diff != nil && d.diff.consultDiff()
+	if s.diffIdle {
+		d.noteIdleGet()
+	}
 	if consulted {
 		if !s.diffMaybe(key, hash, seq) {
 			d.diff.noteProbe(true)

@@ -71,6 +71,12 @@ type DiffFilterMetrics struct {
 	// Rebuilds counts filters built: at Open, when the base level changed,
 	// and when the differential outgrew the filter or shrank far below it.
 	Rebuilds uint64
+	// Idle is true while the filter is off because, when writes outgrew
+	// it, it had answered "no" to fewer Gets than it counted versions: its
+	// upkeep cost the writes more than it saved the reads. Gets bring it
+	// back: it is built again after 16 Ki Gets, twice as many for each
+	// time in a row it was dropped so.
+	Idle bool
 }
 
 // LevelMetrics describes one level.

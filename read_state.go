@@ -21,11 +21,13 @@ type readState struct {
 	// The differential-file filter (difffilter.go): epoch orders the states
 	// published; diff is the filter reads of this state may consult (nil:
 	// none), counting the versions above level diffBase; diffDels are the
-	// range deletions of the tables above it, fragmented.
+	// range deletions of the tables above it, fragmented. diffIdle says
+	// the filter was dropped for not paying (diffPaysLocked).
 	epoch    uint64
 	diff     *difffile.Filter
 	diffBase int
 	diffDels []rangedel.Tombstone
+	diffIdle bool
 }
 
 // publishLocked installs the read state for mem, imm and version. d.mu is held (or
