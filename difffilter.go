@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 
@@ -116,10 +117,9 @@ type diffState struct {
 	// Adaptive probing (consultDiff): bypass is set while the filter's
 	// recent skip rate is under diffMinSkipRate; then only one Get in
 	// diffBypassSample asks it. winProbes and winSkips count the current
-	// window of diffWindow probes; gets counts the Gets that met a filter.
+	// window of diffWindow probes.
 	bypass              atomic.Bool
 	winProbes, winSkips atomic.Uint32
-	gets                atomic.Uint32
 }
 
 // A Get the filter answers "maybe" pays one probe for nothing; one it
@@ -137,9 +137,11 @@ const (
 )
 
 // consultDiff reports whether this Get asks the filter: always, unless it
-// is bypassed (its recent skip rate is too low to pay).
+// is bypassed (its recent skip rate is too low to pay); then one Get in
+// diffBypassSample, drawn at random (the runtime's per-thread generator: no
+// shared counter for every Get to update).
 func (ds *diffState) consultDiff() bool {
-	return !ds.bypass.Load() || ds.gets.Add(1)%diffBypassSample == 0
+	return !ds.bypass.Load() || rand.Uint32N(diffBypassSample) == 0
 }
 
 // noteProbe counts a probe's answer in the window, and at the window's end
