@@ -425,7 +425,7 @@ func PickWireParams(n int, wireBytes int, maxBits uint64) (WireParams, error) {
 		lo, hi := uint64(0), maxBits
 		for lo < hi {
 			mid := lo + (hi-lo+1)/2
-			if expectedWireBytes(mid, k, n) <= wireBytes {
+			if ExpectedWireBytes(mid, k, n) <= wireBytes {
 				lo = mid
 			} else {
 				hi = mid - 1
@@ -435,7 +435,7 @@ func PickWireParams(n int, wireBytes int, maxBits uint64) (WireParams, error) {
 			continue
 		}
 		if fp := FPRate(lo, k, float64(n)); fp < best.ExpectedFPRate {
-			best = WireParams{M: lo, K: k, ExpectedFPRate: fp, ExpectedBytes: expectedWireBytes(lo, k, n)}
+			best = WireParams{M: lo, K: k, ExpectedFPRate: fp, ExpectedBytes: ExpectedWireBytes(lo, k, n)}
 		}
 	}
 	if best.M == 0 {
@@ -444,9 +444,9 @@ func PickWireParams(n int, wireBytes int, maxBits uint64) (WireParams, error) {
 	return best, nil
 }
 
-// expectedWireBytes returns the expected AppendWire size of a filter of m bits
-// and k probes holding n keys.
-func expectedWireBytes(m uint64, k int, n int) int {
+// ExpectedWireBytes returns the expected AppendWire size of a filter of m
+// bits and k probes holding n keys.
+func ExpectedWireBytes(m uint64, k int, n int) int {
 	fill := -math.Expm1(float64(k) * float64(n) * math.Log1p(-1/float64(m)))
 	set := uint64(math.Round(fill * float64(m)))
 	header := 6 + uvarintLen(m) + uvarintLen(set) + 1 + wireCRCLen
