@@ -457,3 +457,56 @@ func TestMedianRange(t *testing.T) {
 		}
 	}
 }
+
+// TestSemijoinWorkload: -workloads semijoin joins every overlap with every
+// strategy (the right number of matches, each checked by the run itself),
+// estimates, diffs, and prints and records its goals.
+func TestSemijoinWorkload(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "out.json")
+	cfg, err := parseFlags([]string{"-n", "5000", "-workloads", "semijoin", "-dir", filepath.Join(dir, "stores"), "-json", jsonPath}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.semijoin || len(cfg.workloads) != 0 {
+		t.Fatalf("semijoin %v, workloads %v", cfg.semijoin, cfg.workloads)
+	}
+	var out bytes.Buffer
+	if err := run(cfg, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	sj := rep.Semijoin
+	if sj == nil || sj.KeysA != 1000 || sj.KeysB != 10000 {
+		t.Fatalf("semijoin report %+v", sj)
+	}
+	if len(sj.Joins) != len(semijoinOverlaps)*len(semijoinStrategies) {
+		t.Fatalf("%d joins, want %d", len(sj.Joins), len(semijoinOverlaps)*len(semijoinStrategies))
+	}
+	for _, j := range sj.Joins {
+		if want := int64(j.Overlap * float64(sj.KeysA)); j.Matches != want || j.BytesAToB <= 0 {
+			t.Errorf("%+v: want %d matches", j, want)
+		}
+	}
+	if len(sj.Estimates) != len(semijoinOverlaps) || sj.Diff == nil || sj.Diff.Differences != 1000 || len(sj.Goals) < 10 {
+		t.Errorf("estimates %+v, diff %+v, %d goals", sj.Estimates, sj.Diff, len(sj.Goals))
+	}
+	for _, s := range []string{"semijoin: A 1,000 keys, B 10,000 keys", "auto: ", "semijoin goals:", "diff of 10,000 keys"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "bloomkv/pebble") {
+		t.Errorf("the engines' table printed with no engine workload:\n%s", out.String())
+	}
+	if entries, err := os.ReadDir(filepath.Join(dir, "stores")); err != nil || len(entries) != 0 {
+		t.Errorf("stores left behind: %v %v", entries, err)
+	}
+}

@@ -54,6 +54,8 @@ type config struct {
 	runs int
 	// nodiffOnly lists the workloads bloomkv-nodiff reports; nil: all.
 	nodiffOnly []string
+	// semijoin runs the semijoin workload (bloomkv only, once).
+	semijoin bool
 }
 
 func main() {
@@ -80,7 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.n, "n", 500_000, "keys to load; the data is about n*(16+value-size) bytes before compression")
 	fs.IntVar(&cfg.valueSize, "value-size", 100, "value size in bytes (values compress to about half)")
 	fs.StringVar(&workloadList, "workloads", "all", "comma-separated workloads to report, or all ("+
-		"readbase-1pct brings readbase-1pct-compacted, which its goal compares it with): "+strings.Join(workloadNames(), ","))
+		"readbase-1pct brings readbase-1pct-compacted, which its goal compares it with; semijoin runs on bloomkv alone, once): "+strings.Join(append(workloadNames(), "semijoin"), ","))
 	fs.StringVar(&engineList, "engines", strings.Join(engineNames, ","), "comma-separated engines to run")
 	fs.StringVar(&nodiffList, "nodiff-workloads", strings.Join(nodiffDefault, ","),
 		"comma-separated workloads bloomkv-nodiff reports (it also runs, unreported, the steps before them that change the store they read), or all")
@@ -130,9 +132,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, err
 	}
 	if workloadList == "all" {
-		cfg.workloads = workloadNames()
-	} else if cfg.workloads, err = parseList(workloadList, workloadNames(), "workload"); err != nil {
-		return nil, err
+		cfg.workloads, cfg.semijoin = workloadNames(), true
+	} else {
+		if cfg.workloads, err = parseList(workloadList, append(workloadNames(), "semijoin"), "workload"); err != nil {
+			return nil, err
+		}
+		if i := slices.Index(cfg.workloads, "semijoin"); i >= 0 {
+			cfg.workloads, cfg.semijoin = slices.Delete(cfg.workloads, i, i+1), true
+		}
 	}
 	if nodiffList != "all" {
 		if cfg.nodiffOnly, err = parseList(nodiffList, workloadNames(), "workload"); err != nil {
@@ -301,8 +308,18 @@ func run(cfg *config, stdout, stderr io.Writer) (err error) {
 			_ = os.Remove(runBase)
 		}
 	}
+	if cfg.semijoin {
+		if rep.Semijoin, err = runSemijoin(cfg, s, base, func(what string) { fmt.Fprintln(stderr, what) }); err != nil {
+			return fmt.Errorf("semijoin: %w", err)
+		}
+	}
 	rep.finish(time.Since(start))
-	fmt.Fprint(stdout, rep.table())
+	if len(cfg.workloads) > 0 {
+		fmt.Fprint(stdout, rep.table())
+	}
+	if rep.Semijoin != nil {
+		fmt.Fprint(stdout, rep.Semijoin.table())
+	}
 	if cfg.jsonPath != "" {
 		if err := rep.writeJSON(cfg.jsonPath); err != nil {
 			return err

@@ -188,6 +188,8 @@ type report struct {
 	Runs    int        `json:"runs"`
 	Orders  [][]string `json:"orders"`
 	Seconds float64    `json:"seconds"`
+	// Semijoin is the semijoin workload's, when it ran.
+	Semijoin *semijoinReport `json:"semijoin,omitempty"`
 
 	cfg *config
 }

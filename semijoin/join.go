@@ -260,7 +260,7 @@ func (j *joiner) plan() map[Strategy]plan {
 // on a geometric grid, and every k.
 func cheapestFilter(n, fpCost float64, maxBits uint64) plan {
 	best := plan{cost: math.Inf(1)}
-	for bits := 0.25; bits <= 256; bits *= 1.05 {
+	for bits := 0.25; bits <= 1<<14; bits *= 1.05 {
 		m := uint64(math.Ceil(n * bits))
 		if m > maxBits {
 			break
