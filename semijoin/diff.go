@@ -181,19 +181,22 @@ func Diff(ctx context.Context, a, b Differ, o *DiffOptions, fn func(Difference) 
 	}
 	dec := riblt.NewSeededDecoder(o.Seed)
 	dec.SetLimit(limit)
-	err := a.Scan(ctx, o.Range, func(k, v []byte) error {
-		dec.AddLocal(itemOf(k, v, o.Seed))
-		rep.Items++
-		return nil
-	})
-	if err != nil {
+	// A hashes its records while B sketches its own.
+	var sk Sketcher
+	var errA, errB error
+	both(func() {
+		errA = a.Scan(ctx, o.Range, func(k, v []byte) error {
+			dec.AddLocal(itemOf(k, v, o.Seed))
+			rep.Items++
+			return nil
+		})
+	}, func() { sk, errB = b.Sketch(ctx, o.Range, o.Seed) })
+	if sk != nil {
+		defer sk.Close()
+	}
+	if err := errors.Join(errA, errB); err != nil {
 		return rep, err
 	}
-	sk, err := b.Sketch(ctx, o.Range, o.Seed)
-	if err != nil {
-		return rep, err
-	}
-	defer sk.Close()
 	rep.BytesAToB += requestBytes
 	for !dec.Decoded() {
 		// Ask for an eighth more than received so far: the last batch
@@ -252,12 +255,10 @@ func resolveDiff(ctx context.Context, a, b Differ, o *DiffOptions, onlyA, onlyB 
 		return out, err
 	}
 	ha, hb := hashesOf(onlyA), hashesOf(onlyB)
-	ra, err := collect(a, ha)
-	if err != nil {
-		return err
-	}
-	rb, err := collect(b, hb)
-	if err != nil {
+	var ra, rb []record
+	var errA, errB error
+	both(func() { ra, errA = collect(a, ha) }, func() { rb, errB = collect(b, hb) })
+	if err := errors.Join(errA, errB); err != nil {
 		return err
 	}
 	rep.BytesAToB += requestBytes + 8*int64(len(hb))
