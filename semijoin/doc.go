@@ -3,7 +3,8 @@
 // Bloom filters in Broder and Mitzenmacher's survey (§2.4, §3.2).
 //
 // A side is a Store: Local for a store in this process (a *bloomkv.DB or a
-// *bloomkv.Snapshot). Each call streams in key order.
+// *bloomkv.Snapshot), or Dial for one that another process serves over
+// HTTP with Handler. Each call streams in key order.
 //
 //   - Join calls back for each key both sides hold, exactly and in key
 //     order, by one of several strategies (Strategy): ship A's keys, ship a
