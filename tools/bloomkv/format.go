@@ -145,13 +145,17 @@ func (e *env) printf(format string, args ...any) { fmt.Fprintf(e.out, format, ar
 // percent prints a fraction as a percentage.
 func percent(f float64) string { return fmt.Sprintf("%.3f%%", 100*f) }
 
-// plural counts n of a thing: "1 entry", "2 entries", "0 tables".
+// plural counts n of a thing: "1 entry", "2 entries", "0 tables", "3
+// matches".
 func plural[N int | int64 | uint32 | uint64](n N, singular string) string {
 	if n == 1 {
 		return "1 " + singular
 	}
 	if s, ok := strings.CutSuffix(singular, "y"); ok && !strings.ContainsAny(s[len(s)-1:], "aeiou") {
 		return fmt.Sprintf("%d %sies", n, s)
+	}
+	if strings.HasSuffix(singular, "ch") || strings.HasSuffix(singular, "sh") || strings.HasSuffix(singular, "s") || strings.HasSuffix(singular, "x") {
+		return fmt.Sprintf("%d %ses", n, singular)
 	}
 	return fmt.Sprintf("%d %ss", n, singular)
 }

@@ -1,6 +1,9 @@
 // Command bloomkv inspects a store's files offline: sstables (bloomkv's, and
 // those Pebble writes in the LevelDB and RocksDBv2 formats), write-ahead
-// logs, manifests and whole stores. It only reads.
+// logs, manifests and whole stores. It also serves a store over HTTP and
+// joins, estimates the overlap of, or diffs two stores (semijoin), each a
+// directory or a served store's URL. It only reads (serve --writable opens
+// the store as the application does, its logs replayed and flushed).
 //
 //	go run ./tools/bloomkv sstable properties FILE...
 //	go run ./tools/bloomkv sstable layout [-v] FILE...
@@ -13,6 +16,10 @@
 //	go run ./tools/bloomkv db get DIR KEY
 //	go run ./tools/bloomkv db scan DIR [--start K] [--end K] [--count N]
 //	go run ./tools/bloomkv db diff DIR [--sample N]
+//	go run ./tools/bloomkv serve [--addr ADDR] [--writable] DIR
+//	go run ./tools/bloomkv join [--strategy S] [--semi] [--start K] [--end K] [--limit N] A B
+//	go run ./tools/bloomkv estimate [--bits-per-key N] [--start K] [--end K] A B
+//	go run ./tools/bloomkv diff [--seed N] [--start K] [--end K] A B
 //
 // Every command takes --json for one JSON object per line instead of text.
 // A file that cannot be read is reported in one line on stderr, naming the
@@ -21,6 +28,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +54,9 @@ type usageError struct{ error }
 
 // env is what every command writes to.
 type env struct {
+	ctx         context.Context // cancelled to stop serve and abandon remote calls
 	out, errOut io.Writer
+	tty         bool // errOut is a terminal: long work shows its progress there
 	json        bool
 	failed      bool
 	running     bool // a command's run began: its errors are failures, not usage
@@ -62,13 +72,23 @@ func (e *env) fail(err error) {
 
 // run executes the command line argv and returns the exit status.
 func run(argv []string, stdout, stderr io.Writer) int {
-	e := &env{out: stdout, errOut: stderr}
+	return runContext(context.Background(), argv, stdout, stderr)
+}
+
+// runContext is run with a context whose cancellation stops serve and
+// abandons a command's remote calls.
+func runContext(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
+	e := &env{ctx: ctx, out: stdout, errOut: stderr, tty: isTerminal(stderr)}
 	root := &cobra.Command{
 		Use:   "bloomkv",
-		Short: "Inspect bloomkv stores and sstables offline (read-only)",
+		Short: "Inspect bloomkv stores and sstables offline, serve and compare stores (read-only)",
 		Long: `bloomkv reads a store's files without the application: sstables
 (bloomkv's, and Pebble's in the LevelDB and RocksDBv2 formats), write-ahead
 logs, manifests and whole stores. It never writes to them.
+
+serve serves a store over HTTP (read-only unless --writable); join, estimate
+and diff compare two stores, each a directory or the http:// URL of a served
+one, moving little data between them.
 
 Keys given as arguments are taken literally, or as hex after "hex:"
 (hex:00ff). With --json every command prints one JSON object per line.
@@ -88,7 +108,7 @@ status is 1; a usage mistake exits with 2.`,
 	root.SetArgs(argv)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(sstableCmd(e), walCmd(e), manifestCmd(e), dbCmd(e))
+	root.AddCommand(sstableCmd(e), walCmd(e), manifestCmd(e), dbCmd(e), serveCmd(e), joinCmd(e), estimateCmd(e), diffCmd(e))
 
 	err := root.Execute()
 	switch {

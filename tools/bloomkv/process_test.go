@@ -12,10 +12,7 @@ import (
 // TestProcess runs the built command as a process: exit statuses and
 // stderr as a shell user sees them.
 func TestProcess(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "bloomkv")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildTool(t)
 	f := newFixture(t)
 	truncated := filepath.Join(f.dir, "truncated.sst")
 	data, _ := os.ReadFile(f.table)
@@ -55,4 +52,15 @@ func TestProcess(t *testing.T) {
 			t.Errorf("%v: stderr is more than one line: %q", c.args, errOut.String())
 		}
 	}
+}
+
+// buildTool builds the command into a temporary directory and returns its
+// path.
+func buildTool(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "bloomkv")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
