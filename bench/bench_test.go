@@ -487,8 +487,8 @@ func TestSemijoinWorkload(t *testing.T) {
 	if sj == nil || sj.KeysA != 1000 || sj.KeysB != 10000 {
 		t.Fatalf("semijoin report %+v", sj)
 	}
-	if len(sj.Joins) != len(semijoinOverlaps)*len(semijoinStrategies) {
-		t.Fatalf("%d joins, want %d", len(sj.Joins), len(semijoinOverlaps)*len(semijoinStrategies))
+	if len(sj.Joins) != 2*len(semijoinOverlaps)*len(semijoinStrategies) {
+		t.Fatalf("%d joins, want %d", len(sj.Joins), 2*len(semijoinOverlaps)*len(semijoinStrategies))
 	}
 	for _, j := range sj.Joins {
 		if want := int64(j.Overlap * float64(sj.KeysA)); j.Matches != want || j.BytesAToB <= 0 {

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -37,7 +40,10 @@ type semijoinReport struct {
 }
 
 type semijoinRun struct {
-	Overlap        float64 `json:"overlap"`
+	Overlap float64 `json:"overlap"`
+	// Transport is "process" (both stores in this process) or "http" (B
+	// served over loopback HTTP; the bytes are those on the connection).
+	Transport      string  `json:"transport"`
 	Strategy       string  `json:"strategy"`
 	Chosen         string  `json:"chosen"` // Auto's pick
 	BytesAToB      int64   `json:"bytes_a_to_b"`
@@ -105,6 +111,19 @@ func runSemijoin(cfg *config, s settings, dir string, prog func(string)) (*semij
 	}
 	defer db.Close()
 	b := semijoin.Local(db, semijoin.Limits{})
+	// B over loopback HTTP, its connections counted.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	cl := &countingListener{Listener: ln}
+	srv := &http.Server{Handler: semijoin.Handler(b, nil)}
+	go srv.Serve(cl)
+	defer srv.Close()
+	remoteB, err := semijoin.Dial("http://"+ln.Addr().String(), &http.Client{})
+	if err != nil {
+		return nil, err
+	}
 	// The probe side against B's own full scan.
 	scanStart := time.Now()
 	if err := b.Scan(ctx, semijoin.KeyRange{}, func(k, v []byte) error { return nil }); err != nil {
@@ -126,26 +145,36 @@ func runSemijoin(cfg *config, s settings, dir string, prog func(string)) (*semij
 			return nil, err
 		}
 		a := semijoin.Local(da, semijoin.Limits{})
-		for _, st := range semijoinStrategies {
-			t0 := time.Now()
-			var n int64
-			jr, err := semijoin.Join(ctx, a, b, &semijoin.Options{Strategy: st}, func(semijoin.Match) error { n++; return nil })
-			if err != nil {
-				da.Close()
-				return nil, fmt.Errorf("join %v at overlap %.0f%%: %w", st, ov*100, err)
+		for _, transport := range []string{"process", "http"} {
+			side := semijoin.Store(b)
+			if transport == "http" {
+				side = remoteB
 			}
-			el := time.Since(t0).Seconds()
-			run := semijoinRun{Overlap: ov, Strategy: st.String(), Chosen: jr.Strategy.String(), BytesAToB: jr.BytesAToB, BytesBToA: jr.BytesBToA,
-				FilterBytes: jr.FilterBytes, FilterFPRate: jr.FilterFPRate, Matches: jr.Matches, FalsePositives: jr.FalsePositives,
-				Seconds: el, KeysPerSec: float64(nA+nB) / el}
-			if jr.Strategy == semijoin.ShipCompressed || jr.Strategy == semijoin.ShipFilter {
-				run.GolombBound = golombBound(nA, jr.FilterFPRate)
+			for _, st := range semijoinStrategies {
+				read0, written0 := cl.read.Load(), cl.written.Load()
+				t0 := time.Now()
+				var n int64
+				jr, err := semijoin.Join(ctx, a, side, &semijoin.Options{Strategy: st}, func(semijoin.Match) error { n++; return nil })
+				if err != nil {
+					da.Close()
+					return nil, fmt.Errorf("join %v over %s at overlap %.0f%%: %w", st, transport, ov*100, err)
+				}
+				el := time.Since(t0).Seconds()
+				run := semijoinRun{Overlap: ov, Transport: transport, Strategy: st.String(), Chosen: jr.Strategy.String(), BytesAToB: jr.BytesAToB, BytesBToA: jr.BytesBToA,
+					FilterBytes: jr.FilterBytes, FilterFPRate: jr.FilterFPRate, Matches: jr.Matches, FalsePositives: jr.FalsePositives,
+					Seconds: el, KeysPerSec: float64(nA+nB) / el}
+				if transport == "http" {
+					run.BytesAToB, run.BytesBToA = cl.read.Load()-read0, cl.written.Load()-written0
+				}
+				if jr.Strategy == semijoin.ShipCompressed || jr.Strategy == semijoin.ShipFilter {
+					run.GolombBound = golombBound(nA, jr.FilterFPRate)
+				}
+				if n != int64(inB) {
+					da.Close()
+					return nil, fmt.Errorf("join %v over %s at overlap %.0f%%: %d matches, want %d", st, transport, ov*100, n, inB)
+				}
+				rep.Joins = append(rep.Joins, run)
 			}
-			if n != int64(inB) {
-				da.Close()
-				return nil, fmt.Errorf("join %v at overlap %.0f%%: %d matches, want %d", st, ov*100, n, inB)
-			}
-			rep.Joins = append(rep.Joins, run)
 		}
 		e, err := semijoin.Estimate(ctx, a, b, semijoin.KeyRange{}, 0)
 		if err != nil {
@@ -275,13 +304,44 @@ func golombBound(n int, fp float64) float64 {
 	return float64(filterblock.ExpectedWireBytes(m, 1, n))
 }
 
-func (r *semijoinReport) run(ov float64, st semijoin.Strategy) *semijoinRun {
+func (r *semijoinReport) run(ov float64, transport string, st semijoin.Strategy) *semijoinRun {
 	for i := range r.Joins {
-		if r.Joins[i].Overlap == ov && r.Joins[i].Strategy == st.String() {
-			return &r.Joins[i]
+		if j := &r.Joins[i]; j.Overlap == ov && j.Transport == transport && j.Strategy == st.String() {
+			return j
 		}
 	}
 	return nil
+}
+
+// countingListener counts the bytes its connections read and write.
+type countingListener struct {
+	net.Listener
+	read, written atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, l: l}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	l *countingListener
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.l.read.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.l.written.Add(int64(n))
+	return n, err
 }
 
 func (r *semijoinReport) checkGoals() {
@@ -294,20 +354,23 @@ func (r *semijoinReport) checkGoals() {
 	}
 	for _, ov := range semijoinOverlaps {
 		pct := fmt.Sprintf("%.0f%%", ov*100)
-		c := r.run(ov, semijoin.ShipCompressed)
+		c := r.run(ov, "process", semijoin.ShipCompressed)
 		if c.GolombBound > 0 {
 			add("compressed filter bytes / Golomb bound, overlap "+pct, float64(c.FilterBytes)/c.GolombBound, 1.05, true)
 		}
-		keys, auto := r.run(ov, semijoin.ShipKeys), r.run(ov, semijoin.Auto)
 		total := func(x *semijoinRun) float64 { return float64(x.BytesAToB + x.BytesBToA) }
-		if ov <= 0.10 {
-			add("auto bytes / ship keys, overlap "+pct, total(auto)/total(keys), 0.55, true)
+		for _, tr := range []string{"process", "http"} {
+			keys, auto := r.run(ov, tr, semijoin.ShipKeys), r.run(ov, tr, semijoin.Auto)
+			if ov <= 0.10 {
+				add(fmt.Sprintf("auto bytes / ship keys, %s, overlap %s", tr, pct), total(auto)/total(keys), 0.55, true)
+			}
+			cheapest := math.Inf(1)
+			for _, st := range semijoinStrategies[:4] {
+				cheapest = min(cheapest, total(r.run(ov, tr, st)))
+			}
+			add(fmt.Sprintf("auto bytes / cheapest strategy, %s, overlap %s", tr, pct), total(auto)/cheapest, 1.02, true)
 		}
-		cheapest := math.Inf(1)
-		for _, st := range semijoinStrategies[:4] {
-			cheapest = min(cheapest, total(r.run(ov, st)))
-		}
-		add("auto bytes / cheapest strategy, overlap "+pct, total(auto)/cheapest, 1.02, true)
+		add("keys joined/s over loopback (auto, millions), overlap "+pct, r.run(ov, "http", semijoin.Auto).KeysPerSec/1e6, 1, false)
 	}
 	for _, e := range r.Estimates {
 		add(fmt.Sprintf("|estimate error|, overlap %.0f%%", e.Overlap*100), math.Abs(e.RelError), 0.10, true)
@@ -322,15 +385,16 @@ func (r *semijoinReport) checkGoals() {
 
 func (r *semijoinReport) table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nsemijoin: A %s keys, B %s keys (in one process)\n", commas(float64(r.KeysA)), commas(float64(r.KeysB)))
+	fmt.Fprintf(&b, "\nsemijoin: A %s keys, B %s keys; in one process (bytes as they would cross), and with B served over loopback HTTP (bytes on the connection)\n",
+		commas(float64(r.KeysA)), commas(float64(r.KeysB)))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "overlap\tstrategy\tA→B\tB→A\tfilter\tfilter FP\tfalse positives\tmatches\tkeys joined/s (A+B)\t\n")
+	fmt.Fprint(tw, "overlap\ttransport\tstrategy\tA→B\tB→A\tfilter\tfilter FP\tfalse positives\tmatches\tkeys joined/s (A+B)\t\n")
 	for _, j := range r.Joins {
 		st := j.Strategy
 		if st == "auto" {
 			st = "auto: " + j.Chosen
 		}
-		fmt.Fprintf(tw, "%.0f%%\t%s\t%s\t%s\t%s\t%.5f\t%d\t%d\t%s\t\n", j.Overlap*100, st,
+		fmt.Fprintf(tw, "%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.5f\t%d\t%d\t%s\t\n", j.Overlap*100, j.Transport, st,
 			humanize.Bytes(uint64(j.BytesAToB)), humanize.Bytes(uint64(j.BytesBToA)), humanize.Bytes(uint64(j.FilterBytes)),
 			j.FilterFPRate, j.FalsePositives, j.Matches, commas(j.KeysPerSec))
 	}
