@@ -44,6 +44,33 @@ func collectDiff(t testing.TB, a, b Differ, o *DiffOptions) ([]Difference, DiffR
 	return got, rep
 }
 
+// diffSides makes the maps of two sides that share n keys of a random shape
+// but for up to 60 differences of every kind.
+func diffSides(r *rand.Rand) (a, b map[string]string, n int) {
+	shape := keyShapes[r.IntN(len(keyShapes))]
+	n = []int{0, 1, 10, 500, 2000}[r.IntN(5)]
+	a, b = map[string]string{}, map[string]string{}
+	for i := range n {
+		k := shape(r, i)
+		v := fmt.Sprintf("v%d", r.IntN(1000))
+		a[k], b[k] = v, v
+	}
+	for range r.IntN(60) {
+		k := shape(r, r.IntN(3*n+10))
+		switch r.IntN(3) {
+		case 0:
+			delete(b, k)
+			a[k] = "a-only"
+		case 1:
+			delete(a, k)
+			b[k] = "b-only"
+		default:
+			a[k], b[k] = "a-side", "b-side"
+		}
+	}
+	return a, b, n
+}
+
 // TestDiffExact: over random pairs of stores (sizes, key shapes, and
 // differences of every kind, none included), Diff finds exactly the keys a
 // model finds, in key order.
@@ -54,27 +81,7 @@ func TestDiffExact(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for trial := range trials {
-		shape := keyShapes[r.IntN(len(keyShapes))]
-		n := []int{0, 1, 10, 500, 2000}[r.IntN(5)]
-		ma, mb := map[string]string{}, map[string]string{}
-		for i := range n {
-			k := shape(r, i)
-			v := fmt.Sprintf("v%d", r.IntN(1000))
-			ma[k], mb[k] = v, v
-		}
-		for range r.IntN(60) {
-			k := shape(r, r.IntN(3*n+10))
-			switch r.IntN(3) {
-			case 0:
-				delete(mb, k)
-				ma[k] = "a-only"
-			case 1:
-				delete(ma, k)
-				mb[k] = "b-only"
-			default:
-				ma[k], mb[k] = "a-side", "b-side"
-			}
-		}
+		ma, mb, n := diffSides(r)
 		da, db := openStore(t), openStore(t)
 		fill(t, da, ma)
 		fill(t, db, mb)

@@ -127,27 +127,7 @@ func TestHTTPDiffExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	srvA, srvB := newSwapServer(t), newSwapServer(t)
 	for trial := range trials {
-		shape := keyShapes[r.IntN(len(keyShapes))]
-		n := []int{0, 1, 10, 500, 2000}[r.IntN(5)]
-		ma, mb := map[string]string{}, map[string]string{}
-		for i := range n {
-			k := shape(r, i)
-			v := fmt.Sprintf("v%d", r.IntN(1000))
-			ma[k], mb[k] = v, v
-		}
-		for range r.IntN(60) {
-			k := shape(r, r.IntN(3*n+10))
-			switch r.IntN(3) {
-			case 0:
-				delete(mb, k)
-				ma[k] = "a-only"
-			case 1:
-				delete(ma, k)
-				mb[k] = "b-only"
-			default:
-				ma[k], mb[k] = "a-side", "b-side"
-			}
-		}
+		ma, mb, n := diffSides(r)
 		da, db := openStore(t), openStore(t)
 		fill(t, da, ma)
 		fill(t, db, mb)
