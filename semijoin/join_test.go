@@ -309,3 +309,19 @@ func TestEstimate(t *testing.T) {
 		db.Close()
 	}
 }
+
+// TestAutoShipsKeysWhenATiny: a handful of keys costs less than any
+// filter's header, so Auto sends the keys.
+func TestAutoShipsKeysWhenATiny(t *testing.T) {
+	da, db := openStore(t), openStore(t)
+	fill(t, da, map[string]string{"k1": "a", "k2": "a", "k3": "a"})
+	mb := map[string]string{}
+	for i := range 10_000 {
+		mb[fmt.Sprintf("k%d", i)] = "b"
+	}
+	fill(t, db, mb)
+	got, rep := collect(t, Local(da, Limits{}), Local(db, Limits{}), nil)
+	if rep.Strategy != ShipKeys || len(got) != 3 {
+		t.Fatalf("Auto chose %v (expected bytes %v) and found %d matches; want keys and 3", rep.Strategy, rep.Expected, len(got))
+	}
+}
