@@ -56,15 +56,15 @@ func runTiny(t *testing.T, extra ...string) (*report, string) {
 }
 
 // TestEveryWorkloadAndEngine: the default run reports every workload on
-// every engine (bloomkv-nodiff: its default few), with figures that add
-// up, in the JSON and the table.
+// every default engine (bloomkv-nodiff: its default few), with figures
+// that add up, in the JSON and the table; pebble-l6 and its goal stay out.
 func TestEveryWorkloadAndEngine(t *testing.T) {
 	rep, out := runTiny(t)
 	if !slices.Equal(rep.NodiffWorkloads, nodiffDefault) || !strings.Contains(out, "bloomkv-nodiff reports only readrandom, ycsb-b, ") {
 		t.Errorf("bloomkv-nodiff's workloads: %v, or not in the header:\n%s", rep.NodiffWorkloads, out)
 	}
 	for _, w := range workloads {
-		for _, e := range engineNames {
+		for _, e := range defaultEngines {
 			var res *result
 			for i := range rep.Results {
 				if rep.Results[i].Workload == w.name && rep.Results[i].Engine == e {
@@ -130,15 +130,18 @@ func TestEveryWorkloadAndEngine(t *testing.T) {
 			t.Errorf("ratios of %s: %v %v %v", ra.Workload, ra.VsNodiff, ra.VsPebble, ra.VsGoleveldb)
 		}
 	}
-	if len(rep.Goals) != len(goals) {
-		t.Errorf("%d goals reported, want %d", len(rep.Goals), len(goals))
+	if len(rep.Goals) != len(goals)-1 {
+		t.Errorf("%d goals reported, want %d (all but the one against pebble-l6)", len(rep.Goals), len(goals)-1)
 	}
 	for _, g := range rep.Goals {
-		if g.Got == nil {
-			t.Errorf("goal %s %s vs %s not evaluated", g.Workload, g.Measure, g.Versus)
+		if g.Got == nil || g.Versus == "pebble-l6" {
+			t.Errorf("goal %s %s vs %s: got %v", g.Workload, g.Measure, g.Versus, g.Got)
 		}
 	}
-	for _, e := range engineNames {
+	if strings.Contains(out, "pebble-l6") {
+		t.Errorf("pebble-l6 in the output of the default run:\n%s", out)
+	}
+	for _, e := range defaultEngines {
 		if !strings.Contains(out, rep.Engines[e]) || rep.Engines[e] == "" {
 			t.Errorf("the header lacks the configuration of %s", e)
 		}
@@ -190,7 +193,7 @@ func TestReadBaseAlone(t *testing.T) {
 		}
 	}
 	var want []string
-	for _, e := range engineNames {
+	for _, e := range defaultEngines {
 		want = append(want, "readbase-1pct/"+e, "readbase-1pct-compacted/"+e)
 	}
 	if !slices.Equal(got, want) {
@@ -288,9 +291,124 @@ func TestReadRandomDeletedFindsHalf(t *testing.T) {
 	}
 }
 
+// TestPebbleL6Get: pebble-l6's get finds exactly the keys present, in the
+// memtable, in a level-0 table and in the last level; once the store is
+// compacted to the last level, each get of an absent key inside its range
+// probes a filter there, which the pebble engine's Get never does.
+func TestPebbleL6Get(t *testing.T) {
+	s := settings{cacheBytes: 1 << 20, memtableBytes: 256 << 10, bitsPerKey: 10, blockSize: 4096}
+	keys := func(ks ...string) [][]byte {
+		var out [][]byte
+		for _, k := range ks {
+			out = append(out, []byte(k))
+		}
+		return out
+	}
+	// Absent: "d" is deleted; the others are not written, some a prefix or
+	// an extension of a present key. All sort inside the present keys.
+	present, absent := keys("b", "bb", "bd", "f", "h"), keys("ba", "bbb", "c", "d", "e", "g")
+	for _, name := range []string{"pebble", "pebble-l6"} {
+		e, err := openEngine(name, filepath.Join(t.TempDir(), name), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(where string) {
+			t.Helper()
+			for _, c := range []struct {
+				keys [][]byte
+				want bool
+			}{{present, true}, {absent, false}} {
+				for _, k := range c.keys {
+					if found, err := e.get(k); err != nil || found != c.want {
+						t.Errorf("%s, %s: get(%q) = %v, %v", name, where, k, found, err)
+					}
+				}
+			}
+		}
+		for _, k := range append(slices.Clone(present), []byte("d")) {
+			if err := e.set(k, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.del([]byte("d")); err != nil {
+			t.Fatal(err)
+		}
+		check("in the memtable")
+		if err := e.flush(); err != nil {
+			t.Fatal(err)
+		}
+		check("flushed")
+		if err := e.compact(); err != nil {
+			t.Fatal(err)
+		}
+		if shape := e.shape(); !strings.HasPrefix(shape, "tables per level: L6 1;") {
+			t.Fatalf("%s after compact: %s", name, shape)
+		}
+		before := e.counters().filterProbes
+		check("compacted")
+		probes := e.counters().filterProbes - before
+		// pebble-l6 probes the table's filter on every get; pebble on none.
+		if want := int64(len(present) + len(absent)); name == "pebble" && probes != 0 || name == "pebble-l6" && probes != want {
+			t.Errorf("%s: %d filter probes by %d gets of the last level", name, probes, want)
+		}
+		if err := e.close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPebbleL6Run: -engines bloomkv,pebble,pebble-l6 reports pebble-l6
+// beside Pebble, with its configuration, its ratio column and its goal; on
+// readmissing-compacted its gets probe the last level's filters, about one
+// probe a get, where Pebble's probe none.
+func TestPebbleL6Run(t *testing.T) {
+	rep, out := runTiny(t, "-engines", "bloomkv,pebble,pebble-l6", "-workloads", "readrandom,readmissing-compacted")
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, r.Workload+"/"+r.Engine)
+	}
+	var want []string
+	for _, e := range []string{"bloomkv", "pebble", "pebble-l6"} {
+		want = append(want, "readrandom/"+e, "readmissing-compacted/"+e)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("results %v, want %v", got, want)
+	}
+	var found, total int64
+	if rr := findResult(rep, 0, "readrandom", "pebble-l6"); rr == nil {
+		t.Fatal("no readrandom on pebble-l6")
+	} else if _, err := fmt.Sscanf(rr.Note, "%d of %d found", &found, &total); err != nil || found != total || total == 0 {
+		t.Errorf("readrandom on pebble-l6: note %q, %v", rr.Note, err)
+	}
+	// readmissing-compacted itself fails if a get finds an absent key.
+	l6, p := findResult(rep, 0, "readmissing-compacted", "pebble-l6"), findResult(rep, 0, "readmissing-compacted", "pebble")
+	if l6.FilterProbesPerOp == nil || *l6.FilterProbesPerOp < 0.95 || l6.FilterFPRate == nil || *l6.FilterFPRate > 0.05 {
+		t.Errorf("readmissing-compacted on pebble-l6: filter probes/op %v, FP rate %v", l6.FilterProbesPerOp, l6.FilterFPRate)
+	}
+	if p.FilterProbesPerOp != nil {
+		t.Errorf("readmissing-compacted on pebble: %v filter probes/op, want none (Get skips L6 filters)", *p.FilterProbesPerOp)
+	}
+	for _, ra := range rep.Ratios {
+		b, l := findResult(rep, 0, ra.Workload, "bloomkv"), findResult(rep, 0, ra.Workload, "pebble-l6")
+		if ra.VsPebbleL6 == nil || *ra.VsPebbleL6 != b.OpsPerSec/l.OpsPerSec || ra.VsPebble == nil {
+			t.Errorf("%s: bloomkv/pebble-l6 %v, bloomkv/pebble %v", ra.Workload, ra.VsPebbleL6, ra.VsPebble)
+		}
+	}
+	i := slices.IndexFunc(rep.Goals, func(g goal) bool { return g.Versus == "pebble-l6" })
+	if i < 0 || rep.Goals[i].Workload != "readmissing-compacted" || rep.Goals[i].Target != 2 || rep.Goals[i].Got == nil {
+		t.Errorf("goals %+v", rep.Goals)
+	}
+	for _, s := range []string{"bloomkv/pebble-l6", "readmissing-compacted ops/s vs pebble-l6", "UseL6Filters: true"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the output lacks %q:\n%s", s, out)
+		}
+	}
+}
+
 func TestFlagErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-engines", "rocksdb"},
+		{"-engines", "pebble-l7"},
 		{"-workloads", "fillseq,nosuch"},
 		{"-cache", "8 parsecs"},
 		{"-cache", "-1"},
@@ -378,7 +496,7 @@ func TestRuns(t *testing.T) {
 		}
 		for i, m := range ra.measures() {
 			med, lo, hi := *m[0], *m[1], *m[2]
-			if i == 0 || i == 2 { // bloomkv-nodiff, goleveldb: not run
+			if i == 0 || i == 2 || i == 5 { // bloomkv-nodiff, goleveldb, pebble-l6: not run
 				if med != nil || lo != nil || hi != nil {
 					t.Errorf("%s: ratio %d of an engine that did not run: %v %v %v", ra.Workload, i, med, lo, hi)
 				}

@@ -11,7 +11,8 @@ import (
 
 // writePNG draws the ratios (their medians, with several runs) as grouped
 // bars, one group per workload: bloomkv over bloomkv-nodiff (where it ran),
-// over Pebble and over goleveldb, with a line at 1 (parity).
+// over Pebble, over pebble-l6 (where it ran) and over goleveldb, with a line
+// at 1 (parity).
 func (r *report) writePNG(path string) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("bloomkv throughput over the others (%d keys, %s)", r.Settings.Keys, r.Machine.CPU)
@@ -30,6 +31,7 @@ func (r *report) writePNG(path string) error {
 	}{
 		{"bloomkv / bloomkv-nodiff", func(ra ratio) *float64 { return ra.VsNodiff }, color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}},
 		{"bloomkv / pebble", func(ra ratio) *float64 { return ra.VsPebble }, color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}},
+		{"bloomkv / pebble-l6", func(ra ratio) *float64 { return ra.VsPebbleL6 }, color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}},
 		{"bloomkv / goleveldb", func(ra ratio) *float64 { return ra.VsGoleveldb }, color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}},
 	}
 	width := vg.Points(8)

@@ -6,6 +6,7 @@
 //	go run ./bench                       # the default size: a few minutes on 2 cores
 //	go run ./bench -n 10000000 -cache 64MiB -json out.json -png out.png
 //	go run ./bench -runs 3               # three runs: the median and range of each ratio
+//	go run ./bench -engines bloomkv,pebble,pebble-l6   # Pebble with last-level filters on its point reads too
 //
 // Each engine runs the whole list of workloads in a directory of its own,
 // one engine after another. -runs N repeats the whole comparison N times,
@@ -83,7 +84,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.valueSize, "value-size", 100, "value size in bytes (values compress to about half)")
 	fs.StringVar(&workloadList, "workloads", "all", "comma-separated workloads to report, or all ("+
 		"readbase-1pct brings readbase-1pct-compacted, which its goal compares it with; semijoin runs on bloomkv alone, once): "+strings.Join(append(workloadNames(), "semijoin"), ","))
-	fs.StringVar(&engineList, "engines", strings.Join(engineNames, ","), "comma-separated engines to run")
+	fs.StringVar(&engineList, "engines", strings.Join(defaultEngines, ","), "comma-separated engines to run, some of "+strings.Join(engineNames, ",")+
+		" (pebble-l6, Pebble whose point reads consult last-level filters, runs only when named)")
 	fs.StringVar(&nodiffList, "nodiff-workloads", strings.Join(nodiffDefault, ","),
 		"comma-separated workloads bloomkv-nodiff reports (it also runs, unreported, the steps before them that change the store they read), or all")
 	fs.StringVar(&cache, "cache", "8MiB", "block cache size of every engine (B, KiB, MiB, GiB)")
