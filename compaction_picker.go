@@ -3,40 +3,170 @@ package bloomkv
 import (
 	"bytes"
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/bloomkv/bloomkv/internal/manifest"
 )
 
-// levelMaxBytes returns the size level l ≥ 1 may reach before it is
-// compacted into the next.
-func (d *DB) levelMaxBytes(l int) float64 {
-	n := float64(d.opts.LBaseMaxBytes)
-	for i := 1; i < l; i++ {
-		n *= float64(d.opts.LevelMultiplier)
+// levelTargets is the shape the compaction scores aim the tree at: the
+// base level, into which level 0 compacts, and the size each level from
+// the base down to the one above the last may reach.
+type levelTargets struct {
+	base     int
+	maxBytes [manifest.NumLevels]float64 // +Inf where a level has no target
+}
+
+// levelTargets computes the targets from the tables in v and the running
+// compactions, as RocksDB's level_compaction_dynamic_level_bytes does (and
+// Pebble by default): the last level is to hold all but 1/LevelMultiplier
+// of the data, each level above it a LevelMultiplier-th of the next, and
+// the base is the highest level that needs data by that rule (never above
+// the first level holding data, never below level 1), its target
+// LBaseMaxBytes; the levels from the base down grow by a constant factor
+// to the last's size. A small store thus keeps its data in level 0 and the
+// last level alone, and each level that fills in the middle holds what the
+// levels below it make room for, rather than level 1 filling to its fixed
+// size first, whatever the store's size.
+func (d *DB) levelTargets(v *manifest.Version, running []*compaction) levelTargets {
+	const last = manifest.NumLevels - 1
+	var t levelTargets
+	for l := range t.maxBytes {
+		t.maxBytes[l] = math.Inf(1)
 	}
-	return n
+	first := -1 // the first level below level 0 holding data
+	var below uint64
+	for l := 1; l <= last; l++ {
+		if n := v.LevelSize(l); n > 0 {
+			if first < 0 {
+				first = l
+			}
+			below += n
+		}
+	}
+	// A level-0 compaction under way into a level above it makes that the
+	// base: its outputs are about to hold data.
+	for _, r := range running {
+		if r.level == 0 && r.outputLevel > 0 && (first < 0 || r.outputLevel < first) {
+			first = r.outputLevel
+		}
+	}
+	if below == 0 {
+		t.base = last
+		if first > 0 {
+			t.base = first
+		}
+		return t
+	}
+	mult := float64(d.opts.LevelMultiplier)
+	total := float64(below + v.LevelSize(0))
+	bottom := total - total/mult
+	size := bottom // what level first would hold, each level a mult-th of the next
+	for l := last - 1; l >= first; l-- {
+		size /= mult
+	}
+	lbase := float64(d.opts.LBaseMaxBytes)
+	t.base = first
+	for t.base > 1 && size > lbase {
+		t.base--
+		size /= mult
+	}
+	step := 1.0
+	if t.base < last {
+		step = math.Pow(bottom/lbase, 1/float64(last-t.base))
+	}
+	size = lbase
+	for l := t.base; l < last; l++ {
+		t.maxBytes[l] = size
+		size *= step
+	}
+	return t
 }
 
-// levelScoresLocked returns each level's compaction score: level 0's table
-// count over L0CompactionThreshold, the others' bytes (less those being
-// compacted away) over their target. The last level scores 0.
+// l0Depth returns the most tables of level 0, busy ones left out, whose key
+// ranges hold one same key: the sorted runs a read of that key meets in
+// level 0 (Pebble's sublevels).
+func l0Depth(files []*manifest.FileMetadata, busy map[uint64]bool) int {
+	type edge struct {
+		key   []byte
+		start bool
+	}
+	edges := make([]edge, 0, 2*len(files))
+	for _, f := range files {
+		if !busy[f.FileNum] {
+			edges = append(edges, edge{f.Smallest.UserKey, true}, edge{f.Largest.UserKey, false})
+		}
+	}
+	// Ranges are inclusive: at one key, starts count before ends.
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := bytes.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		if a.start == b.start {
+			return 0
+		}
+		if a.start {
+			return -1
+		}
+		return 1
+	})
+	depth, most := 0, 0
+	for _, e := range edges {
+		if e.start {
+			depth++
+			most = max(most, depth)
+		} else {
+			depth--
+		}
+	}
+	return most
+}
+
+// l0Movable returns the tables of level 0 that can move into the base
+// level without a rewrite: when no two of its tables (busy ones left out)
+// overlap, those that overlap no table of the base, none of them busy.
+func l0Movable(v *manifest.Version, base int, busy map[uint64]bool) []*manifest.FileMetadata {
+	if l0Depth(v.Levels[0], busy) != 1 {
+		return nil
+	}
+	var out []*manifest.FileMetadata
+	for _, f := range v.Levels[0] {
+		if !busy[f.FileNum] && len(v.Overlapping(base, f.Smallest.UserKey, f.Largest.UserKey)) == 0 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// levelScoresLocked returns each level's compaction score (levelScores).
 func (d *DB) levelScoresLocked(v *manifest.Version) [manifest.NumLevels]float64 {
-	return d.levelScores(v, d.busy)
+	return d.levelScores(v, d.levelTargets(v, d.running), d.busy)
 }
 
-// levelScores is levelScoresLocked with the busy tables given (nil: none).
-func (d *DB) levelScores(v *manifest.Version, busy map[uint64]bool) [manifest.NumLevels]float64 {
+// levelScores returns each level's compaction score, at 1 or more due for
+// compaction, given the targets and the tables running compactions hold
+// (busy; nil: none). Level 0 scores the larger of its depth (l0Depth) over
+// L0CompactionThreshold and its tables over half of L0StopWritesThreshold,
+// or 1 when its tables can all move into the base level unrewritten (none
+// overlaps another or a base table). The levels
+// from the base down score their bytes, less those being compacted away,
+// over their target; the last level and those above the base (empty) 0.
+func (d *DB) levelScores(v *manifest.Version, t levelTargets, busy map[uint64]bool) [manifest.NumLevels]float64 {
 	var s [manifest.NumLevels]float64
-	s[0] = float64(len(v.Levels[0])) / float64(d.opts.L0CompactionThreshold)
-	for l := 1; l < manifest.NumLevels-1; l++ {
+	l0 := v.Levels[0]
+	depth := l0Depth(l0, busy)
+	s[0] = max(float64(depth)/float64(d.opts.L0CompactionThreshold), float64(len(l0))/(float64(d.opts.L0StopWritesThreshold)/2))
+	if s[0] < 1 && len(l0Movable(v, t.base, busy)) > 0 {
+		s[0] = 1
+	}
+	for l := max(t.base, 1); l < manifest.NumLevels-1; l++ {
 		var size uint64
 		for _, f := range v.Levels[l] {
 			if !busy[f.FileNum] {
 				size += f.Size
 			}
 		}
-		s[l] = float64(size) / d.levelMaxBytes(l)
+		s[l] = float64(size) / t.maxBytes[l]
 	}
 	return s
 }
@@ -44,7 +174,8 @@ func (d *DB) levelScores(v *manifest.Version, busy map[uint64]bool) [manifest.Nu
 // pickAutoLocked returns the compaction the scores call for, with its tables
 // marked busy, or nil.
 func (d *DB) pickAutoLocked() *compaction {
-	scores := d.levelScoresLocked(d.version)
+	t := d.levelTargets(d.version, d.running)
+	scores := d.levelScores(d.version, t, d.busy)
 	// Every level but the last, highest score first.
 	var levels [manifest.NumLevels - 1]int
 	for l := range levels {
@@ -57,7 +188,7 @@ func (d *DB) pickAutoLocked() *compaction {
 		}
 		var c *compaction
 		if l == 0 {
-			c = d.setupLocked(0, d.version.Levels[0])
+			c = d.pickL0Locked(t.base)
 		} else {
 			c = d.pickFileLocked(l)
 		}
@@ -68,6 +199,22 @@ func (d *DB) pickAutoLocked() *compaction {
 		}
 	}
 	return nil
+}
+
+// pickL0Locked returns the compaction of level 0 into base: a move of the
+// tables that can go unrewritten (l0Movable), if any, or else a merge of
+// all its tables with those of base they overlap. Level 0 goes down whole
+// but for moves: an older table left behind would shadow newer data moved
+// below it, and level 0's tables are few.
+func (d *DB) pickL0Locked(base int) *compaction {
+	if m := l0Movable(d.version, base, d.busy); len(m) > 0 {
+		c := d.newCompactionLocked(0, base, m, nil)
+		if c != nil {
+			c.move = true
+		}
+		return c
+	}
+	return d.setupIntoLocked(0, base, d.version.Levels[0])
 }
 
 // pickFileLocked picks the table of level l whose compaction rewrites the
@@ -105,13 +252,24 @@ func (d *DB) setupIntoLocked(l, out int, inputs []*manifest.FileMetadata) *compa
 	if len(inputs) == 0 {
 		return nil
 	}
+	lo, hi := keyRange(inputs)
+	c := d.newCompactionLocked(l, out, inputs, d.version.Overlapping(out, lo, hi))
+	if c != nil {
+		// Tables of a sorted level can move together, being disjoint;
+		// those of level 0 when they are.
+		c.move = len(c.inputs[1]) == 0 && (l > 0 || l0Depth(inputs, nil) <= 1)
+	}
+	return c
+}
+
+// newCompactionLocked builds the compaction of inputs (tables of level l)
+// and below (tables of level out) into out, or returns nil when a table it
+// needs is busy or a running compaction writes into its range.
+func (d *DB) newCompactionLocked(l, out int, inputs, below []*manifest.FileMetadata) *compaction {
 	c := &compaction{level: l, outputLevel: out}
 	c.inputs[0] = inputs
-	c.lo, c.hi = keyRange(inputs)
-	c.inputs[1] = d.version.Overlapping(out, c.lo, c.hi)
-	if len(c.inputs[1]) > 0 {
-		c.lo, c.hi = keyRange(c.all())
-	}
+	c.inputs[1] = below
+	c.lo, c.hi = keyRange(c.all())
 	if d.conflictsLocked(c) {
 		return nil
 	}
@@ -124,9 +282,6 @@ func (d *DB) setupIntoLocked(l, out int, inputs []*manifest.FileMetadata) *compa
 			c.bottom = false
 		}
 	}
-	// A level-0 table can move alone; tables of a sorted level can move
-	// together, being disjoint.
-	c.move = len(c.inputs[1]) == 0 && (l > 0 || len(inputs) == 1)
 	c.snapshots = slices.Clone(d.snapshots)
 	return c
 }

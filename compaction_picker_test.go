@@ -37,173 +37,216 @@ func TestCompactionPicker(t *testing.T) {
 		running []string
 		manual  string
 		scores  string
-		want    string
+		// base, when set, is the base level levelTargets computes.
+		base int
+		want string
 	}{
 		{
 			name:   "nothing due",
-			levels: "L0: 1:[a-c] 2:[b-d]\nL1: 3:[a-z]=10M\nL2: 4:[a-z]=100M",
-			scores: "0.50 0.16 0.16 0 0 0 0",
+			levels: "L0: 1:[a-c]\nL6: 2:[a-z]=10M",
+			scores: "0.50 0 0 0 0 0 0",
 			want:   "none",
 		},
 
-		// Level 0: its table count over L0CompactionThreshold.
+		// Level 0: its depth over L0CompactionThreshold, its tables over half
+		// of L0StopWritesThreshold, 1 when its tables can move down.
 		{
-			name:   "L0 at the threshold merges into the L1 tables it overlaps",
-			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f]\nL1: 5:[a-b] 6:[c-g] 7:[h-k]",
-			scores: "1.00 0.05 0 0 0 0 0",
-			want:   "L0 -> L1: inputs 1,2,3,4 + 5,6; move=false; bottom=true; score=1.00",
+			name:   "L0 two deep over a key merges into the base tables it overlaps",
+			levels: "L0: 1:[a-c] 2:[b-d]\nL6: 3:[a-b] 4:[c-g] 5:[h-k]",
+			scores: "1.00 0 0 0 0 0 0",
+			want:   "L0 -> L6: inputs 1,2 + 3,4; move=false; bottom=true; score=1.00",
 		},
 		{
-			name:   "L0CompactionThreshold 1: a lone L0 table over nothing in L1 moves",
-			opts:   Options{L0CompactionThreshold: 1},
-			levels: "L0: 1:[a-c]\nL1: 2:[d-f]",
-			want:   "L0 -> L1: inputs 1 + none; move=true; bottom=true; score=1.00",
-		},
-		{
-			name:   "L0CompactionThreshold 2: two L0 tables go down, merged even over nothing",
-			opts:   Options{L0CompactionThreshold: 2},
-			levels: "L0: 1:[a-c] 2:[x-z]",
-			want:   "L0 -> L1: inputs 1,2 + none; move=false; bottom=true; score=1.00",
-		},
-		{
-			name:   "L0CompactionThreshold 2: one L0 table is not due",
-			opts:   Options{L0CompactionThreshold: 2},
-			levels: "L0: 1:[a-c]\nL1: 2:[a-b]",
-			scores: "0.50 0.02 0 0 0 0 0",
+			name:   "L0's depth counts the tables holding one same key, not its tables",
+			levels: "L0: 1:[a-b] 2:[c-d] 3:[e-f]\nL6: 4:[a-z]",
+			scores: "0.50 0 0 0 0 0 0",
 			want:   "none",
 		},
 		{
-			name:   "L0CompactionThreshold 4 (the default): three L0 tables are not due",
+			name:   "L0 holding half of L0StopWritesThreshold tables is due, one deep",
+			levels: "L0: 1:[a-a] 2:[b-b] 3:[c-c] 4:[d-d] 5:[e-e] 6:[f-f]\nL6: 7:[a-z]",
+			scores: "1.00 0 0 0 0 0 0",
+			want:   "L0 -> L6: inputs 1,2,3,4,5,6 + 7; move=false; bottom=true; score=1.00",
+		},
+		{
+			name:   "L0 tables overlapping nothing, one another included, move into the base together",
+			levels: "L0: 1:[a-c] 2:[x-z]\nL6: 3:[m-n]",
+			scores: "1.00 0 0 0 0 0 0",
+			want:   "L0 -> L6: inputs 1,2 + none; move=true; bottom=true; score=1.00",
+		},
+		{
+			name:   "a lone L0 table in an empty store moves to the last level",
+			levels: "L0: 1:[a-c]",
+			want:   "L0 -> L6: inputs 1 + none; move=true; bottom=true; score=1.00",
+		},
+		{
+			name:   "L0 tables overlapping one another merge, even over nothing",
+			levels: "L0: 1:[a-c] 2:[b-z]",
+			want:   "L0 -> L6: inputs 1,2 + none; move=false; bottom=true; score=1.00",
+		},
+		{
+			name:   "L0CompactionThreshold 4: three deep is not due",
+			opts:   Options{L0CompactionThreshold: 4},
 			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e]",
 			scores: "0.75 0 0 0 0 0 0",
 			want:   "none",
 		},
 		{
-			name:   "L0CompactionThreshold 8: eight L0 tables are due",
-			opts:   Options{L0CompactionThreshold: 8, L0StopWritesThreshold: 16},
-			levels: "L0: 1:[a-b] 2:[a-b] 3:[a-b] 4:[a-b] 5:[a-b] 6:[a-b] 7:[a-b] 8:[a-b]\nL1: 9:[b-c]",
-			want:   "L0 -> L1: inputs 1,2,3,4,5,6,7,8 + 9; move=false; bottom=true; score=1.00",
-		},
-		{
-			name:   "L0CompactionThreshold 8: seven L0 tables are not due",
-			opts:   Options{L0CompactionThreshold: 8, L0StopWritesThreshold: 16},
-			levels: "L0: 1:[a-b] 2:[a-b] 3:[a-b] 4:[a-b] 5:[a-b] 6:[a-b] 7:[a-b]",
-			scores: "0.88 0 0 0 0 0 0",
-			want:   "none",
+			name:   "L0CompactionThreshold 4: four deep is due",
+			opts:   Options{L0CompactionThreshold: 4},
+			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[c-c]\nL6: 5:[b-c]",
+			want:   "L0 -> L6: inputs 1,2,3,4 + 5; move=false; bottom=true; score=1.00",
 		},
 
-		// Levels 1 to 5: their bytes over LBaseMaxBytes × LevelMultiplier^(l-1).
+		// The base level: the first level below L0 holding data, or the
+		// level above it while it would hold over LBaseMaxBytes.
 		{
-			// Ratios of L2 bytes rewritten to L1 bytes moved: 2M/1M for
-			// table 1, 4M/8M for table 2, 20M/4M for table 3. Table 1
+			name:   "L0 goes into the base, the first level holding data: here L5",
+			levels: "L0: 1:[a-c] 2:[b-d]\nL5: 3:[a-b]=1M\nL6: 4:[a-z]=100M",
+			base:   5,
+			scores: "1.00 0 0 0 0 0.02 0",
+			want:   "L0 -> L5: inputs 1,2 + 3; move=false; bottom=false; score=1.00",
+		},
+		{
+			name:   "a store of up to LBaseMaxBytes×10/9 has the last level for base",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L0: 1:[a-c] 2:[b-d]\nL6: 3:[a-z]=8M",
+			base:   6,
+			want:   "L0 -> L6: inputs 1,2 + 3; move=false; bottom=true; score=1.00",
+		},
+		{
+			name:   "the base rises as the store grows past it: L0 goes into an empty L5",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L0: 1:[a-c] 2:[b-d]\nL6: 3:[a-z]=100M",
+			base:   5,
+			want:   "L0 -> L5: inputs 1,2 + none; move=false; bottom=false; score=1.00",
+		},
+		{
+			name:    "an L0 compaction running into a level above the first holding data makes it the base",
+			levels:  "L0: 1:[a-c] 2:[b-d]\nL6: 5:[a-z]=10M",
+			running: []string{"L0->L5 [x-y]"},
+			base:    5,
+			want:    "L0 -> L5: inputs 1,2 + none; move=false; bottom=false; score=1.00",
+		},
+
+		// The levels from the base down: their bytes over targets that grow
+		// from LBaseMaxBytes to the last level's share by a constant factor.
+		{
+			// Ratios of L6 bytes rewritten to L5 bytes moved: 2M/1M for
+			// table 1, 4M/8M for table 2, 80M/4M for table 3. Table 1
 			// rewrites the fewest bytes, table 2 the fewest per byte.
-			name:   "L1 over its target: the table with the least overlap ratio in L2 goes",
+			name:   "the base over its target: the table with the least overlap ratio below goes",
 			opts:   Options{LBaseMaxBytes: 10 * mb},
-			levels: "L1: 1:[a-c]=1M 2:[d-f]=8M 3:[g-i]=4M\nL2: 4:[a-b]=2M 5:[e-e]=4M 6:[g-h]=20M",
-			scores: "0 1.30 0.26 0 0 0 0",
-			want:   "L1 -> L2: inputs 2 + 5; move=false; bottom=true; score=1.30",
+			levels: "L5: 1:[a-c]=1M 2:[d-f]=8M 3:[g-i]=4M\nL6: 4:[a-b]=2M 5:[e-e]=4M 6:[g-h]=80M",
+			base:   5,
+			scores: "0 0 0 0 0 1.30 0",
+			want:   "L5 -> L6: inputs 2 + 5; move=false; bottom=true; score=1.30",
 		},
 		{
-			name:   "an L1 table over nothing in L2 moves",
+			name:   "a base table over nothing below moves",
 			opts:   Options{LBaseMaxBytes: 10 * mb},
-			levels: "L1: 1:[a-c]=6M 2:[d-f]=6M\nL2: 3:[a-b]=1M",
-			want:   "L1 -> L2: inputs 2 + none; move=true; bottom=true; score=1.20",
+			levels: "L5: 1:[a-c]=6M 2:[d-f]=6M\nL6: 3:[a-b]=80M",
+			want:   "L5 -> L6: inputs 2 + none; move=true; bottom=true; score=1.20",
 		},
 		{
-			name:   "L2 over LBaseMaxBytes × LevelMultiplier",
-			opts:   Options{LBaseMaxBytes: 10 * mb, LevelMultiplier: 2},
-			levels: "L2: 1:[a-c]=15M 2:[d-f]=10M\nL3: 3:[a-b]=1M 4:[d-e]=29M",
-			scores: "0 0 1.25 0.75 0 0 0",
-			want:   "L2 -> L3: inputs 1 + 3; move=false; bottom=true; score=1.25",
+			// 1076M in all: L6 is to hold 968.4M, L4 10M and L5 the
+			// geometric mean, 98.4M.
+			name:   "the level under the base has a target between the base's and the last's",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L4: 1:[a-c]=15M 2:[d-f]=10M\nL5: 3:[a-b]=1M 4:[d-e]=150M\nL6: 5:[a-z]=900M",
+			base:   4,
+			scores: "0 0 0 0 2.50 1.53 0",
+			want:   "L4 -> L5: inputs 1 + 3; move=false; bottom=false; score=2.50",
 		},
 		{
-			name:   "L2 under LBaseMaxBytes × the default LevelMultiplier",
-			opts:   Options{LBaseMaxBytes: 10 * mb},
-			levels: "L2: 1:[a-c]=15M 2:[d-f]=10M\nL3: 3:[a-b]=1M 4:[d-e]=29M",
-			scores: "0 0 0.25 0.03 0 0 0",
-			want:   "none",
+			name:   "data left in L1 and L2 (say by a store of static targets) flows down",
+			levels: "L1: 3:[a-z]=10M\nL2: 4:[a-z]=100M",
+			base:   1,
+			scores: "0 0.16 1.43 0 0 0 0",
+			want:   "L2 -> L3: inputs 4 + none; move=true; bottom=true; score=1.43",
 		},
 		{
 			name:   "the last level never scores",
 			opts:   Options{LBaseMaxBytes: 1},
 			levels: "L6: 1:[a-m]=100G 2:[n-z]=100G",
+			base:   1,
 			scores: "0 0 0 0 0 0 0",
 			want:   "none",
 		},
 		{
-			name:   "the highest score wins: L1 over L0",
+			name:   "the highest score wins: the base over L0",
 			opts:   Options{LBaseMaxBytes: 10 * mb},
-			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f] 5:[e-g]\nL1: 6:[a-c]=10M 7:[x-z]=10M\nL2: 8:[a-b]=1M",
-			scores: "1.25 2.00 0.01 0 0 0 0",
-			want:   "L1 -> L2: inputs 7 + none; move=true; bottom=true; score=2.00",
+			levels: "L0: 1:[a-c] 2:[b-d]\nL5: 6:[a-c]=10M 7:[x-z]=10M\nL6: 8:[a-b]=80M",
+			scores: "1.00 0 0 0 0 2.00 0",
+			want:   "L5 -> L6: inputs 7 + none; move=true; bottom=true; score=2.00",
 		},
 		{
-			name:   "the highest score wins: L0 over L1",
+			name:   "the highest score wins: L0 over the base",
 			opts:   Options{LBaseMaxBytes: 10 * mb},
-			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f] 5:[e-g] 6:[f-h] 7:[g-i] 8:[h-j] 9:[i-k]\nL1: 10:[a-c]=10M 11:[x-z]=10M",
-			scores: "2.25 2.00 0 0 0 0 0",
-			want:   "L0 -> L1: inputs 1,2,3,4,5,6,7,8,9 + 10; move=false; bottom=true; score=2.25",
+			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[c-f] 5:[c-g]\nL5: 6:[a-c]=10M 7:[x-z]=10M\nL6: 8:[a-b]=80M",
+			scores: "2.50 0 0 0 0 2.00 0",
+			want:   "L0 -> L5: inputs 1,2,3,4,5 + 6; move=false; bottom=false; score=2.50",
 		},
 
 		// Busy tables and running compactions.
 		{
-			name:   "the best L1 table's L2 table is busy: the next best goes",
+			name:   "the best base table's table below is busy: the next best goes",
 			opts:   Options{LBaseMaxBytes: 10 * mb},
-			levels: "L1: 1:[a-c]=1M 2:[d-f]=8M 3:[g-i]=4M\nL2: 4:[a-b]=2M 5:[e-e]=4M 6:[g-h]=20M",
+			levels: "L5: 1:[a-c]=1M 2:[d-f]=8M 3:[g-i]=4M\nL6: 4:[a-b]=2M 5:[e-e]=4M 6:[g-h]=80M",
 			busy:   "5",
-			want:   "L1 -> L2: inputs 1 + 4; move=false; bottom=true; score=1.30",
+			want:   "L5 -> L6: inputs 1 + 4; move=false; bottom=true; score=1.30",
 		},
 		{
-			name:   "an L1 table under L0 is busy: L0 waits",
-			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f]\nL1: 5:[a-b] 6:[c-g]",
+			name:   "a base table under L0 is busy: L0 waits",
+			levels: "L0: 1:[a-c] 2:[b-d]\nL6: 5:[a-b] 6:[c-g]",
 			busy:   "6",
-			scores: "1.00 0.02 0 0 0 0 0",
+			scores: "1.00 0 0 0 0 0 0",
 			want:   "none",
 		},
 		{
 			name:   "busy tables do not count towards their level's score",
 			opts:   Options{LBaseMaxBytes: 10 * mb},
-			levels: "L1: 1:[a-c]=6M 2:[d-f]=6M\nL2: 3:[a-b]=1M",
+			levels: "L5: 1:[a-c]=6M 2:[d-f]=6M\nL6: 3:[a-b]=80M",
 			busy:   "1",
-			scores: "0 0.60 0.01 0 0 0 0",
+			scores: "0 0 0 0 0 0.60 0",
 			want:   "none",
 		},
 		{
-			name:    "a compaction running into L2 over the range: that L1 table waits, another goes",
+			name:    "a compaction running into L6 over the range: that base table waits, another goes",
 			opts:    Options{LBaseMaxBytes: 10 * mb},
-			levels:  "L1: 1:[a-b]=6M 2:[c-d]=6M 3:[m-n]=6M\nL2: 4:[c-e]=1M 5:[m-n]=12M",
+			levels:  "L5: 1:[a-b]=6M 2:[c-d]=6M 3:[m-n]=6M\nL6: 4:[c-e]=1M 5:[m-n]=70M",
 			busy:    "1",
-			running: []string{"L1->L2 [a-c]"},
-			want:    "L1 -> L2: inputs 3 + 5; move=false; bottom=true; score=1.20",
+			running: []string{"L5->L6 [a-c]"},
+			want:    "L5 -> L6: inputs 3 + 5; move=false; bottom=true; score=1.20",
 		},
 		{
-			name:    "a compaction running into L2 over the range: none",
+			name:    "a compaction running into L6 over the range: none",
 			opts:    Options{LBaseMaxBytes: 10 * mb},
-			levels:  "L1: 1:[a-b]=6M 2:[c-d]=12M\nL2: 4:[c-e]=1M",
+			levels:  "L5: 1:[a-b]=6M 2:[c-d]=12M\nL6: 4:[c-e]=70M",
 			busy:    "1",
-			running: []string{"L1->L2 [a-c]"},
-			scores:  "0 1.20 0.01 0 0 0 0",
+			running: []string{"L5->L6 [a-c]"},
+			scores:  "0 0 0 0 0 1.20 0",
 			want:    "none",
 		},
 		{
-			name:    "a compaction running into L1 over the range: L0 waits",
-			levels:  "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f]\nL1: 5:[x-z]",
-			running: []string{"L0->L1 [f-g]"},
+			name:    "a compaction running into the base over the range: L0 waits",
+			levels:  "L0: 1:[a-c] 2:[b-d]\nL6: 5:[x-z]",
+			running: []string{"L0->L6 [d-g]"},
 			want:    "none",
 		},
 		{
-			name:    "a compaction running into L1 elsewhere: L0 goes",
-			levels:  "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f]\nL1: 5:[x-z]",
-			running: []string{"L0->L1 [g-h]"},
-			want:    "L0 -> L1: inputs 1,2,3,4 + none; move=false; bottom=true; score=1.00",
+			name:    "a compaction running into the base elsewhere: L0 goes",
+			levels:  "L0: 1:[a-c] 2:[b-d]\nL6: 5:[x-z]",
+			running: []string{"L0->L6 [g-h]"},
+			want:    "L0 -> L6: inputs 1,2 + none; move=false; bottom=true; score=1.00",
 		},
 		{
 			name:    "the highest-scoring level cannot go: the next one does",
 			opts:    Options{LBaseMaxBytes: 10 * mb},
-			levels:  "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[d-f] 5:[e-g]\nL1: 6:[a-c]=10M 7:[m-n]=10M\nL2: 8:[a-b]=1M",
-			running: []string{"L1->L2 [a-z]"},
-			scores:  "1.25 2.00 0.01 0 0 0 0",
-			want:    "L0 -> L1: inputs 1,2,3,4,5 + 6; move=false; bottom=false; score=1.25",
+			levels:  "L0: 1:[a-c] 2:[b-d]\nL5: 6:[a-c]=10M 7:[m-n]=10M\nL6: 8:[a-b]=80M",
+			running: []string{"L5->L6 [a-z]"},
+			scores:  "1.00 0 0 0 0 2.00 0",
+			want:    "L0 -> L5: inputs 1,2 + 6; move=false; bottom=false; score=1.00",
 		},
 
 		// bottom: whether a level below the output holds keys in range.
@@ -310,8 +353,13 @@ func TestCompactionPicker(t *testing.T) {
 			for _, r := range c.running {
 				d.running = append(d.running, parseRunning(t, r))
 			}
+			if c.base != 0 {
+				if got := d.levelTargets(v, d.running).base; got != c.base {
+					t.Errorf("base level L%d, want L%d", got, c.base)
+				}
+			}
 			if c.scores != "" {
-				if got := renderScores(d.levelScores(v, d.busy)); got != c.scores {
+				if got := renderScores(d.levelScoresLocked(v)); got != c.scores {
 					t.Errorf("scores %s, want %s", got, c.scores)
 				}
 			}

@@ -55,8 +55,9 @@ func TestCompactionKeepsNewestAndDropsTheRest(t *testing.T) {
 	check(d)
 	waitForCompactions(t, d) // a running compaction's outputs are not yet in the version
 	m := d.Metrics()
-	if m.Compactions == 0 || m.Levels[1].Files == 0 || m.Levels[0].Files >= o.withDefaultsMust(t).L0StopWritesThreshold {
-		t.Fatalf("no compaction into L1: %+v", m)
+	// A store this small has the last level for base.
+	if m.Compactions == 0 || m.Levels[6].Files == 0 || m.Levels[0].Files >= o.withDefaultsMust(t).L0StopWritesThreshold {
+		t.Fatalf("no compaction into the base level, L6: %+v", m)
 	}
 	// Every table file on disk is one the version holds.
 	names, _ := fs.List("/db")
@@ -89,7 +90,7 @@ func TestCompactionKeepsNewestAndDropsTheRest(t *testing.T) {
 // finding: the merge took a nil previous key for "none seen").
 func TestCompactionKeepsTheEmptyKeyDeleted(t *testing.T) {
 	o := memOpts(vfs.NewMem())
-	o.L0CompactionThreshold = 2
+	o.L0CompactionThreshold = 1 // the first table moves down, the second merges with it
 	d := mustOpen(t, "/db", o)
 	defer d.Close()
 	d.Set([]byte(""), []byte("old"), NoSync)

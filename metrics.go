@@ -139,7 +139,7 @@ func (d *DB) Metrics() *Metrics {
 	}
 	// Metrics reads the read state and atomic counters, not d.mu's fields:
 	// d.mu is taken only, briefly, to release a state replaced meanwhile.
-	scores := d.levelScores(s.version, nil)
+	scores := d.levelScores(s.version, d.levelTargets(s.version, nil), nil)
 	m.Snapshots = int(d.metrics.snapshots.Load())
 	m.DiffFilter = d.diffMetrics(s)
 	for l := range manifest.NumLevels {

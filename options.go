@@ -32,16 +32,26 @@ type Options struct {
 	// stores them uncompressed.
 	Compression        sstable.Compression
 	DisableCompression bool
-	// L0CompactionThreshold and L0StopWritesThreshold are the number of
-	// level-0 tables at which compaction into level 1 starts (4) and writes
-	// stop until it has run (12).
+	// L0CompactionThreshold is the number of level-0 tables holding one
+	// same key (the sorted runs a read of it meets in level 0) at which
+	// level 0 is compacted into the base level (2). It is compacted, too,
+	// once it holds half of L0StopWritesThreshold tables, or when its
+	// tables can move down without a rewrite. L0StopWritesThreshold is the
+	// number of level-0 tables at which writes stop until a compaction has
+	// run (12).
 	L0CompactionThreshold int
 	L0StopWritesThreshold int
 	// MaxConcurrentCompactions bounds background compactions (1).
 	MaxConcurrentCompactions int
-	// LBaseMaxBytes is the size level 1 may reach before it is compacted
-	// into level 2 (64 MiB); each later level may hold LevelMultiplier (10)
-	// times the one above it. The last level (6) has no limit.
+	// LBaseMaxBytes is the size the base level, the one level 0 compacts
+	// into, may reach before it is compacted into the next (64 MiB). The
+	// base is the highest level the data needs when the last level (6)
+	// holds all but 1/LevelMultiplier (10) of it and each level above a
+	// LevelMultiplier-th of the next: the last level itself in a store of
+	// up to about LBaseMaxBytes×LevelMultiplier/(LevelMultiplier-1) bytes,
+	// level 5 in one up to LevelMultiplier times that, and so on. The
+	// levels from the base down have targets growing by a constant factor
+	// from LBaseMaxBytes to the last level's size; the last has no limit.
 	LBaseMaxBytes   int64
 	LevelMultiplier int
 	// TargetFileSize is the size at which a compaction starts a new output
@@ -102,7 +112,7 @@ func (o *Options) withDefaults() (*Options, error) {
 		c.BlockSize = 4096
 	}
 	if c.L0CompactionThreshold == 0 {
-		c.L0CompactionThreshold = 4
+		c.L0CompactionThreshold = 2
 	}
 	if c.L0StopWritesThreshold == 0 {
 		c.L0StopWritesThreshold = 12
