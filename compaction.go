@@ -16,9 +16,14 @@ import (
 // compaction is one merge of tables from a level into the next.
 type compaction struct {
 	level, outputLevel int
-	// inputs are the tables read from level and from outputLevel.
-	inputs [2][]*manifest.FileMetadata
-	lo, hi []byte // the inputs' user-key range, inclusive
+	// inputs are the tables read from level and from outputLevel; mid,
+	// when set, those of midLevel, a level between (a compaction of three
+	// levels, which Compact runs where it saves rewriting the middle
+	// level's data twice).
+	inputs   [2][]*manifest.FileMetadata
+	mid      []*manifest.FileMetadata
+	midLevel int
+	lo, hi   []byte // the inputs' user-key range, inclusive
 	// bottom: no level below outputLevel holds keys in [lo, hi], so
 	// deletions visible to every snapshot can go.
 	bottom bool
@@ -39,16 +44,26 @@ type compaction struct {
 	written0, dropped0, dropped1 []uint64
 }
 
+// all returns the compaction's tables, level by level, top first.
 func (c *compaction) all() []*manifest.FileMetadata {
-	return append(slices.Clip(c.inputs[0]), c.inputs[1]...)
+	return slices.Concat(c.inputs[0], c.mid, c.inputs[1])
 }
 
-// inputLevel returns the level of c.inputs[i].
-func (c *compaction) inputLevel(i int) int {
-	if i == 0 {
-		return c.level
+// above returns the number of the compaction's tables (in all's order)
+// from levels above the output level.
+func (c *compaction) above() int { return len(c.inputs[0]) + len(c.mid) }
+
+// eachInput calls fn with each input table and its level.
+func (c *compaction) eachInput(fn func(level int, f *manifest.FileMetadata)) {
+	for _, f := range c.inputs[0] {
+		fn(c.level, f)
 	}
-	return c.outputLevel
+	for _, f := range c.mid {
+		fn(c.midLevel, f)
+	}
+	for _, f := range c.inputs[1] {
+		fn(c.outputLevel, f)
+	}
 }
 
 // stripe returns the number of open snapshots that cannot see seq: entries
@@ -172,11 +187,9 @@ func (d *DB) compactLocked(c *compaction) error {
 		return end(err)
 	}
 	edit := &manifest.VersionEdit{}
-	for i, files := range c.inputs {
-		for _, f := range files {
-			edit.DeletedFiles = append(edit.DeletedFiles, manifest.DeletedFile{Level: c.inputLevel(i), FileNum: f.FileNum})
-		}
-	}
+	c.eachInput(func(l int, f *manifest.FileMetadata) {
+		edit.DeletedFiles = append(edit.DeletedFiles, manifest.DeletedFile{Level: l, FileNum: f.FileNum})
+	})
 	var bytesOut uint64
 	for _, m := range outputs {
 		edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: c.outputLevel, Meta: m})
@@ -201,11 +214,7 @@ func (d *DB) compactLocked(c *compaction) error {
 		d.metrics.compactBytesOut.Add(bytesOut)
 		lm[c.outputLevel].compactions.Add(1)
 		lm[c.outputLevel].bytesWritten.Add(bytesOut)
-		for i, files := range c.inputs {
-			for _, f := range files {
-				lm[c.inputLevel(i)].bytesRead.Add(f.Size)
-			}
-		}
+		c.eachInput(func(l int, f *manifest.FileMetadata) { lm[l].bytesRead.Add(f.Size) })
 	}
 	d.opts.Logger.Debug("bloomkv: compacted", "from", c.level, "to", c.outputLevel, "move", c.move, "inputs", len(info.Inputs), "outputs", len(outputs), "bytes_in", bytesIn, "bytes_out", bytesOut, "duration", time.Since(start))
 	return end(nil)
@@ -286,7 +295,7 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 	// version's input and key hash matter; elsewhere only the versions
 	// dropped do, all of them above the base (recorded in dropped0).
 	toBase := c.track && c.level < c.outputLevel && c.outputLevel == manifest.NumLevels-1
-	n0 := len(c.inputs[0])
+	n0 := c.above()
 	var hash uint64
 	var in0 bool
 	dropped := func(userKey []byte) {

@@ -269,6 +269,14 @@ func (d *DB) newCompactionLocked(l, out int, inputs, below []*manifest.FileMetad
 	c := &compaction{level: l, outputLevel: out}
 	c.inputs[0] = inputs
 	c.inputs[1] = below
+	return d.finishSetupLocked(c)
+}
+
+// finishSetupLocked completes a compaction whose levels and tables are
+// set: its key range, whether it is at the bottom, the snapshots it keeps
+// versions for. It returns nil when a table it needs is busy or a running
+// compaction writes into its range.
+func (d *DB) finishSetupLocked(c *compaction) *compaction {
 	c.lo, c.hi = keyRange(c.all())
 	if d.conflictsLocked(c) {
 		return nil
@@ -295,7 +303,8 @@ func (d *DB) conflictsLocked(c *compaction) bool {
 		}
 	}
 	for _, r := range d.running {
-		if r.outputLevel == c.outputLevel && overlaps(r.lo, r.hi, c.lo, c.hi) {
+		into := r.outputLevel == c.outputLevel || (c.mid != nil && r.outputLevel == c.midLevel)
+		if into && overlaps(r.lo, r.hi, c.lo, c.hi) {
 			return true
 		}
 	}
@@ -370,12 +379,52 @@ func (d *DB) manualSetupLocked(l int, inputs []*manifest.FileMetadata) *compacti
 			}
 		}
 	}
+	if c, ok := d.threeLevelsLocked(l, out, inputs); ok {
+		return c
+	}
 	c := d.setupIntoLocked(l, out, inputs)
 	if c != nil && !d.levelsClearLocked(l+1, out, c.lo, c.hi) {
 		// The tables of out widened the range onto a level between.
 		return d.setupLocked(l, inputs)
 	}
 	return c
+}
+
+// threeLevelsLocked returns, for a step of Compact whose inputs (tables of
+// level l) go into level mid, the compaction that merges them with mid's
+// tables straight into the next level below holding keys in their range
+// (ok), when that level exists: the one merge writes mid's data once where
+// merging into mid and then mid into that level would write it twice. It
+// returns ok false when no level below mid holds keys in range, or the
+// range, widened by the tables taken in, meets tables of the levels read
+// or between that the compaction leaves out; a nil compaction with ok
+// true when a table it needs is busy or a running compaction writes into
+// its range.
+func (d *DB) threeLevelsLocked(l, mid int, inputs []*manifest.FileMetadata) (*compaction, bool) {
+	const last = manifest.NumLevels - 1
+	lo, hi := keyRange(inputs)
+	midFiles := d.version.Overlapping(mid, lo, hi)
+	if len(midFiles) == 0 || mid == last {
+		return nil, false
+	}
+	lo, hi = keyRange(slices.Concat(inputs, midFiles))
+	out := mid + 1
+	for out < last && d.levelClearLocked(out, lo, hi) {
+		out++
+	}
+	below := d.version.Overlapping(out, lo, hi)
+	if len(below) == 0 {
+		return nil, false
+	}
+	lo, hi = keyRange(slices.Concat(inputs, midFiles, below))
+	if len(d.version.Overlapping(mid, lo, hi)) != len(midFiles) ||
+		(l > 0 && len(d.version.Overlapping(l, lo, hi)) != len(inputs)) ||
+		!d.levelsClearLocked(l+1, mid, lo, hi) || !d.levelsClearLocked(mid+1, out, lo, hi) {
+		return nil, false
+	}
+	c := &compaction{level: l, outputLevel: out, mid: midFiles, midLevel: mid}
+	c.inputs[0], c.inputs[1] = inputs, below
+	return d.finishSetupLocked(c), true
 }
 
 // levelClearLocked reports whether level l holds no table overlapping

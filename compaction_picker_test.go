@@ -296,16 +296,28 @@ func TestCompactionPicker(t *testing.T) {
 			want:   "L0 -> L6: inputs 1,2 + 3,4; move=false; bottom=true",
 		},
 		{
-			name:   "Compact: empty levels are skipped to the first level holding keys in range",
+			name:   "Compact: empty levels are skipped: the inputs merge with the first level holding keys in range into the next",
 			levels: "L0: 1:[a-c]\nL3: 2:[b-d]\nL5: 3:[a-z]",
 			manual: "L0: 1",
-			want:   "L0 -> L3: inputs 1 + 2; move=false; bottom=false",
+			want:   "L0 -> L5: inputs 1 + 2 (L3) + 3; move=false; bottom=true",
 		},
 		{
-			name:   "Compact: a level holding keys outside the range only is skipped",
+			name:   "Compact: a level holding keys outside the range only is skipped, twice",
 			levels: "L1: 1:[a-c]\nL2: 2:[x-z]\nL4: 3:[b-d]=5M\nL5: 4:[c-c]",
 			manual: "L1: 1",
-			want:   "L1 -> L4: inputs 1 + 3; move=false; bottom=false",
+			want:   "L1 -> L5: inputs 1 + 3 (L4) + 4; move=false; bottom=true",
+		},
+		{
+			name:   "Compact: L0 merges with the base and the last level at once",
+			levels: "L0: 1:[a-c] 2:[b-d]\nL5: 3:[a-b]\nL6: 4:[a-z]",
+			manual: "L0: 1 2",
+			want:   "L0 -> L6: inputs 1,2 + 3 (L5) + 4; move=false; bottom=true",
+		},
+		{
+			name:   "Compact: three levels would widen the range onto another table of the middle one: two levels",
+			levels: "L0: 1:[c-d]\nL5: 2:[c-e] 3:[f-g]\nL6: 4:[a-z]",
+			manual: "L0: 1",
+			want:   "L0 -> L5: inputs 1 + 2; move=false; bottom=false",
 		},
 		{
 			name:   "Compact: the output level's tables widen the range onto a level between: the next level instead",
@@ -528,7 +540,11 @@ func renderCompaction(c *compaction) string {
 		slices.Sort(ns)
 		return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ns)), ","), "[]")
 	}
-	s := fmt.Sprintf("L%d -> L%d: inputs %s + %s; move=%t; bottom=%t", c.level, c.outputLevel, nums(c.inputs[0]), nums(c.inputs[1]), c.move, c.bottom)
+	mid := ""
+	if c.mid != nil {
+		mid = fmt.Sprintf(" + %s (L%d)", nums(c.mid), c.midLevel)
+	}
+	s := fmt.Sprintf("L%d -> L%d: inputs %s%s + %s; move=%t; bottom=%t", c.level, c.outputLevel, nums(c.inputs[0]), mid, nums(c.inputs[1]), c.move, c.bottom)
 	if c.score != 0 {
 		s += fmt.Sprintf("; score=%.2f", c.score)
 	}

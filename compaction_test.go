@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -76,8 +77,13 @@ func TestCompactionKeepsNewestAndDropsTheRest(t *testing.T) {
 	}
 	d.Close()
 	mu.Lock()
-	if len(began) == 0 || len(ended) != len(began) || ended[0].Err != nil || len(ended[0].Inputs) < 4 || len(ended[0].Outputs) == 0 || ended[0].BytesOut == 0 || ended[0].ToLevel != 1 {
-		t.Fatalf("compaction events: %d began, %d ended, first %+v", len(began), len(ended), ended[0])
+	// The first table moves into the empty last level; later ones merge.
+	merge := slices.IndexFunc(ended, func(i CompactionInfo) bool { return !i.Move })
+	if len(began) == 0 || len(ended) != len(began) || merge < 0 {
+		t.Fatalf("compaction events: %d began, %d ended, %d of them merges", len(began), len(ended), merge+1)
+	}
+	if e := ended[merge]; e.Err != nil || len(e.Inputs) < 2 || len(e.Outputs) == 0 || e.BytesOut == 0 || e.ToLevel != 6 {
+		t.Fatalf("first merge %+v", e)
 	}
 	mu.Unlock()
 	d = mustOpen(t, "/db", o)
@@ -376,10 +382,9 @@ func TestBottomCompactionZeroesSequenceNumbers(t *testing.T) {
 }
 
 // TestCompactRewritesEachTableOnce: Compact of a store whose data sits in
-// level 0 and level 1 (and nothing below, as after a load smaller than
-// LBaseMaxBytes) moves level 1 to the last level and merges level 0 into
-// it: every table is read by one merge, and nothing is written into level
-// 1 on the way; every key reads its newest value after.
+// level 0, the base level (5) and the last level merges the three in one
+// compaction: every table is read by one merge, nothing is written into
+// level 5 on the way, and every key reads its newest value after.
 func TestCompactRewritesEachTableOnce(t *testing.T) {
 	var mu sync.Mutex
 	var infos []CompactionInfo
@@ -387,6 +392,8 @@ func TestCompactRewritesEachTableOnce(t *testing.T) {
 	o.MemTableSize = 256 << 10
 	o.L0CompactionThreshold = 8 // the 3 flushes below leave tables in L0
 	o.L0StopWritesThreshold = 100
+	o.LBaseMaxBytes = 2 << 20 // about 2 MiB of data: level 5 is the base once it holds some
+	o.TargetFileSize = 128 << 10
 	o.DisableCompression = true
 	o.EventListener.CompactionEnd = func(c CompactionInfo) {
 		mu.Lock()
@@ -397,9 +404,16 @@ func TestCompactRewritesEachTableOnce(t *testing.T) {
 	defer d.Close()
 	const n = 20_000
 	fillKeysOrder(t, d, n, 100, true)
-	waitForCompactions(t, d)
-	for i := range 1500 { // newer versions, in level-0 tables
-		if err := d.Set(levelKey(2*i), []byte("new"), NoSync); err != nil {
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Every other table of the last level up to the base, as the level
+	// targets leave a store of this size, deterministically.
+	moveTables(t, d, 6, 5, func(i int) bool { return i%2 == 0 })
+	// Newer versions of every 13th key, across the whole range, in
+	// level-0 tables.
+	for i := range 1500 {
+		if err := d.Set(levelKey(2*13*i), []byte("new"), NoSync); err != nil {
 			t.Fatal(err)
 		}
 		if i%500 == 499 {
@@ -410,18 +424,21 @@ func TestCompactRewritesEachTableOnce(t *testing.T) {
 	}
 	waitForCompactions(t, d)
 	m := d.Metrics()
-	if m.Levels[0].Files == 0 || m.Levels[1].Files == 0 {
-		t.Fatalf("want tables in L0 and L1 only; tables per level: %v", levelFiles(m))
-	}
-	for l := 2; l < len(m.Levels); l++ {
-		if m.Levels[l].Files != 0 {
-			t.Fatalf("want tables in L0 and L1 only; tables per level: %v", levelFiles(m))
+	for l := range m.Levels {
+		if (m.Levels[l].Files == 0) == (l == 0 || l == 5 || l == 6) {
+			t.Fatalf("want tables in L0, L5 and L6 only; tables per level: %v", levelFiles(m))
 		}
 	}
-	var before uint64
-	for _, l := range m.Levels {
-		before += l.Bytes
+	// Every table of levels 0 and 5 is to be read once, by a merge into
+	// the last level; those of the last level at most once.
+	d.mu.Lock()
+	mustRead := map[uint64]bool{}
+	for _, l := range []int{0, 5} {
+		for _, f := range d.version.Levels[l] {
+			mustRead[f.FileNum] = true
+		}
 	}
+	d.mu.Unlock()
 	mu.Lock()
 	infos = nil
 	mu.Unlock()
@@ -429,7 +446,7 @@ func TestCompactRewritesEachTableOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	var merged uint64
+	read := map[uint64]int{}
 	for _, c := range infos {
 		if c.Move || !c.Manual {
 			continue
@@ -437,15 +454,24 @@ func TestCompactRewritesEachTableOnce(t *testing.T) {
 		if c.ToLevel != len(m.Levels)-1 {
 			t.Errorf("Compact merged L%d into L%d, not into the last level", c.FromLevel, c.ToLevel)
 		}
-		merged += c.BytesIn
+		for _, f := range c.Inputs {
+			read[f]++
+		}
 	}
 	mu.Unlock()
-	if merged != before {
-		t.Fatalf("Compact's merges read %d bytes of tables; the store held %d: a table was read more or less than once", merged, before)
+	for f, n := range read {
+		if n > 1 {
+			t.Errorf("table %d read by %d merges", f, n)
+		}
+	}
+	for f := range mustRead {
+		if read[f] == 0 {
+			t.Errorf("table %d of level 0 or 5 not read by a merge into the last level", f)
+		}
 	}
 	for i := range n {
 		want := "new"
-		if i >= 1500 {
+		if i%13 != 0 || i >= 13*1500 {
 			want = ""
 		}
 		v, err := d.Get(levelKey(2 * i))

@@ -323,3 +323,27 @@ func levelsDB(b *testing.B, n int) *DB {
 	waitForCompactions(b, d)
 	return d
 }
+
+// moveTables moves the tables of level from that pick chooses (by their
+// index in the level) to level to, by a manifest edit: a shape the picker
+// would not make on its own, such as a store of static level targets left.
+// The caller keeps the LSM order: nothing of the tables' keys between.
+func moveTables(t testing.TB, d *DB, from, to int, pick func(i int) bool) {
+	t.Helper()
+	d.mu.Lock()
+	edit := &manifest.VersionEdit{}
+	for i, f := range d.version.Levels[from] {
+		if pick(i) {
+			edit.DeletedFiles = append(edit.DeletedFiles, manifest.DeletedFile{Level: from, FileNum: f.FileNum})
+			edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: to, Meta: f})
+		}
+	}
+	err := d.logAndApplyLocked(edit)
+	if err == nil {
+		d.publishLocked()
+	}
+	d.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

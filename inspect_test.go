@@ -156,8 +156,15 @@ func TestCheckLevelInvariants(t *testing.T) {
 		if err := d.Flush(); err != nil {
 			t.Fatal(err)
 		}
+		// The flush's table, wherever it went (the first moves down).
 		d.mu.Lock()
-		tables = append(tables, d.version.Levels[0][0])
+		var newest *manifest.FileMetadata
+		for _, f := range d.version.AllFiles() {
+			if newest == nil || f.LargestSeq > newest.LargestSeq {
+				newest = f
+			}
+		}
+		tables = append(tables, newest)
 		d.mu.Unlock()
 	}
 	old, newer := tables[0], tables[1]

@@ -2,6 +2,7 @@ package bloomkv
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,9 @@ import (
 // Metrics reports the store's state and counters since Open.
 type Metrics struct {
 	Levels [manifest.NumLevels]LevelMetrics
+	// BaseLevel is the level level 0 compacts into: the highest level the
+	// data needs under the dynamic level targets (Options.LBaseMaxBytes).
+	BaseLevel int
 	// MemTableSize is the bytes in the mutable memtable;
 	// ImmutableMemTables the frozen ones awaiting a flush.
 	MemTableSize       int64
@@ -84,10 +88,17 @@ type LevelMetrics struct {
 	Files int
 	Bytes uint64
 	// Score is the level's compaction score: at 1 or more it is due for
-	// compaction (level 0: tables over L0CompactionThreshold; the last
-	// level: always 0; the others: bytes over the level's target, counting
-	// tables a running compaction is moving out).
+	// compaction (level 0: the most tables holding one key over
+	// L0CompactionThreshold, or its tables over half of
+	// L0StopWritesThreshold, or 1 when they can move down unrewritten; the
+	// last level and those above the base level: always 0; the others:
+	// bytes over Target, not counting tables a running compaction is moving
+	// out).
 	Score float64
+	// Target is the size the level may reach before it is compacted into
+	// the next, for the levels from the base level down to the one above
+	// the last (see Options.LBaseMaxBytes); 0 for the others.
+	Target uint64
 	// BytesWritten is the bytes of tables written into the level (by
 	// flushes for level 0, by compactions below it); BytesRead the bytes
 	// compactions read from it; BytesMoved the bytes moved into it without
@@ -139,7 +150,9 @@ func (d *DB) Metrics() *Metrics {
 	}
 	// Metrics reads the read state and atomic counters, not d.mu's fields:
 	// d.mu is taken only, briefly, to release a state replaced meanwhile.
-	scores := d.levelScores(s.version, d.levelTargets(s.version, nil), nil)
+	targets := d.levelTargets(s.version, nil)
+	scores := d.levelScores(s.version, targets, nil)
+	m.BaseLevel = targets.base
 	m.Snapshots = int(d.metrics.snapshots.Load())
 	m.DiffFilter = d.diffMetrics(s)
 	for l := range manifest.NumLevels {
@@ -148,6 +161,7 @@ func (d *DB) Metrics() *Metrics {
 			Files:        s.version.NumFiles(l),
 			Bytes:        s.version.LevelSize(l),
 			Score:        scores[l],
+			Target:       targetBytes(targets.maxBytes[l]),
 			BytesWritten: c.bytesWritten.Load(),
 			BytesRead:    c.bytesRead.Load(),
 			BytesMoved:   c.bytesMoved.Load(),
@@ -157,16 +171,32 @@ func (d *DB) Metrics() *Metrics {
 	return m
 }
 
+// targetBytes returns a level's target for LevelMetrics: 0 for none.
+func targetBytes(t float64) uint64 {
+	if math.IsInf(t, 1) {
+		return 0
+	}
+	return uint64(t)
+}
+
 // String formats the metrics as a table: one row per level and a total,
 // then the memtable, WAL, cache, filter and stall counters.
 func (m *Metrics) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "level | tables |     size | score |  written |     read |    moved | compactions\n")
-	fmt.Fprintf(&b, "------+--------+----------+-------+----------+----------+----------+------------\n")
+	fmt.Fprintf(&b, "level | tables |     size |   target | score |  written |     read |    moved | compactions\n")
+	fmt.Fprintf(&b, "------+--------+----------+----------+-------+----------+----------+----------+------------\n")
 	var files int
 	var size, written, read, moved, compactions uint64
 	for l, lm := range m.Levels {
-		fmt.Fprintf(&b, "   L%d | %6d | %8s | %5.2f | %8s | %8s | %8s | %11d\n", l, lm.Files, humanize.Bytes(lm.Bytes), lm.Score,
+		target := "-"
+		if lm.Target > 0 {
+			target = humanize.Bytes(lm.Target)
+		}
+		base := " "
+		if l == m.BaseLevel {
+			base = "*"
+		}
+		fmt.Fprintf(&b, "  %sL%d | %6d | %8s | %8s | %5.2f | %8s | %8s | %8s | %11d\n", base, l, lm.Files, humanize.Bytes(lm.Bytes), target, lm.Score,
 			humanize.Bytes(lm.BytesWritten), humanize.Bytes(lm.BytesRead), humanize.Bytes(lm.BytesMoved), lm.Compactions)
 		files += lm.Files
 		size += lm.Bytes
@@ -175,8 +205,9 @@ func (m *Metrics) String() string {
 		moved += lm.BytesMoved
 		compactions += lm.Compactions
 	}
-	fmt.Fprintf(&b, "total | %6d | %8s |     - | %8s | %8s | %8s | %11d\n", files, humanize.Bytes(size),
+	fmt.Fprintf(&b, "total | %6d | %8s |        - |     - | %8s | %8s | %8s | %11d\n", files, humanize.Bytes(size),
 		humanize.Bytes(written), humanize.Bytes(read), humanize.Bytes(moved), compactions)
+	fmt.Fprintf(&b, "base level (*): L%d\n", m.BaseLevel)
 	fmt.Fprintf(&b, "memtable: %s (+%d frozen)   WAL written: %s   flushes: %d (%s)   write amplification: %.2f\n",
 		humanize.Bytes(uint64(m.MemTableSize)), m.ImmutableMemTables, humanize.Bytes(m.WALBytes), m.Flushes, humanize.Bytes(m.FlushBytes), m.WriteAmplification())
 	fmt.Fprintf(&b, "compactions: %d (read %s, wrote %s), moves: %d\n",

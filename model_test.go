@@ -164,7 +164,7 @@ func runModel(t *testing.T, seed uint64, ops int) int64 {
 	mr := &modelRun{t: t, r: rand.New(rand.NewPCG(seed, 0x5eed)), fs: vfs.NewMem(), model: view{}}
 	mr.opts = &Options{FS: mr.fs, MemTableSize: 64 << 10, L0CompactionThreshold: 2, L0StopWritesThreshold: 8,
 		LBaseMaxBytes: 8 << 10, LevelMultiplier: 2, TargetFileSize: 4 << 10, BlockSize: 512,
-		MaxConcurrentCompactions: 1 + int(seed%2), Logger: quietLogger(), DisableDiffFilter: true}
+		MaxConcurrentCompactions: 1 + int(seed%2), Logger: quietLogger()}
 	var merges, moves, deep atomic.Int64 // deep: automatic merges below level 0
 	mr.opts.EventListener.CompactionEnd = func(info CompactionInfo) {
 		switch {

@@ -46,7 +46,8 @@ func TestWritesStallOnLevel0(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, d, "k05999", string(make([]byte, 100)))
-	if d.Metrics().Compactions == 0 {
+	// The writer's keys ascend: its tables overlap nothing and move down.
+	if m := d.Metrics(); m.Compactions+m.Moves == 0 {
 		t.Fatal("the stall ended without a compaction")
 	}
 }

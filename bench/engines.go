@@ -124,7 +124,7 @@ func describeEngine(name string, s settings) string {
 			diff = "DisableDiffFilter=true (every Get asks the memtables and every level above the base)"
 		}
 		return fmt.Sprintf("%s: CacheSize=%d MemTableSize=%d BloomBitsPerKey=%d (blocked, every level, Get probes all) BlockSize=%d Compression=snappy "+
-			"L0CompactionThreshold=4 L0StopWritesThreshold=12 LBaseMaxBytes=64MiB LevelMultiplier=10 TargetFileSize=2MiB MaxConcurrentCompactions=1; "+
+			"L0CompactionThreshold=2 (L0 depth) L0StopWritesThreshold=12 LBaseMaxBytes=64MiB (dynamic base level) LevelMultiplier=10 TargetFileSize=2MiB MaxConcurrentCompactions=1; "+
 			"index and filter blocks pinned outside the cache; %s; Sync=%v",
 			name, o.CacheSize, o.MemTableSize, o.BloomBitsPerKey, o.BlockSize, diff, s.sync)
 	case "pebble", "pebble-l6":
