@@ -28,10 +28,10 @@ func (d *DB) levelScoresLocked(v *manifest.Version) [manifest.NumLevels]float64 
 // levelScores is levelScoresLocked with the busy tables given (nil: none).
 func (d *DB) levelScores(v *manifest.Version, busy map[uint64]bool) [manifest.NumLevels]float64 {
 	var s [manifest.NumLevels]float64
-	s[0] = float64(len(v.Levels[0])) / float64(d.opts.L0CompactionThreshold)
+	s[0] = float64(v.NumFiles(0)) / float64(d.opts.L0CompactionThreshold)
 	for l := 1; l < manifest.NumLevels-1; l++ {
 		var size uint64
-		for _, f := range v.Levels[l] {
+		for f := range v.Level(l) {
 			if !busy[f.FileNum] {
 				size += f.Size
 			}
@@ -57,7 +57,7 @@ func (d *DB) pickAutoLocked() *compaction {
 		}
 		var c *compaction
 		if l == 0 {
-			c = d.setupLocked(0, d.version.Levels[0])
+			c = d.setupLocked(0, d.version.Files(0))
 		} else {
 			c = d.pickFileLocked(l)
 		}
@@ -75,7 +75,7 @@ func (d *DB) pickAutoLocked() *compaction {
 func (d *DB) pickFileLocked(l int) *compaction {
 	var best *compaction
 	bestRatio := 0.0
-	for _, f := range d.version.Levels[l] {
+	for f := range d.version.Level(l) {
 		c := d.setupLocked(l, []*manifest.FileMetadata{f})
 		if c == nil {
 			continue
