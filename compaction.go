@@ -444,7 +444,7 @@ func (d *DB) Compact(start, end []byte) error {
 			if l == 0 && len(inputs) > 0 {
 				// Level 0 goes down whole: an older table left behind
 				// would shadow newer data moved below it.
-				inputs = d.version.Levels[0]
+				inputs = d.version.Files(0)
 			}
 			if len(inputs) == 0 {
 				break

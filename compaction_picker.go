@@ -126,11 +126,11 @@ func l0Depth(files []*manifest.FileMetadata, busy map[uint64]bool) int {
 // level without a rewrite: when no two of its tables (busy ones left out)
 // overlap, those that overlap no table of the base, none of them busy.
 func l0Movable(v *manifest.Version, base int, busy map[uint64]bool) []*manifest.FileMetadata {
-	if l0Depth(v.Levels[0], busy) != 1 {
+	if l0Depth(v.Files(0), busy) != 1 {
 		return nil
 	}
 	var out []*manifest.FileMetadata
-	for _, f := range v.Levels[0] {
+	for f := range v.Level(0) {
 		if !busy[f.FileNum] && len(v.Overlapping(base, f.Smallest.UserKey, f.Largest.UserKey)) == 0 {
 			out = append(out, f)
 		}
@@ -153,17 +153,19 @@ func (d *DB) levelScoresLocked(v *manifest.Version) [manifest.NumLevels]float64 
 // over their target; the last level and those above the base (empty) 0.
 func (d *DB) levelScores(v *manifest.Version, t levelTargets, busy map[uint64]bool) [manifest.NumLevels]float64 {
 	var s [manifest.NumLevels]float64
-	l0 := v.Levels[0]
+	l0 := v.Files(0)
 	depth := l0Depth(l0, busy)
 	s[0] = max(float64(depth)/float64(d.opts.L0CompactionThreshold), float64(len(l0))/(float64(d.opts.L0StopWritesThreshold)/2))
 	if s[0] < 1 && len(l0Movable(v, t.base, busy)) > 0 {
 		s[0] = 1
 	}
 	for l := max(t.base, 1); l < manifest.NumLevels-1; l++ {
-		var size uint64
-		for _, f := range v.Levels[l] {
-			if !busy[f.FileNum] {
-				size += f.Size
+		size := v.LevelSize(l)
+		if len(busy) > 0 {
+			for f := range v.Level(l) {
+				if busy[f.FileNum] {
+					size -= f.Size
+				}
 			}
 		}
 		s[l] = float64(size) / t.maxBytes[l]
@@ -214,7 +216,7 @@ func (d *DB) pickL0Locked(base int) *compaction {
 		}
 		return c
 	}
-	return d.setupIntoLocked(0, base, d.version.Levels[0])
+	return d.setupIntoLocked(0, base, d.version.Files(0))
 }
 
 // pickFileLocked picks the table of level l whose compaction rewrites the
@@ -222,7 +224,7 @@ func (d *DB) pickL0Locked(base int) *compaction {
 func (d *DB) pickFileLocked(l int) *compaction {
 	var best *compaction
 	bestRatio := 0.0
-	for _, f := range d.version.Levels[l] {
+	for f := range d.version.Level(l) {
 		c := d.setupLocked(l, []*manifest.FileMetadata{f})
 		if c == nil {
 			continue

@@ -469,11 +469,12 @@ func parseManual(t *testing.T, v *manifest.Version, s string) (int, []*manifest.
 	l := parseLevel(t, name)
 	var inputs []*manifest.FileMetadata
 	for _, n := range strings.Fields(nums) {
-		i := slices.IndexFunc(v.Levels[l], func(f *manifest.FileMetadata) bool { return f.FileNum == parseUint(t, n) })
+		files := v.Files(l)
+		i := slices.IndexFunc(files, func(f *manifest.FileMetadata) bool { return f.FileNum == parseUint(t, n) })
 		if i < 0 {
 			t.Fatalf("%s: L%d holds no table %s", s, l, n)
 		}
-		inputs = append(inputs, v.Levels[l][i])
+		inputs = append(inputs, files[i])
 	}
 	return l, inputs
 }

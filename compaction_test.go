@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/vfs"
 )
 
@@ -211,7 +212,7 @@ func TestCompactDropsWhatSnapshotsNoLongerNeed(t *testing.T) {
 	deletions := func() (n uint64) {
 		s := d.acquire()
 		defer d.release(s)
-		for _, f := range s.version.Levels[6] {
+		for f := range s.version.Level(6) {
 			r, err := d.tables.get(f.FileNum)
 			if err != nil {
 				t.Fatal(err)
@@ -288,12 +289,12 @@ func TestBottomCompactionZeroesSequenceNumbers(t *testing.T) {
 		t.Helper()
 		s := d.acquire()
 		defer d.release(s)
-		for l := range len(s.version.Levels) - 1 {
-			if len(s.version.Levels[l]) != 0 {
-				t.Fatalf("L%d holds %d tables after Compact", l, len(s.version.Levels[l]))
+		for l := range manifest.NumLevels - 1 {
+			if n := s.version.NumFiles(l); n != 0 {
+				t.Fatalf("L%d holds %d tables after Compact", l, n)
 			}
 		}
-		for _, f := range s.version.Levels[len(s.version.Levels)-1] {
+		for f := range s.version.Level(manifest.NumLevels - 1) {
 			r, err := d.tables.get(f.FileNum)
 			if err != nil {
 				t.Fatal(err)
@@ -434,7 +435,7 @@ func TestCompactRewritesEachTableOnce(t *testing.T) {
 	d.mu.Lock()
 	mustRead := map[uint64]bool{}
 	for _, l := range []int{0, 5} {
-		for _, f := range d.version.Levels[l] {
+		for f := range d.version.Level(l) {
 			mustRead[f.FileNum] = true
 		}
 	}

@@ -186,7 +186,7 @@ type diffRemoval struct {
 // holds most of it once the level targets put it there; from then on the
 // differential is the recent changes, the case the filter serves.
 func baseLevel(v *manifest.Version) int {
-	if len(v.Levels[manifest.NumLevels-1]) > 0 {
+	if v.NumFiles(manifest.NumLevels-1) > 0 {
 		return manifest.NumLevels - 1
 	}
 	return -1
@@ -267,7 +267,7 @@ func (d *DB) diffForStateLocked(s *readState) {
 	ds.carried[ds.cur]++
 	var dels []rangedel.Tombstone
 	for l := range b {
-		for _, f := range s.version.Levels[l] {
+		for f := range s.version.Level(l) {
 			dels = append(dels, ds.tableDels[f.FileNum]...)
 		}
 	}
@@ -503,7 +503,7 @@ func (d *DB) diffEntries() (int, error) {
 		n += m.mt.Len()
 	}
 	for l := range max(baseLevel(s.version), 0) {
-		for _, f := range s.version.Levels[l] {
+		for f := range s.version.Level(l) {
 			r, err := d.tables.get(f.FileNum)
 			if err != nil {
 				return 0, err
@@ -600,7 +600,7 @@ func (d *DB) fillDiff(f *difffile.Filter, s *readState, baseLevel int, seq base.
 	}
 	dels := map[uint64][]rangedel.Tombstone{}
 	for l := range baseLevel {
-		for _, meta := range s.version.Levels[l] {
+		for meta := range s.version.Level(l) {
 			if d.closedFlag.Load() {
 				return ErrClosed // Close waits for the builder: stop here
 			}
@@ -783,7 +783,7 @@ func (d *DB) CheckDiffFilter(limit int) (DiffFilterCheck, error) {
 	}
 	var prev []byte
 	havePrev := false // not prev != nil: the empty key is a key
-	for _, meta := range s.version.Levels[c.BaseLevel] {
+	for meta := range s.version.Level(c.BaseLevel) {
 		r, err := d.tables.get(meta.FileNum)
 		if err != nil {
 			return c, err
@@ -838,10 +838,7 @@ func (d *DB) versionAboveBase(s *readState, baseLevel int, key []byte, hash uint
 		}
 	}
 	for l := range baseLevel {
-		for _, f := range s.version.Levels[l] {
-			if !f.Overlaps(key, key) {
-				continue
-			}
+		for f := range s.version.Containing(l, key) {
 			r, err := d.tables.get(f.FileNum)
 			if err != nil {
 				return false, err

@@ -33,7 +33,7 @@ func diffViolations(d *DB, s *readState) []string {
 		}
 	}
 	for l := range s.diffBase {
-		for _, f := range s.version.Levels[l] {
+		for f := range s.version.Level(l) {
 			r, err := d.tables.get(f.FileNum)
 			if err != nil {
 				bad = append(bad, fmt.Sprintf("L%d table %d: %v", l, f.FileNum, err))
@@ -237,7 +237,7 @@ func TestDiffFilterForgetsWhatReachesTheBase(t *testing.T) {
 	if !old.diff.MayContainHash(filterblock.Hash(k)) {
 		t.Fatal("a removal reached the filter while a read state from before the compaction was alive")
 	}
-	if v, err := d.get(old, k, old.version.Levels[0][0].LargestSeq+1); err != nil || string(v) != "new" {
+	if v, err := d.get(old, k, old.version.Files(0)[0].LargestSeq+1); err != nil || string(v) != "new" {
 		t.Fatalf("Get through the old state = %q, %v; want new", v, err)
 	}
 	d.release(old)

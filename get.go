@@ -76,18 +76,7 @@ func (d *DB) getFromLevels(s *readState, key []byte, hash uint64, seq base.SeqNu
 			// the key.
 			d.diff.falseMaybes.Add(1)
 		}
-		files := s.version.Levels[l]
-		if l > 0 {
-			f := s.version.Find(l, key)
-			if f == nil {
-				continue
-			}
-			files = []*manifest.FileMetadata{f}
-		}
-		for _, f := range files {
-			if !f.Overlaps(key, key) {
-				continue
-			}
+		for f := range s.version.Containing(l, key) {
 			v, tr, ok, t, err := d.getFromTable(f, key, hash, seq)
 			if err != nil {
 				return nil, err

@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/golang/snappy v0.0.5-0.20231225225746-43d5d4cd4e0e
+	github.com/google/btree v1.1.3
 	github.com/spf13/cobra v1.10.2
 	github.com/zeebo/xxh3 v1.1.0
 )

@@ -332,7 +332,7 @@ func moveTables(t testing.TB, d *DB, from, to int, pick func(i int) bool) {
 	t.Helper()
 	d.mu.Lock()
 	edit := &manifest.VersionEdit{}
-	for i, f := range d.version.Levels[from] {
+	for i, f := range d.version.Files(from) {
 		if pick(i) {
 			edit.DeletedFiles = append(edit.DeletedFiles, manifest.DeletedFile{Level: from, FileNum: f.FileNum})
 			edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: to, Meta: f})

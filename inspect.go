@@ -34,15 +34,13 @@ func (d *DB) SSTables() ([][]TableInfo, error) {
 	s := d.acquire()
 	defer d.release(s)
 	out := make([][]TableInfo, manifest.NumLevels)
-	for l, files := range s.version.Levels {
-		for _, f := range files {
-			out[l] = append(out[l], TableInfo{
-				Level: l, FileNum: f.FileNum, Name: tableName(f.FileNum), Size: f.Size,
-				Smallest: bytes.Clone(f.Smallest.UserKey), Largest: bytes.Clone(f.Largest.UserKey),
-				LargestExclusive: f.Largest.IsExclusiveSentinel(),
-				SmallestSeq:      uint64(f.SmallestSeq), LargestSeq: uint64(f.LargestSeq),
-			})
-		}
+	for l, f := range s.version.All() {
+		out[l] = append(out[l], TableInfo{
+			Level: l, FileNum: f.FileNum, Name: tableName(f.FileNum), Size: f.Size,
+			Smallest: bytes.Clone(f.Smallest.UserKey), Largest: bytes.Clone(f.Largest.UserKey),
+			LargestExclusive: f.Largest.IsExclusiveSentinel(),
+			SmallestSeq:      uint64(f.SmallestSeq), LargestSeq: uint64(f.LargestSeq),
+		})
 	}
 	return out, nil
 }
@@ -83,11 +81,12 @@ const maxCheckProblems = 1000
 // in its table's filter, range deletions, properties), that each table's
 // size, key range and sequence numbers are those the manifest records and
 // that no sequence number is beyond the store's last, and, when the tables
-// are sound, the level invariants (level 0 newest first; the tables of each
-// other level in key order without overlap; every version of a key in a
-// shallower place newer than every version deeper down) and that a full scan
-// returns keys in strictly increasing order. It reads every block, does not
-// stop at the first problem, and returns a *CheckError listing them.
+// are sound, the level invariants (the tables of each level below 0 in key
+// order without overlap; every version of a key in a shallower place newer
+// than every version deeper down; level 0's order, newest first, is its
+// B-tree's own) and that a full scan returns keys in strictly increasing
+// order. It reads every block, does not stop at the first problem, and
+// returns a *CheckError listing them.
 func (d *DB) Check() (CheckStats, error) {
 	var st CheckStats
 	if d.closedFlag.Load() {
@@ -107,28 +106,26 @@ func (d *DB) Check() (CheckStats, error) {
 			more++
 		}
 	}
-	for l, files := range s.version.Levels {
-		for _, f := range files {
-			st.Tables++
-			r, err := d.tables.get(f.FileNum)
-			if err != nil {
-				problem(fmt.Errorf("bloomkv: L%d table %s: %w", l, d.path(tableName(f.FileNum)), err))
-				continue
-			}
-			rep := r.Check()
-			st.Blocks += rep.Blocks
-			st.Entries += rep.Entries
-			st.RangeDeletions += uint64(rep.RangeDeletions)
-			for _, p := range rep.Problems {
-				problem(p)
-			}
-			more += rep.MoreProblems
-			if !rep.Complete {
-				continue // its ranges are partial: comparing them says nothing more
-			}
-			for _, err := range checkTableMeta(d.path(tableName(f.FileNum)), l, f, r, rep, lastSeq) {
-				problem(err)
-			}
+	for l, f := range s.version.All() {
+		st.Tables++
+		r, err := d.tables.get(f.FileNum)
+		if err != nil {
+			problem(fmt.Errorf("bloomkv: L%d table %s: %w", l, d.path(tableName(f.FileNum)), err))
+			continue
+		}
+		rep := r.Check()
+		st.Blocks += rep.Blocks
+		st.Entries += rep.Entries
+		st.RangeDeletions += uint64(rep.RangeDeletions)
+		for _, p := range rep.Problems {
+			problem(p)
+		}
+		more += rep.MoreProblems
+		if !rep.Complete {
+			continue // its ranges are partial: comparing them says nothing more
+		}
+		for _, err := range checkTableMeta(d.path(tableName(f.FileNum)), l, f, r, rep, lastSeq) {
+			problem(err)
 		}
 	}
 	if len(problems) == 0 {
@@ -202,7 +199,8 @@ type placeIter struct {
 // of versions across levels is what lets a Get stop at the first level that
 // holds a key; it is checked by merging every place's entries (the read
 // path's mergingIter) and requiring that the versions of each key come from
-// places ever deeper as they get older.
+// places ever deeper as they get older. Level 0's order, newest first, is
+// its tree's own (manifest.Version), which needs no check.
 func (d *DB) checkLevels(v *manifest.Version) []error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -211,14 +209,10 @@ func (d *DB) checkLevels(v *manifest.Version) []error {
 		}
 	}
 	name := func(num uint64) string { return d.path(tableName(num)) }
-	for i := 1; i < len(v.Levels[0]); i++ {
-		a, b := v.Levels[0][i-1], v.Levels[0][i]
-		if a.LargestSeq < b.LargestSeq {
-			bad("L0 table %s (sequence numbers up to %d) is ordered before the newer %s (up to %d)", name(a.FileNum), a.LargestSeq, name(b.FileNum), b.LargestSeq)
-		}
-	}
+	var levels [manifest.NumLevels][]*manifest.FileMetadata
 	for l := 1; l < manifest.NumLevels; l++ {
-		files := v.Levels[l]
+		files := v.Files(l)
+		levels[l] = files
 		for i, f := range files {
 			if base.CompareInternal(f.Smallest, f.Largest) > 0 {
 				bad("L%d table %s: smallest key %s sorts after its largest, %s", l, name(f.FileNum), f.Smallest, f.Largest)
@@ -233,7 +227,7 @@ func (d *DB) checkLevels(v *manifest.Version) []error {
 	}
 
 	m := &mergingIter{}
-	for _, f := range v.Levels[0] {
+	for f := range v.Level(0) {
 		r, err := d.tables.get(f.FileNum)
 		if err != nil {
 			m.close()
@@ -243,10 +237,10 @@ func (d *DB) checkLevels(v *manifest.Version) []error {
 		m.iters = append(m.iters, &placeIter{internalIterator: r.NewIter(), place: len(m.iters), table: func() uint64 { return num }})
 	}
 	for l := 1; l < manifest.NumLevels; l++ {
-		if len(v.Levels[l]) == 0 {
+		if len(levels[l]) == 0 {
 			continue
 		}
-		li := &levelIter{tables: d.tables, files: v.Levels[l]}
+		li := &levelIter{tables: d.tables, files: levels[l]}
 		m.iters = append(m.iters, &placeIter{internalIterator: li, place: len(m.iters), level: l, table: func() uint64 { return li.files[li.idx].FileNum }})
 	}
 	defer m.close()

@@ -142,9 +142,9 @@ func TestSSTablesAndCheck(t *testing.T) {
 	})
 }
 
-// TestCheckLevelInvariants: Check's level checks find an L0 out of order,
-// overlapping tables in a level and, across levels, an older version of a
-// key above a newer one (which would make Get return the old value).
+// TestCheckLevelInvariants: Check's level checks find overlapping tables in
+// a level and, across levels, an older version of a key above a newer one
+// (which would make Get return the old value). L0's order is its tree's own.
 func TestCheckLevelInvariants(t *testing.T) {
 	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
 	defer d.Close()
@@ -159,7 +159,7 @@ func TestCheckLevelInvariants(t *testing.T) {
 		// The flush's table, wherever it went (the first moves down).
 		d.mu.Lock()
 		var newest *manifest.FileMetadata
-		for _, f := range d.version.AllFiles() {
+		for _, f := range d.version.All() {
 			if newest == nil || f.LargestSeq > newest.LargestSeq {
 				newest = f
 			}
@@ -170,16 +170,15 @@ func TestCheckLevelInvariants(t *testing.T) {
 	old, newer := tables[0], tables[1]
 	for _, c := range []struct {
 		name, want string
-		v          manifest.Version
+		v          *manifest.Version
 	}{
-		{"sound", "", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{0: {newer, old}}}},
-		{"sound across levels", "", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{1: {newer}, 2: {old}}}},
-		{"L0 out of order", "is ordered before the newer", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{0: {old, newer}}}},
-		{"overlap", "overlap", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{3: {newer, old}}}},
-		{"older above newer", "which lies deeper", manifest.Version{Levels: [manifest.NumLevels][]*manifest.FileMetadata{1: {old}, 2: {newer}}}},
+		{"sound", "", manifest.NewVersionForTesting([manifest.NumLevels][]*manifest.FileMetadata{0: {newer, old}})},
+		{"sound across levels", "", manifest.NewVersionForTesting([manifest.NumLevels][]*manifest.FileMetadata{1: {newer}, 2: {old}})},
+		{"overlap", "overlap", manifest.NewVersionForTesting([manifest.NumLevels][]*manifest.FileMetadata{3: {newer, old}})},
+		{"older above newer", "which lies deeper", manifest.NewVersionForTesting([manifest.NumLevels][]*manifest.FileMetadata{1: {old}, 2: {newer}})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			errs := d.checkLevels(&c.v)
+			errs := d.checkLevels(c.v)
 			switch {
 			case c.want == "" && len(errs) > 0:
 				t.Errorf("%s: %v", c.name, errs)

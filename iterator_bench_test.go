@@ -1,7 +1,12 @@
 package bloomkv
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/benchutil"
 )
 
 // BenchmarkScan iterates the whole multi-level store forward.
@@ -28,4 +33,32 @@ func BenchmarkScan(b *testing.B) {
 		b.Fatalf("scanned %d keys, want %d", keys, n*b.N)
 	}
 	b.ReportMetric(float64(keys)/b.Elapsed().Seconds(), "keys/s")
+}
+
+// BenchmarkSeekManyTables opens an iterator bounded to one key's span in a
+// version of 100k tables (manyTablesState), which picks each level's tables
+// in the bounds, and seeks to its first key.
+func BenchmarkSeekManyTables(b *testing.B) {
+	d, s := manyTablesState(b)
+	seq := base.SeqNum(d.visibleSeq.Load()) + 1
+	r := rand.New(rand.NewPCG(1, 2))
+	bounds := make([]IterOptions, 4096)
+	for i := range bounds {
+		k := manyKeysStep * r.IntN(manyKeys)
+		bounds[i] = IterOptions{LowerBound: levelKey(k), UpperBound: levelKey(k + manyKeysStep)}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := benchutil.CPUTime()
+	for i := range b.N {
+		o := &bounds[i%len(bounds)]
+		it := d.newIter(s, seq, o)
+		if !it.First() || !bytes.Equal(it.Key(), o.LowerBound) {
+			b.Fatalf("at %q, want %q: %v", it.Key(), o.LowerBound, it.Error())
+		}
+		if err := it.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	benchutil.ReportCPU(b, b.N, cpu)
 }

@@ -32,7 +32,7 @@ func (d *DB) stallReasonLocked() string {
 	switch {
 	case len(d.imm) >= d.opts.MaxImmutableMemTables:
 		return "too many memtables waiting for a flush"
-	case len(d.version.Levels[0]) >= d.opts.L0StopWritesThreshold:
+	case d.version.NumFiles(0) >= d.opts.L0StopWritesThreshold:
 		return "too many level-0 tables waiting for compaction"
 	}
 	return ""

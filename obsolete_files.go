@@ -7,10 +7,10 @@ import "strings"
 func (d *DB) releaseFilesLocked(s *readState) {
 	defer d.diffReleasedLocked(s)
 	live := map[uint64]bool{}
-	for _, f := range d.version.AllFiles() {
+	for _, f := range d.version.All() {
 		live[f.FileNum] = true
 	}
-	for _, f := range s.version.AllFiles() {
+	for _, f := range s.version.All() {
 		if d.fileRefs[f.FileNum]--; d.fileRefs[f.FileNum] > 0 || live[f.FileNum] {
 			continue
 		}
@@ -33,7 +33,7 @@ func (d *DB) deleteObsolete() {
 		return
 	}
 	live := map[uint64]bool{}
-	for _, f := range d.version.AllFiles() {
+	for _, f := range d.version.All() {
 		live[f.FileNum] = true
 	}
 	for _, n := range names {

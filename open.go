@@ -217,7 +217,7 @@ func (d *DB) loadManifest(num uint64) error {
 	if !sawComparer {
 		return base.CorruptionErrorf("bloomkv: %s holds no comparer record (last edit read at offset %d)", name, d.manifestLastEdit)
 	}
-	for _, f := range v.AllFiles() {
+	for _, f := range v.All() {
 		d.nextFileNum = max(d.nextFileNum, f.FileNum+1)
 		d.lastSeq = max(d.lastSeq, f.LargestSeq)
 	}
@@ -326,12 +326,10 @@ func (d *DB) checkFilesPresent(names []string, logs []uint64) error {
 	for _, n := range names {
 		have[n] = true
 	}
-	for l, files := range d.version.Levels {
-		for _, f := range files {
-			if !have[tableName(f.FileNum)] {
-				return base.CorruptionErrorf("bloomkv: %s records L%d table %s, which is missing: the manifest has lost edits or the table was deleted",
-					manifestPath, l, d.path(tableName(f.FileNum)))
-			}
+	for l, f := range d.version.All() {
+		if !have[tableName(f.FileNum)] {
+			return base.CorruptionErrorf("bloomkv: %s records L%d table %s, which is missing: the manifest has lost edits or the table was deleted",
+				manifestPath, l, d.path(tableName(f.FileNum)))
 		}
 	}
 	if len(logs) > 0 && logs[0] != d.logNumber {

@@ -36,7 +36,7 @@ func (d *DB) publishLocked() {
 	s := &readState{mem: d.mem, imm: slices.Clone(d.imm), version: d.version}
 	s.refs.Store(1)
 	d.diffForStateLocked(s)
-	for _, f := range s.version.AllFiles() {
+	for _, f := range s.version.All() {
 		d.fileRefs[f.FileNum]++
 	}
 	if old := d.state.Swap(s); old != nil {

@@ -27,10 +27,10 @@ func TestReadsHoldTheirTables(t *testing.T) {
 	for d.Metrics().Compactions == 0 {
 		runtime.Gosched()
 	}
-	if n := len(old.version.Levels[0]); n != 4 {
+	if n := old.version.NumFiles(0); n != 4 {
 		t.Fatalf("pinned state has %d L0 tables", n)
 	}
-	v, err := d.get(old, []byte("k100-2"), old.version.Levels[0][0].LargestSeq+1)
+	v, err := d.get(old, []byte("k100-2"), old.version.Files(0)[0].LargestSeq+1)
 	if err != nil || string(v) != "v" {
 		t.Fatalf("read through a pinned state after compaction: %q, %v", v, err)
 	}

@@ -21,7 +21,7 @@ func TestTableOpenFailureIsNotShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := d.acquire()
-	num := s.version.Levels[0][0].FileNum
+	num := s.version.Files(0)[0].FileNum
 	d.release(s)
 	d.Close()
 

@@ -25,10 +25,8 @@ func (d *DB) writeNewManifest() error {
 	}
 	w := record.NewWriter(f, 0)
 	snap := &manifest.VersionEdit{ComparerName: base.ComparerName, LogNumber: d.logNumber, NextFileNum: d.nextFileNum, LastSeq: d.lastSeq}
-	for l, files := range d.version.Levels {
-		for _, m := range files {
-			snap.NewFiles = append(snap.NewFiles, manifest.NewFile{Level: l, Meta: m})
-		}
+	for l, m := range d.version.All() {
+		snap.NewFiles = append(snap.NewFiles, manifest.NewFile{Level: l, Meta: m})
 	}
 	_, err = w.Write(snap.Encode())
 	if err == nil {

@@ -7,6 +7,7 @@ package benchutil
 import (
 	"math"
 	"math/rand/v2"
+	"time"
 )
 
 // KeyLen is the length of every key MakeKey writes.
@@ -110,4 +111,29 @@ func NewValueSource(size int, rng *rand.Rand) *ValueSource {
 func (v *ValueSource) Next(rng *rand.Rand) []byte {
 	off := rng.IntN(len(v.buf) - v.size + 1)
 	return v.buf[off : off+v.size : off+v.size]
+}
+
+// ReportCPU reports to b (a *testing.B) the metric cpu-ns/op: the process's
+// CPU time since start (a CPUTime reading where b's timed part began) over
+// its ops, which other processes on the machine disturb less than wall
+// time. It reports nothing where CPU time cannot be measured.
+func ReportCPU(b interface{ ReportMetric(float64, string) }, ops int, start time.Duration) {
+	if start != 0 {
+		b.ReportMetric(float64(CPUTime()-start)/float64(ops), "cpu-ns/op")
+	}
+}
+
+// ManyTables is the number of tables in the hand-built versions of the
+// benchmarks of level metadata (internal/manifest's, and the root package's
+// Gets and seeks through such a version).
+const ManyTables = 100_000
+
+// TablesPerLevel spreads n tables over the seven levels as a grown store
+// holds them: nine tenths in the last level, a tenth of that in the one
+// above, four in level 0 and the rest in level 4.
+func TablesPerLevel(n int) [7]int {
+	var c [7]int
+	c[6], c[5], c[0] = n*9/10, n*9/100, 4
+	c[4] = n - c[6] - c[5] - c[0]
+	return c
 }

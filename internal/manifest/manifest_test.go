@@ -1,8 +1,12 @@
 package manifest
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -69,11 +73,15 @@ func TestApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Levels[0][0].FileNum != 2 || v.Levels[0][1].FileNum != 1 {
-		t.Fatalf("L0 not newest first: %v", v.Levels[0])
+	if l0 := v.Files(0); len(l0) != 2 || l0[0].FileNum != 2 || l0[1].FileNum != 1 {
+		t.Fatalf("L0 not newest first: %v", l0)
 	}
-	if v.NumFiles(1) != 2 || v.LevelSize(1) != 1003+1004 || len(v.AllFiles()) != 4 {
-		t.Fatalf("version %+v", v.Levels)
+	all := 0
+	for range v.All() {
+		all++
+	}
+	if v.NumFiles(1) != 2 || v.LevelSize(1) != 1003+1004 || all != 4 {
+		t.Fatalf("%d tables, L1: %v", all, v.Files(1))
 	}
 	if _, err := v.Apply(&VersionEdit{DeletedFiles: []DeletedFile{{1, 99}}}); !errors.Is(err, base.ErrCorruption) {
 		t.Fatalf("deleting a missing table: %v", err)
@@ -84,6 +92,120 @@ func TestApply(t *testing.T) {
 	v2, err := v.Apply(&VersionEdit{DeletedFiles: []DeletedFile{{0, 1}}})
 	if err != nil || v2.NumFiles(0) != 1 || v.NumFiles(0) != 2 {
 		t.Fatalf("delete: %v; the old version must not change", err)
+	}
+	for name, e := range map[string]*VersionEdit{
+		"delete from the wrong level":   {DeletedFiles: []DeletedFile{{2, 3}}},
+		"add a table held":              {NewFiles: []NewFile{{2, meta(3, "x", "y", 1)}}},
+		"overlap the next table":        {NewFiles: []NewFile{{1, meta(5, "0", "a", 1)}}},
+		"overlap the previous table":    {NewFiles: []NewFile{{1, meta(5, "k", "l", 1)}}},
+		"new tables overlapping":        {NewFiles: []NewFile{{2, meta(5, "a", "c", 1)}, {2, meta(6, "c", "d", 1)}}},
+		"the same smallest key":         {NewFiles: []NewFile{{2, meta(5, "a", "c", 1)}, {2, meta(6, "a", "b", 1)}}},
+		"overlap a table moved into L1": {DeletedFiles: []DeletedFile{{1, 3}}, NewFiles: []NewFile{{1, meta(5, "a", "b", 1)}, {1, meta(3, "b", "f", 1)}}},
+	} {
+		if _, err := v.Apply(e); !errors.Is(err, base.ErrCorruption) {
+			t.Errorf("%s: %v, want ErrCorruption", name, err)
+		}
+	}
+	// A table deleted twice by one edit is deleted; one moved down is
+	// deleted from its level before it is added to the next.
+	v3, err := v.Apply(&VersionEdit{DeletedFiles: []DeletedFile{{1, 4}, {1, 4}, {1, 3}}, NewFiles: []NewFile{{2, v.Find(1, []byte("a"))}}})
+	if err != nil || v3.NumFiles(1) != 0 || v3.Find(2, []byte("b")).FileNum != 3 || v3.LevelSize(2) != 1003 {
+		t.Fatalf("delete twice, move: %v, %v", err, v3)
+	}
+}
+
+// TestVersionModel applies random edits to versions and to a model (sorted
+// slices), comparing every query, and checks that applying an edit leaves
+// the older versions as they were.
+func TestVersionModel(t *testing.T) {
+	type model [NumLevels][]*FileMetadata
+	r := rand.New(rand.NewPCG(1, 2))
+	key := func(i int) string { return fmt.Sprintf("%04d", i) }
+	var versions []*Version
+	var models []model
+	v, m := &Version{}, model{}
+	num := uint64(0)
+	for step := range 300 {
+		e := &VersionEdit{}
+		next := m
+		for range r.IntN(4) { // delete some tables
+			l := r.IntN(NumLevels)
+			if len(next[l]) == 0 {
+				continue
+			}
+			i := r.IntN(len(next[l]))
+			e.DeletedFiles = append(e.DeletedFiles, DeletedFile{l, next[l][i].FileNum})
+			next[l] = slices.Delete(slices.Clone(next[l]), i, i+1)
+		}
+		for range r.IntN(4) { // add tables where they fit
+			l := r.IntN(NumLevels)
+			lo := r.IntN(1000)
+			f := meta(num+1, key(lo), key(lo+r.IntN(20)), base.SeqNum(step))
+			if l > 0 && slices.ContainsFunc(next[l], func(g *FileMetadata) bool { return g.Overlaps(f.Smallest.UserKey, f.Largest.UserKey) }) {
+				continue
+			}
+			num++
+			e.NewFiles = append(e.NewFiles, NewFile{l, f})
+			next[l] = append(slices.Clone(next[l]), f)
+		}
+		slices.SortFunc(next[0], func(a, b *FileMetadata) int {
+			return cmp.Or(cmp.Compare(b.LargestSeq, a.LargestSeq), cmp.Compare(b.FileNum, a.FileNum))
+		})
+		for l := 1; l < NumLevels; l++ {
+			slices.SortFunc(next[l], func(a, b *FileMetadata) int { return base.CompareInternal(a.Smallest, b.Smallest) })
+		}
+		nv, err := v.Apply(e)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		versions, models = append(versions, nv), append(models, next)
+		v, m = nv, next
+	}
+	for i, v := range versions {
+		m := models[i]
+		for l := range NumLevels {
+			var size uint64
+			for _, f := range m[l] {
+				size += f.Size
+			}
+			if got := v.Files(l); !slices.Equal(got, m[l]) || v.NumFiles(l) != len(m[l]) || v.LevelSize(l) != size {
+				t.Fatalf("version %d L%d: %v (%d bytes), want %v (%d)", i, l, got, v.LevelSize(l), m[l], size)
+			}
+			for range 20 {
+				lo := r.IntN(1020)
+				k := []byte(key(lo))
+				var want []*FileMetadata
+				for _, f := range m[l] {
+					if f.Overlaps(k, k) {
+						want = append(want, f)
+					}
+				}
+				if got := slices.Collect(v.Containing(l, k)); !slices.Equal(got, want) {
+					t.Fatalf("version %d L%d: %s in %v, want %v", i, l, k, got, want)
+				}
+				if l > 0 {
+					if got := v.Find(l, k); (got == nil) != (len(want) == 0) || got != nil && got != want[0] {
+						t.Fatalf("version %d L%d: Find(%s) = %v, want %v", i, l, k, got, want)
+					}
+				}
+				var lb, hb []byte
+				if r.IntN(5) > 0 {
+					lb = k
+				}
+				if r.IntN(5) > 0 {
+					hb = []byte(key(lo + r.IntN(50)))
+				}
+				want = want[:0]
+				for _, f := range m[l] {
+					if f.Overlaps(lb, hb) {
+						want = append(want, f)
+					}
+				}
+				if got := v.Overlapping(l, lb, hb); !slices.Equal(got, want) {
+					t.Fatalf("version %d L%d: Overlapping(%s, %s) = %v, want %v", i, l, lb, hb, got, want)
+				}
+			}
+		}
 	}
 }
 

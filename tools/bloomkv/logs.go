@@ -281,9 +281,9 @@ func (e *env) manifestDump(name string, fm *formats) error {
 	if torn {
 		vo.End, vo.TornAt, vo.TornWhy = "torn", off, why
 	}
-	for l, files := range v.Levels {
+	for l := range vo.Levels {
 		vo.Levels[l] = []tableMetaOut{}
-		for _, f := range files {
+		for f := range v.Level(l) {
 			vo.Levels[l] = append(vo.Levels[l], metaOut(fm, l, f))
 		}
 	}
