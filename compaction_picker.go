@@ -200,7 +200,59 @@ func (d *DB) pickAutoLocked() *compaction {
 			return c
 		}
 	}
+	if c := d.pickElisionLocked(); c != nil {
+		d.startLocked(c)
+		return c
+	}
 	return nil
+}
+
+// elisionMinShare is the share of a last-level table's entries that must
+// be deletions for an elision-only compaction to rewrite it.
+const elisionMinShare = 0.1
+
+// noteElisionLocked keeps d.elide up to date with an installed edit.
+func (d *DB) noteElisionLocked(e *manifest.VersionEdit) {
+	for _, f := range e.DeletedFiles {
+		delete(d.elide, f.FileNum)
+	}
+	for _, f := range e.NewFiles {
+		if f.Level == manifest.NumLevels-1 && f.Meta.Deletions > 0 {
+			d.elide[f.Meta.FileNum] = f.Meta
+		}
+	}
+}
+
+// pickElisionLocked returns, when no level is due, an elision-only
+// compaction: the rewrite, alone, of a last-level table of which at least
+// elisionMinShare of the entries are deletions that every open snapshot
+// sees, which the rewrite drops with the versions they hide (Pebble and
+// RocksDB do the same). Deletions reach the last level where a snapshot
+// kept them through a compaction, or with a table moved there whole. It
+// picks the densest such table, or returns nil.
+func (d *DB) pickElisionLocked() *compaction {
+	const last = manifest.NumLevels - 1
+	var best *manifest.FileMetadata
+	for _, f := range d.elide {
+		if d.busy[f.FileNum] || float64(f.Deletions) < elisionMinShare*float64(f.Entries) {
+			continue
+		}
+		if len(d.snapshots) > 0 && d.snapshots[0] <= f.LargestSeq {
+			continue // an open snapshot does not see every deletion
+		}
+		if best == nil || f.Deletions*best.Entries > best.Deletions*f.Entries ||
+			(f.Deletions*best.Entries == best.Deletions*f.Entries && f.FileNum < best.FileNum) {
+			best = f
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	c := d.newCompactionLocked(last, last, []*manifest.FileMetadata{best}, nil)
+	if c != nil {
+		c.score = float64(best.Deletions) / float64(best.Entries)
+	}
+	return c
 }
 
 // pickL0Locked returns the compaction of level 0 into base: a move of the

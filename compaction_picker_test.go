@@ -37,6 +37,9 @@ func TestCompactionPicker(t *testing.T) {
 		running []string
 		manual  string
 		scores  string
+		// snapshots lists the read sequence numbers of open snapshots,
+		// ascending (a table's sequence numbers are its number).
+		snapshots string
 		// base, when set, is the base level levelTargets computes.
 		base int
 		want string
@@ -276,6 +279,36 @@ func TestCompactionPicker(t *testing.T) {
 			want:    "L0 -> L1: inputs 1 + 2; move=false; bottom=false; score=1.00",
 		},
 
+		// Elision-only compactions: when no level is due, a last-level table
+		// whose deletions ("!n": n of its 100 entries) every snapshot sees.
+		{
+			name:   "no level due: the last-level table densest in deletions is rewritten alone",
+			levels: "L6: 1:[a-c]!40 2:[d-f]!60 3:[g-h]",
+			want:   "L6 -> L6: inputs 2 + none; move=false; bottom=true; score=0.60",
+		},
+		{
+			name:   "fewer than elisionMinShare of its entries deletions: none",
+			levels: "L6: 1:[a-c]!9",
+			want:   "none",
+		},
+		{
+			name:      "a snapshot that does not see a table's deletions holds it back",
+			levels:    "L6: 1:[a-c]!40 2:[d-f]!60",
+			snapshots: "2",
+			want:      "L6 -> L6: inputs 1 + none; move=false; bottom=true; score=0.40",
+		},
+		{
+			name:   "a level due goes first",
+			levels: "L0: 1:[a-c] 2:[b-d]\nL6: 3:[a-z]!50",
+			want:   "L0 -> L6: inputs 1,2 + 3; move=false; bottom=true; score=1.00",
+		},
+		{
+			name:   "a busy table waits",
+			levels: "L6: 1:[a-c]!40",
+			busy:   "1",
+			want:   "none",
+		},
+
 		// Compact's steps (manualSetupLocked).
 		{
 			name:   "Compact: L0 over empty levels goes into the last level",
@@ -358,7 +391,11 @@ func TestCompactionPicker(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			o := c.opts.withDefaultsMust(t)
 			v := parseLevels(t, c.levels)
-			d := &DB{opts: o, version: v, busy: map[uint64]bool{}, fileRefs: map[uint64]int{}}
+			d := &DB{opts: o, version: v, busy: map[uint64]bool{}, fileRefs: map[uint64]int{}, elide: map[uint64]*manifest.FileMetadata{}}
+			d.noteElisionLocked(&manifest.VersionEdit{NewFiles: newFiles(v)})
+			for _, s := range strings.Fields(c.snapshots) {
+				d.snapshots = append(d.snapshots, base.SeqNum(parseUint(t, s)))
+			}
 			for _, f := range strings.Fields(c.busy) {
 				d.busy[parseUint(t, f)] = true
 			}
@@ -413,6 +450,7 @@ func parseLevels(t *testing.T, s string) *manifest.Version {
 		}
 		l := int(parseUint(t, name[1:]))
 		for _, tok := range strings.Fields(tables) {
+			tok, dels, _ := strings.Cut(tok, "!")
 			tok, size, _ := strings.Cut(tok, "=")
 			num, rng, ok := strings.Cut(tok, ":")
 			if !ok {
@@ -426,6 +464,9 @@ func parseLevels(t *testing.T, s string) *manifest.Version {
 			f.SmallestSeq, f.LargestSeq = seq, seq
 			if size != "" {
 				f.Size = parseSize(t, size)
+			}
+			if dels != "" {
+				f.Entries, f.Deletions = 100, parseUint(t, dels)
 			}
 			edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: l, Meta: f})
 		}
@@ -550,4 +591,13 @@ func renderCompaction(c *compaction) string {
 		s += fmt.Sprintf("; score=%.2f", c.score)
 	}
 	return s
+}
+
+// newFiles lists every table of v as added by an edit.
+func newFiles(v *manifest.Version) []manifest.NewFile {
+	var out []manifest.NewFile
+	for l, f := range v.All() {
+		out = append(out, manifest.NewFile{Level: l, Meta: f})
+	}
+	return out
 }

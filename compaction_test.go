@@ -79,7 +79,7 @@ func TestCompactionKeepsNewestAndDropsTheRest(t *testing.T) {
 	d.Close()
 	mu.Lock()
 	// The first table moves into the empty last level; later ones merge.
-	merge := slices.IndexFunc(ended, func(i CompactionInfo) bool { return !i.Move })
+	merge := slices.IndexFunc(ended, func(i CompactionInfo) bool { return !i.Move && i.FromLevel == 0 })
 	if len(began) == 0 || len(ended) != len(began) || merge < 0 {
 		t.Fatalf("compaction events: %d began, %d ended, %d of them merges", len(began), len(ended), merge+1)
 	}
@@ -171,6 +171,13 @@ func TestCloseWaitsForCompact(t *testing.T) {
 		}
 	}
 	d := mustOpen(t, "/db", o)
+	// A table in the last level (the first moves there), then newer
+	// versions over it, which Compact must merge into it.
+	fillKeys(t, d, 1000, 10)
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitForCompactions(t, d)
 	fillKeys(t, d, 1000, 10)
 	compacted := make(chan error, 1)
 	go func() { compacted <- d.Compact(nil, nil) }()
@@ -488,5 +495,60 @@ func TestCompactRewritesEachTableOnce(t *testing.T) {
 	}
 	if _, err := d.Check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestElisionOnlyCompaction: a table of deletions moved whole into the last
+// level is rewritten alone, without them, once no open snapshot needs them;
+// the data reads the same throughout.
+func TestElisionOnlyCompaction(t *testing.T) {
+	o := memOpts(vfs.NewMem())
+	d := mustOpen(t, "/db", o)
+	defer d.Close()
+	// A snapshot from before the deletions: it does not see them.
+	snap, err := d.NewSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := d.NewBatch()
+	for i := range 1000 {
+		k := fmt.Appendf(nil, "k%04d", i)
+		if i%2 == 0 {
+			b.Set(k, []byte("v"))
+		} else {
+			b.Delete(k) // of nothing: only the deletion remains to drop
+		}
+	}
+	if err := d.Apply(b, NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	deletionsInLastLevel := func() (n uint64) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for f := range d.version.Level(manifest.NumLevels - 1) {
+			n += f.Deletions
+		}
+		return n
+	}
+	waitForCompactions(t, d)
+	if n := deletionsInLastLevel(); n != 500 {
+		t.Fatalf("with a snapshot open, %d deletions in the last level, want the 500 moved there\n%s", n, d.Metrics())
+	}
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "an elision-only compaction", func() bool { return deletionsInLastLevel() == 0 })
+	if m := d.Metrics(); m.Compactions == 0 || m.Levels[6].Files != 1 {
+		t.Fatalf("compactions %d, last level %d tables", m.Compactions, m.Levels[6].Files)
+	}
+	for i := range 1000 {
+		want := ""
+		if i%2 == 0 {
+			want = "v"
+		}
+		expect(t, d, fmt.Sprintf("k%04d", i), want)
 	}
 }

@@ -347,3 +347,17 @@ func moveTables(t testing.TB, d *DB, from, to int, pick func(i int) bool) {
 		t.Fatal(err)
 	}
 }
+
+// newestTable returns the table holding the newest data, the last flush's
+// output wherever it went (a table overlapping nothing moves down).
+func newestTable(d *DB) *manifest.FileMetadata {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var newest *manifest.FileMetadata
+	for _, f := range d.version.All() {
+		if newest == nil || f.LargestSeq > newest.LargestSeq {
+			newest = f
+		}
+	}
+	return newest
+}

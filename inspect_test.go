@@ -156,16 +156,7 @@ func TestCheckLevelInvariants(t *testing.T) {
 		if err := d.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		// The flush's table, wherever it went (the first moves down).
-		d.mu.Lock()
-		var newest *manifest.FileMetadata
-		for _, f := range d.version.All() {
-			if newest == nil || f.LargestSeq > newest.LargestSeq {
-				newest = f
-			}
-		}
-		tables = append(tables, newest)
-		d.mu.Unlock()
+		tables = append(tables, newestTable(d))
 	}
 	old, newer := tables[0], tables[1]
 	for _, c := range []struct {

@@ -64,6 +64,11 @@ func (s *Snapshot) Close() error {
 	if i := slices.Index(d.snapshots, s.seq); i >= 0 {
 		d.snapshots = slices.Delete(d.snapshots, i, i+1)
 		d.metrics.snapshots.Add(-1)
+		if i == 0 {
+			// Deletions it alone kept from every snapshot may now go:
+			// the compaction loop looks for an elision-only compaction.
+			d.cond.Broadcast()
+		}
 	}
 	return nil
 }

@@ -135,6 +135,8 @@ func (b *tableBuilder) finish() (*manifest.FileMetadata, error) {
 		return nil, fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
 	}
 	b.meta.Size = b.w.Size()
+	p := b.w.Properties()
+	b.meta.Entries, b.meta.Deletions = p.NumEntries, p.NumDeletions
 	if len(b.dels) > 0 {
 		// For the differential-file filter, whose reads must not skip a
 		// range deletion above the base.

@@ -20,9 +20,7 @@ func TestTableOpenFailureIsNotShared(t *testing.T) {
 	if err := d.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	s := d.acquire()
-	num := s.version.Files(0)[0].FileNum
-	d.release(s)
+	num := newestTable(d).FileNum
 	d.Close()
 
 	efs := vfs.NewErrorFS(mem)

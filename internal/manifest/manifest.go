@@ -28,6 +28,10 @@ type FileMetadata struct {
 	Largest     base.InternalKey
 	SmallestSeq base.SeqNum
 	LargestSeq  base.SeqNum
+	// Entries and Deletions count the table's entries and, of them, point
+	// and range deletions, for tables written since Open; they are not in
+	// the MANIFEST (0 for tables known from it alone).
+	Entries, Deletions uint64
 }
 
 func (f *FileMetadata) String() string {
