@@ -124,16 +124,36 @@ func l0Depth(files []*manifest.FileMetadata, busy map[uint64]bool) int {
 
 // l0Movable returns the tables of level 0 that can move into the base
 // level without a rewrite: when no two of its tables (busy ones left out)
-// overlap, those that overlap no table of the base, none of them busy.
+// overlap, those that overlap no table of the base and no busy table of
+// level 0, none of them busy.
+//
+// A busy table of level 0 that overlaps one that is not is the older of the
+// two (a merge of level 0 takes all its tables, a move only tables that
+// overlap no other), and it stays in level 0, above every other level, until
+// its compaction ends. That compaction may be writing into a level below the
+// base: the base rises as the store grows (levelTargets), and a merge of
+// level 0 running into the old base does not hold it down. The newer table,
+// moved into the base meanwhile, would sit below the older one, and a Get,
+// which stops at the first table holding the key or a range deletion over
+// it, would read the older version.
 func l0Movable(v *manifest.Version, base int, busy map[uint64]bool) []*manifest.FileMetadata {
 	if l0Depth(v.Files(0), busy) != 1 {
 		return nil
 	}
+	var held []*manifest.FileMetadata
+	for f := range v.Level(0) {
+		if busy[f.FileNum] {
+			held = append(held, f)
+		}
+	}
 	var out []*manifest.FileMetadata
 	for f := range v.Level(0) {
-		if !busy[f.FileNum] && len(v.Overlapping(base, f.Smallest.UserKey, f.Largest.UserKey)) == 0 {
-			out = append(out, f)
+		lo, hi := f.Smallest.UserKey, f.Largest.UserKey
+		if busy[f.FileNum] || len(v.Overlapping(base, lo, hi)) > 0 ||
+			slices.ContainsFunc(held, func(h *manifest.FileMetadata) bool { return h.Overlaps(lo, hi) }) {
+			continue
 		}
+		out = append(out, f)
 	}
 	return out
 }
@@ -147,8 +167,9 @@ func (d *DB) levelScoresLocked(v *manifest.Version) [manifest.NumLevels]float64 
 // compaction, given the targets and the tables running compactions hold
 // (busy; nil: none). Level 0 scores the larger of its depth (l0Depth) over
 // L0CompactionThreshold and its tables over half of L0StopWritesThreshold,
-// or 1 when its tables can all move into the base level unrewritten (none
-// overlaps another or a base table). The levels
+// or 1 when tables of it can move into the base level unrewritten
+// (l0Movable: they overlap no other table of level 0, busy or not, and no
+// base table). The levels
 // from the base down score their bytes, less those being compacted away,
 // over their target; the last level and those above the base (empty) 0.
 func (d *DB) levelScores(v *manifest.Version, t levelTargets, busy map[uint64]bool) [manifest.NumLevels]float64 {

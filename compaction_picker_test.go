@@ -232,6 +232,28 @@ func TestCompactionPicker(t *testing.T) {
 			want:    "none",
 		},
 		{
+			// The base rose to L5 while level 0's tables 1 and 2 merge
+			// into L6; table 3, newer, overlaps them. Moved into L5, it
+			// would sit below them until the merge ends.
+			name:    "an L0 table overlapping a busy L0 table does not move, into a base above the merge's output either",
+			opts:    Options{LBaseMaxBytes: 10 * mb},
+			levels:  "L0: 1:[a-c] 2:[b-d] 3:[c-e]\nL6: 4:[a-z]=100M",
+			busy:    "1 2 4",
+			running: []string{"L0->L6 [a-z]"},
+			base:    5,
+			scores:  "0.50 0 0 0 0 0 0",
+			want:    "none",
+		},
+		{
+			name:    "an L0 table clear of the busy L0 tables moves into the base above the merge's output",
+			opts:    Options{LBaseMaxBytes: 10 * mb},
+			levels:  "L0: 1:[a-c] 2:[b-d] 3:[x-y]\nL6: 4:[a-m]=100M",
+			busy:    "1 2 4",
+			running: []string{"L0->L6 [a-m]"},
+			base:    5,
+			want:    "L0 -> L5: inputs 3 + none; move=true; bottom=true; score=1.00",
+		},
+		{
 			name:    "a compaction running into the base over the range: L0 waits",
 			levels:  "L0: 1:[a-c] 2:[b-d]\nL6: 5:[x-z]",
 			running: []string{"L0->L6 [d-g]"},

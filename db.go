@@ -68,9 +68,9 @@ type DB struct {
 	// closed is set by Close, with closedFlag. It is the one that
 	// background work and waiters on d.cond test, since it changes with
 	// d.mu held, where they wait.
-	closed    bool
-	busy      map[uint64]bool // tables being compacted
-	running   []*compaction
+	closed  bool
+	busy    map[uint64]bool // tables being compacted
+	running []*compaction
 	// elide holds the tables of the last level that hold deletions (as
 	// far as known: those written since Open), for elision-only
 	// compactions (pickElisionLocked).
