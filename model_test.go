@@ -287,6 +287,14 @@ func runModel(t *testing.T, seed uint64, ops int) int64 {
 				mr.fatalf("%s", p)
 			}
 			checkDiffFilter(t, mr.d)
+			// The level invariants (DB.Check's): each key's versions lie
+			// deeper as they get older, which Get relies on.
+			st := mr.d.acquire()
+			errs := mr.d.checkLevels(st.version)
+			mr.d.release(st)
+			if len(errs) > 0 {
+				mr.fatalf("%d: level invariants: %v", i, errs)
+			}
 		}
 	}
 	mr.scanAll(ops)
