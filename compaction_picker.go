@@ -180,6 +180,9 @@ func (d *DB) levelScores(v *manifest.Version, t levelTargets, busy map[uint64]bo
 	if s[0] < 1 && len(l0Movable(v, t.base, busy)) > 0 {
 		s[0] = 1
 	}
+	if limit := d.l0SeekLimit.Load(); s[0] < 1 && len(l0) > 0 && limit > 0 && d.l0Seeks.Load() >= limit {
+		s[0] = 1 // seeks have paid for its compaction (noteL0Seek)
+	}
 	for l := max(t.base, 1); l < manifest.NumLevels-1; l++ {
 		size := v.LevelSize(l)
 		if len(busy) > 0 {
@@ -231,6 +234,59 @@ func (d *DB) pickAutoLocked() *compaction {
 // elisionMinShare is the share of a last-level table's entries that must
 // be deletions for an elision-only compaction to rewrite it.
 const elisionMinShare = 0.1
+
+// noteEditLocked keeps the picker's bookkeeping up to date with an
+// installed edit: the candidates for elision-only compactions, and the seek
+// count and limit of level 0 (noteL0Seek), which restart when level 0
+// changes.
+func (d *DB) noteEditLocked(e *manifest.VersionEdit) {
+	changed := false
+	for _, f := range e.DeletedFiles {
+		changed = changed || f.Level == 0
+	}
+	for _, f := range e.NewFiles {
+		changed = changed || f.Level == 0
+	}
+	if changed {
+		d.resetL0SeeksLocked()
+	}
+	d.noteElisionLocked(e)
+}
+
+// resetL0SeeksLocked restarts the count of seeks that met level 0, with
+// the limit its tables allow.
+func (d *DB) resetL0SeeksLocked() {
+	d.l0Seeks.Store(0)
+	limit := int64(0)
+	if d.version.NumFiles(0) > 0 {
+		limit = max(l0MinSeeks, int64(d.version.LevelSize(0)/l0BytesPerSeek))
+	}
+	d.l0SeekLimit.Store(limit)
+}
+
+// A level-0 table over the base costs every seek that meets it a block
+// read or more; it is compacted away once seeks have met it about once per
+// l0BytesPerSeek of level 0 (at least l0MinSeeks times), LevelDB's
+// allowed_seeks rule (there per table, a seek costing about as much as
+// compacting 16 KiB) and the reason for Pebble's read-triggered
+// compactions. Reads then stop paying for a level-0 table the writes have
+// not yet pushed down.
+const (
+	l0BytesPerSeek = 16 << 10
+	l0MinSeeks     = 100
+)
+
+// noteL0Seek counts an iterator seek that met level-0 tables; the one that
+// reaches the limit wakes the compaction loop, which then finds level 0 due
+// (levelScores).
+func (d *DB) noteL0Seek() {
+	limit := d.l0SeekLimit.Load()
+	if n := d.l0Seeks.Add(1); limit > 0 && n == limit {
+		d.mu.Lock()
+		d.cond.Broadcast()
+		d.mu.Unlock()
+	}
+}
 
 // noteElisionLocked keeps d.elide up to date with an installed edit.
 func (d *DB) noteElisionLocked(e *manifest.VersionEdit) {

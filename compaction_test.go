@@ -683,3 +683,42 @@ func testL0MoveWaitsForOlderBusyTables(t *testing.T, filterOff bool) {
 	waitForCompactions(t, d)
 	check("after it")
 }
+
+// TestSeeksCompactLevel0: a level-0 table below the compaction threshold
+// stays while nothing reads through it, and is compacted into the base once
+// iterator seeks have met it l0MinSeeks times (its size allows no more).
+func TestSeeksCompactLevel0(t *testing.T) {
+	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+	defer d.Close()
+	for round := range 2 { // the first table moves to the last level; the second, over it, stays
+		for i := range 1000 {
+			if err := d.Set(levelKey(i), fmt.Appendf(nil, "v%d", round), NoSync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		waitForCompactions(t, d)
+	}
+	if m := d.Metrics(); m.Levels[0].Files != 1 || m.Levels[6].Files != 1 {
+		t.Fatalf("tables per level %v, want one in L0 and one in L6", levelFiles(m))
+	}
+	it, err := d.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	for i := range l0MinSeeks - 1 {
+		if !it.SeekGE(levelKey(i)) || string(it.Value()) != "v1" {
+			t.Fatalf("seek %d: %q", i, it.Value())
+		}
+	}
+	waitForCompactions(t, d)
+	if n := d.Metrics().Levels[0].Files; n != 1 {
+		t.Fatalf("%d level-0 tables after %d seeks, want the one still there", n, l0MinSeeks-1)
+	}
+	it.SeekGE(levelKey(0))
+	waitFor(t, "level 0 compacted after its seeks", func() bool { return d.Metrics().Levels[0].Files == 0 })
+	expect(t, d, string(levelKey(5)), "v1")
+}

@@ -119,8 +119,12 @@ type DB struct {
 	// without a lock to fail fast with ErrClosed, and Close swaps it so
 	// that it runs once. closed (under d.mu) follows it for the waiters.
 	closedFlag atomic.Bool
-	bgWG       sync.WaitGroup // the flusher, the compactors, the filter builder and running Compact calls
-	metrics    dbMetrics
+	// l0Seeks counts the iterator seeks that met level-0 tables since
+	// level 0 last changed; at l0SeekLimit (0: level 0 is empty) level 0
+	// is due for compaction (noteL0Seek).
+	l0Seeks, l0SeekLimit atomic.Int64
+	bgWG                 sync.WaitGroup // the flusher, the compactors, the filter builder and running Compact calls
+	metrics              dbMetrics
 }
 
 func (d *DB) path(name string) string { return vfs.Join(d.dir, name) }

@@ -40,6 +40,7 @@ type Iterator struct {
 	valBuf  []byte
 	valid   bool
 	back    bool // moving backward: the merged iterator is before the key
+	l0      bool // it reads level-0 tables: its seeks count (noteL0Seek)
 	err     error
 	closed  bool
 }
@@ -85,6 +86,7 @@ func (d *DB) newIter(s *readState, seq base.SeqNum, o *IterOptions) *Iterator {
 		}
 		it.m.iters = append(it.m.iters, r.NewIter())
 		visible(r.RangeDeletions())
+		it.l0 = true
 	}
 	for l := 1; l < manifest.NumLevels && it.err == nil; l++ {
 		files := s.version.Overlapping(l, it.lower, hi)
@@ -155,6 +157,9 @@ func (it *Iterator) SeekLT(key []byte) bool {
 }
 
 func (it *Iterator) seekGE(key []byte) bool {
+	if it.l0 {
+		it.d.noteL0Seek()
+	}
 	it.back = false
 	it.seekBuf = append(it.seekBuf[:0], key...)
 	it.m.seekGE(it.seekBuf)
@@ -162,6 +167,9 @@ func (it *Iterator) seekGE(key []byte) bool {
 }
 
 func (it *Iterator) seekLT(key []byte) bool {
+	if it.l0 {
+		it.d.noteL0Seek()
+	}
 	it.back = true
 	it.seekBuf = append(it.seekBuf[:0], key...)
 	it.m.seekLT(it.seekBuf)

@@ -142,6 +142,7 @@ func (d *DB) open() error {
 	if d.version, err = d.version.Apply(edit); err != nil {
 		return err
 	}
+	d.resetL0SeeksLocked()
 	// The new manifest names the new WAL before the WAL exists: a crash or
 	// failure before CURRENT switches leaves the old manifest and WALs in
 	// charge with no new log among them (a new empty log there would turn

@@ -67,7 +67,7 @@ func (d *DB) logAndApplyLocked(edit *manifest.VersionEdit) error {
 		return fmt.Errorf("bloomkv: syncing %s: %w", d.path(manifestName(d.manifestNum)), err)
 	}
 	d.version = v
-	d.noteElisionLocked(edit)
+	d.noteEditLocked(edit)
 	if edit.LogNumber != 0 {
 		d.logNumber = edit.LogNumber
 	}
