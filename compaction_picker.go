@@ -169,9 +169,10 @@ func (d *DB) levelScoresLocked(v *manifest.Version) [manifest.NumLevels]float64 
 // L0CompactionThreshold and its tables over half of L0StopWritesThreshold,
 // or 1 when tables of it can move into the base level unrewritten
 // (l0Movable: they overlap no other table of level 0, busy or not, and no
-// base table). The levels
-// from the base down score their bytes, less those being compacted away,
-// over their target; the last level and those above the base (empty) 0.
+// base table) or when iterator seeks have paid for its compaction
+// (noteL0Seek). The levels from the base down score their bytes, less
+// those being compacted away, over their target; the last level and those
+// above the base (empty) 0.
 func (d *DB) levelScores(v *manifest.Version, t levelTargets, busy map[uint64]bool) [manifest.NumLevels]float64 {
 	var s [manifest.NumLevels]float64
 	l0 := v.Files(0)

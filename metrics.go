@@ -90,7 +90,8 @@ type LevelMetrics struct {
 	// Score is the level's compaction score: at 1 or more it is due for
 	// compaction (level 0: the most tables holding one key over
 	// L0CompactionThreshold, or its tables over half of
-	// L0StopWritesThreshold, or 1 when they can move down unrewritten; the
+	// L0StopWritesThreshold, or 1 when they can move down unrewritten or
+	// when iterator seeks meeting them have paid for their compaction; the
 	// last level and those above the base level: always 0; the others:
 	// bytes over Target, not counting tables a running compaction is moving
 	// out).

@@ -35,8 +35,9 @@ type Options struct {
 	// L0CompactionThreshold is the number of level-0 tables holding one
 	// same key (the sorted runs a read of it meets in level 0) at which
 	// level 0 is compacted into the base level (2). It is compacted, too,
-	// once it holds half of L0StopWritesThreshold tables, or when its
-	// tables can move down without a rewrite. L0StopWritesThreshold is the
+	// once it holds half of L0StopWritesThreshold tables, when its tables
+	// can move down without a rewrite, and once iterator seeks have met
+	// its tables about once per 16 KiB of them (at least 100 times). L0StopWritesThreshold is the
 	// number of level-0 tables at which writes stop until a compaction has
 	// run (12).
 	L0CompactionThreshold int
