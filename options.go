@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/vfs"
@@ -42,7 +43,9 @@ type Options struct {
 	// run (12).
 	L0CompactionThreshold int
 	L0StopWritesThreshold int
-	// MaxConcurrentCompactions bounds background compactions (1).
+	// MaxConcurrentCompactions bounds background compactions (half the
+	// cores Go may use, GOMAXPROCS, and at least 1: the other half serves
+	// the writers and readers).
 	MaxConcurrentCompactions int
 	// LBaseMaxBytes is the size the base level, the one level 0 compacts
 	// into, may reach before it is compacted into the next (64 MiB). The
@@ -119,7 +122,7 @@ func (o *Options) withDefaults() (*Options, error) {
 		c.L0StopWritesThreshold = 12
 	}
 	if c.MaxConcurrentCompactions == 0 {
-		c.MaxConcurrentCompactions = 1
+		c.MaxConcurrentCompactions = max(1, runtime.GOMAXPROCS(0)/2)
 	}
 	if c.LBaseMaxBytes == 0 {
 		c.LBaseMaxBytes = 64 << 20

@@ -165,7 +165,9 @@ func bloomkvOptions(s settings, noDiff bool) *bloomkv.Options {
 		BloomBitsPerKey:   s.bitsPerKey,
 		BlockSize:         s.blockSize,
 		DisableDiffFilter: noDiff,
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// As Pebble's CompactionConcurrency: one, whatever the cores.
+		MaxConcurrentCompactions: 1,
+		Logger:                   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 
