@@ -106,7 +106,7 @@ type crashRun struct {
 // first op that returns after it) or the ops run out.
 func runUntilCrash(t *testing.T, c *crashFS, ops []op) crashRun {
 	t.Helper()
-	d, err := Open("/db", &Options{FS: c, MemTableSize: 64 << 10, Logger: quietLogger()})
+	d, err := Open("/db", crashOpts(c, quietLogger()))
 	if err != nil {
 		if c.crashed.Load() {
 			return crashRun{}
@@ -173,7 +173,7 @@ func TestCrashAtRandomPoints(t *testing.T) {
 		torn += c.torn
 
 		var logs bytes.Buffer
-		o := &Options{FS: c.image, MemTableSize: 64 << 10, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		o := crashOpts(c.image, slog.New(slog.NewTextHandler(&logs, nil)))
 		fail := func(format string, args ...any) {
 			t.Helper()
 			failures++
@@ -225,4 +225,11 @@ func TestCrashAtRandomPoints(t *testing.T) {
 	if compacts == 0 {
 		t.Fatal("the workloads never compact: crash points miss compactions")
 	}
+}
+
+// crashOpts are the crash test's options: small memtables, level targets
+// and tables, so that its stores reach a base level above the last (and
+// Compact merges three levels) within the ops of one run.
+func crashOpts(fs vfs.FS, logger *slog.Logger) *Options {
+	return &Options{FS: fs, MemTableSize: 64 << 10, LBaseMaxBytes: 64 << 10, TargetFileSize: 16 << 10, Logger: logger}
 }
