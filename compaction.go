@@ -428,10 +428,19 @@ func (d *DB) Compact(start, end []byte) error {
 	d.bgWG.Add(1)
 	defer d.bgWG.Done()
 	d.diff.manual++
-	defer func() {
-		d.diff.manual--
-		d.cond.Broadcast() // the filter's builder waits for the end
-	}()
+	err := d.compactRangeLocked(start, end)
+	d.diff.manual--
+	d.cond.Broadcast() // the filter's builder waits for the end
+	if err == nil {
+		d.waitDiffBuildLocked()
+	}
+	return err
+}
+
+// compactRangeLocked is Compact's work once the memtable is flushed: each
+// level's tables in [start, end] go down in turn, then the last level's
+// are rewritten. d.mu is held on entry and on return.
+func (d *DB) compactRangeLocked(start, end []byte) error {
 	for l := 0; l < manifest.NumLevels-1; l++ {
 		for {
 			if d.closed {

@@ -474,6 +474,16 @@ func (d *DB) diffBuilder() {
 	}
 }
 
+// waitDiffBuildLocked waits for the filter build a version asked for, so
+// that a Compact returns with the filter of its new base in use. It stops
+// waiting when the store closes or fails, or when another Compact starts
+// (builds wait for those). d.mu is held.
+func (d *DB) waitDiffBuildLocked() {
+	for !d.closed && d.bgErr == nil && d.diff.manual == 0 && (d.diff.wantBuild || d.diff.buildRunning) {
+		d.cond.Wait()
+	}
+}
+
 // buildDiff builds a filter of the differential, through the commit
 // pipeline (a commitWaiter with diffBuild), and installs it. d.mu is not
 // held.

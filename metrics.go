@@ -7,14 +7,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bloomkv/bloomkv/internal/cache"
 	"github.com/bloomkv/bloomkv/internal/humanize"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 )
 
 // Metrics reports the store's state and counters since Open.
 type Metrics struct {
-	Levels [manifest.NumLevels]LevelMetrics
+	Levels [NumLevels]LevelMetrics
 	// BaseLevel is the level level 0 compacts into: the highest level the
 	// data needs under the dynamic level targets (Options.LBaseMaxBytes).
 	BaseLevel int
@@ -32,7 +31,7 @@ type Metrics struct {
 	Compactions                           uint64
 	CompactionBytesIn, CompactionBytesOut uint64
 	Moves                                 uint64
-	BlockCache                            cache.Metrics
+	BlockCache                            CacheMetrics
 	// TableMemory is the bytes the open tables hold in memory outside the
 	// block cache: their index and filter blocks.
 	TableMemory uint64

@@ -19,7 +19,7 @@ import (
 
 // Open opens the store in dir, creating it unless opts.ReadOnly. A nil opts
 // means the defaults. Only one DB may have a directory open at a time; a
-// second Open fails with an error wrapping vfs.ErrLocked.
+// second Open fails with an error wrapping ErrLocked.
 func Open(dir string, opts *Options) (*DB, error) {
 	o, err := opts.withDefaults()
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 type Options struct {
 	// FS is the file system every file operation goes through (the
 	// operating system's).
-	FS vfs.FS
+	FS FS
 	// CacheSize is the block cache's capacity in bytes (8 MiB).
 	CacheSize int64
 	// MemTableSize is the size at which the memtable is frozen and flushed

@@ -139,7 +139,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 
 // Add appends a point key: a Set with its value, or a Delete (value empty).
 // Keys must arrive in strictly increasing internal-key order. Sequence numbers
-// are at most base.SeqNumMax (a larger one cannot be represented in a key).
+// are at most SeqNumMax (a larger one cannot be represented in a key).
 func (w *Writer) Add(key base.InternalKey, value []byte) error {
 	if err := w.usable(); err != nil {
 		return err
@@ -182,6 +182,17 @@ func (w *Writer) Add(key base.InternalKey, value []byte) error {
 		}
 	}
 	return nil
+}
+
+// Set appends a Set of key to value at sequence number 0, the form of the
+// tables a store's Ingest takes; keys must arrive in increasing order.
+func (w *Writer) Set(key, value []byte) error {
+	return w.Add(base.MakeInternalKey(key, 0, base.KindSet), value)
+}
+
+// Delete appends a Delete of key at sequence number 0, as Set does.
+func (w *Writer) Delete(key []byte) error {
+	return w.Add(base.MakeInternalKey(key, 0, base.KindDelete), nil)
 }
 
 // DeleteRange records a range deletion of the user keys in [start, end) at
