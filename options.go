@@ -171,5 +171,9 @@ func (o *Options) writerOptions() sstable.WriterOptions {
 		BloomBitsPerKey:    o.BloomBitsPerKey,
 		Compression:        o.Compression,
 		DisableCompression: o.DisableCompression,
+		// Flushes and compactions compress and write blocks on a second
+		// goroutine when Go may use a second core: on one, it would only
+		// add hand-offs.
+		Parallel: runtime.GOMAXPROCS(0) > 1,
 	}
 }

@@ -149,6 +149,7 @@ func (b *tableBuilder) finish() (*manifest.FileMetadata, error) {
 
 // abandon removes a table that will not be finished.
 func (b *tableBuilder) abandon() {
+	b.w.Abort()
 	b.f.Close()
 	b.d.fs.Remove(b.name)
 }

@@ -66,14 +66,16 @@ func TestWriterRejectsBadInput(t *testing.T) {
 	}
 }
 
-// failingWriter fails after n bytes.
+// failingWriter fails after n bytes, with errDeviceFull.
 type failingWriter struct{ n int }
+
+var errDeviceFull = errors.New("device full")
 
 func (f *failingWriter) Write(p []byte) (int, error) {
 	if len(p) > f.n {
 		k := f.n
 		f.n = 0
-		return k, errors.New("device full")
+		return k, errDeviceFull
 	}
 	f.n -= len(p)
 	return len(p), nil

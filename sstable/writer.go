@@ -50,6 +50,11 @@ type WriterOptions struct {
 	// TableFormat is the footer to write (TableFormatRocksDBv2). The LevelDB
 	// format cannot hold range deletions.
 	TableFormat TableFormat
+	// Parallel compresses and writes the data blocks on a second goroutine,
+	// so that a table is built faster when a core is free. The Writer is
+	// still for one goroutine at a time, and Size is then an estimate (it
+	// counts the blocks not yet written uncompressed) until Close.
+	Parallel bool
 }
 
 func (o WriterOptions) withDefaults() (WriterOptions, error) {
@@ -111,6 +116,10 @@ type Writer struct {
 	pendingBH  BlockHandle // that block
 	compressed []byte
 	scratch    []byte
+
+	// pipe is the worker compressing and writing data blocks
+	// (WriterOptions.Parallel), from the first data block to Close.
+	pipe *pipeline
 
 	tombstones []rangedel.Tombstone
 	props      Properties
@@ -240,12 +249,28 @@ func (w *Writer) fail(err error) error {
 }
 
 func (w *Writer) addIndexEntry(sep []byte) {
-	w.index.add(sep, w.pendingBH.append(nil))
+	if w.pipe != nil {
+		w.pipe.addSeparator(sep)
+	} else {
+		w.index.add(sep, w.pendingBH.append(nil))
+	}
 	w.pending = false
 }
 
 func (w *Writer) flushDataBlock() error {
 	if w.data.entries == 0 {
+		return nil
+	}
+	if w.opts.Parallel {
+		if w.pipe == nil {
+			w.startPipeline()
+		}
+		if err := w.sendDataBlock(); err != nil {
+			return err
+		}
+		w.props.NumDataBlocks++
+		w.data.reset()
+		w.pending = true
 		return nil
 	}
 	bh, err := w.writeBlock(w.data.finish(), w.opts.Compression)
@@ -300,10 +325,12 @@ func (w *Writer) write(b []byte) error {
 // not close the underlying writer.
 func (w *Writer) Close() error {
 	if err := w.usable(); err != nil {
+		w.drain() // a Parallel Writer's worker stops even so
 		return err
 	}
 	w.closed = true
 	if err := w.finish(); err != nil {
+		w.drain() // a failure before finish drained: stop the worker
 		w.err = err
 		return err
 	}
@@ -316,6 +343,9 @@ func (w *Writer) finish() error {
 	}
 	if w.pending {
 		w.addIndexEntry(successor(w.lastKey))
+	}
+	if err := w.drain(); err != nil {
+		return err
 	}
 	var meta []metaEntry
 	if w.filter != nil {
@@ -386,7 +416,22 @@ type metaEntry struct {
 
 // Size returns the number of bytes written so far; after Close, the table's
 // size.
-func (w *Writer) Size() uint64 { return w.offset }
+func (w *Writer) Size() uint64 {
+	if w.pipe != nil {
+		return w.pipe.size()
+	}
+	return w.offset
+}
+
+// Abort abandons a table that will not be closed, stopping the goroutine
+// a Parallel Writer runs. The Writer is unusable after it; the bytes
+// written so far are left to the caller to remove.
+func (w *Writer) Abort() {
+	if w.pipe != nil {
+		w.drain()
+	}
+	w.closed = true
+}
 
 // Properties returns the table's properties; complete after Close.
 func (w *Writer) Properties() *Properties { return &w.props }

@@ -1,0 +1,107 @@
+package sstable
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestParallelWriterSameBytes writes random tables with and without
+// WriterOptions.Parallel: the files must be byte for byte the same, so the
+// pipeline changes when blocks are compressed and written, never what.
+func TestParallelWriterSameBytes(t *testing.T) {
+	for seed := range 20 {
+		r := rand.New(rand.NewPCG(uint64(seed), 11))
+		spec := randomSpec(r, 1+r.IntN(5000))
+		opts := WriterOptions{
+			BlockSize:          []int{64, 512, 4096}[r.IntN(3)],
+			DisableCompression: r.IntN(3) == 0,
+			BloomBitsPerKey:    []int{-1, 10}[r.IntN(2)],
+		}
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			serial := writeSpec(t, spec, opts)
+			opts.Parallel = true
+			parallel := writeSpec(t, spec, opts)
+			if !bytes.Equal(serial, parallel) {
+				t.Fatalf("Parallel wrote a different table: %d bytes against %d", len(parallel), len(serial))
+			}
+			checkTable(t, openTable(t, parallel), spec, r)
+		})
+	}
+}
+
+// TestParallelWriterWriteError fails the output at every point of a
+// parallel table: the error comes back from Add or Close, wrapped, and the
+// worker has stopped when Close (or Abort) returns.
+func TestParallelWriterWriteError(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	spec := randomSpec(r, 3000)
+	opts := WriterOptions{BlockSize: 256, Parallel: true}
+	full := len(writeSpec(t, spec, opts))
+	for n := 0; n < full; n += 1 + n/8 {
+		for _, abort := range []bool{false, true} {
+			w, err := NewWriter(&failingWriter{n: n}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var addErr error
+			for _, e := range spec.entries {
+				if addErr = w.Add(e.key, e.value); addErr != nil {
+					break
+				}
+			}
+			var closeErr error
+			if abort {
+				w.Abort()
+				if err := w.Add(spec.entries[0].key, nil); !errors.Is(err, ErrWriterClosed) {
+					t.Fatalf("Add after Abort: %v", err)
+				}
+			} else {
+				closeErr = w.Close()
+				if addErr == nil && !errors.Is(closeErr, errDeviceFull) {
+					t.Fatalf("write failing at byte %d: Close returned %v", n, closeErr)
+				}
+			}
+			if addErr != nil && !errors.Is(addErr, errDeviceFull) {
+				t.Fatalf("write failing at byte %d: Add returned %v", n, addErr)
+			}
+			if w.pipe != nil {
+				t.Fatalf("write failing at byte %d (abort %v): the worker was not stopped", n, abort)
+			}
+		}
+	}
+}
+
+// TestParallelWriterSizeEstimate checks that Size, while blocks are in
+// flight, grows with the keys added, and is exact after Close.
+func TestParallelWriterSizeEstimate(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	spec := randomSpec(r, 5000)
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, WriterOptions{BlockSize: 1024, Parallel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := uint64(0)
+	for _, e := range spec.entries {
+		if err := w.Add(e.key, e.value); err != nil {
+			t.Fatal(err)
+		}
+		size := w.Size()
+		if size < prev {
+			t.Fatalf("Size went from %d back to %d", prev, size)
+		}
+		prev = size
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if prev < uint64(buf.Len())/2 {
+		t.Fatalf("Size before Close %d, far below the table's %d bytes", prev, buf.Len())
+	}
+	if w.Size() != uint64(buf.Len()) {
+		t.Fatalf("Size after Close %d, table %d bytes", w.Size(), buf.Len())
+	}
+}
