@@ -23,11 +23,15 @@ type commitWaiter struct {
 	build        *diffBuild
 	err          error
 	done         bool
+
+	// checkpoint asks to pin what a checkpoint copies with no commit
+	// under way (DB.Checkpoint).
+	checkpoint *checkpointPin
 }
 
 // request reports whether w asks for something other than a batch's commit;
 // such a waiter leads a group of its own.
-func (w *commitWaiter) request() bool { return w.flush || w.diffBuild }
+func (w *commitWaiter) request() bool { return w.flush || w.diffBuild || w.checkpoint != nil }
 
 // commit runs w through the group-commit pipeline (LevelDB's writer queue):
 // writers queue up; the one at the front leads, writing every batch waiting
@@ -86,6 +90,13 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 	if d.closed {
 		d.mu.Unlock()
 		return ErrClosed
+	}
+	if group[0].checkpoint != nil {
+		// Before bgErr: a store that failed a flush or compaction may
+		// still be copied.
+		err := d.pinCheckpointLocked(group[0].checkpoint)
+		d.mu.Unlock()
+		return d.reportLogFailure(err)
 	}
 	if d.bgErr != nil {
 		d.mu.Unlock()

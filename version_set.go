@@ -6,6 +6,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/record"
+	"github.com/bloomkv/bloomkv/internal/vfs"
 )
 
 func (d *DB) allocFileNumLocked() uint64 {
@@ -19,26 +20,11 @@ func (d *DB) allocFileNumLocked() uint64 {
 func (d *DB) writeNewManifest() error {
 	num := d.allocFileNumLocked()
 	name := d.path(manifestName(num))
-	f, err := d.fs.Create(name)
+	f, w, err := createManifest(d.fs, name, d.snapshotEditLocked())
 	if err != nil {
-		return fmt.Errorf("bloomkv: creating %s: %w", name, err)
+		return err
 	}
-	w := record.NewWriter(f, 0)
-	snap := &manifest.VersionEdit{ComparerName: base.ComparerName, LogNumber: d.logNumber, NextFileNum: d.nextFileNum, LastSeq: d.lastSeq}
-	for l, m := range d.version.All() {
-		snap.NewFiles = append(snap.NewFiles, manifest.NewFile{Level: l, Meta: m})
-	}
-	_, err = w.Write(snap.Encode())
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if err == nil {
-		err = setCurrent(d.fs, d.dir, num)
-	}
-	if err != nil {
+	if err := setCurrent(d.fs, d.dir, num); err != nil {
 		f.Close()
 		return fmt.Errorf("bloomkv: writing %s: %w", name, err)
 	}
@@ -47,6 +33,43 @@ func (d *DB) writeNewManifest() error {
 	}
 	d.manifest, d.manifestW, d.manifestNum = f, w, num
 	return nil
+}
+
+// snapshotEditLocked returns an edit that alone records the current state:
+// the comparer, the version's tables, the log number, the next file number
+// and the last sequence number. A new manifest starts with it. d.mu is held.
+func (d *DB) snapshotEditLocked() *manifest.VersionEdit {
+	snap := &manifest.VersionEdit{ComparerName: base.ComparerName, LogNumber: d.logNumber, NextFileNum: d.nextFileNum, LastSeq: d.lastSeq}
+	for l, m := range d.version.All() {
+		snap.NewFiles = append(snap.NewFiles, manifest.NewFile{Level: l, Meta: m})
+	}
+	return snap
+}
+
+// createManifest creates the manifest name holding edits, synced, and
+// returns it open for appending.
+func createManifest(fs vfs.FS, name string, edits ...*manifest.VersionEdit) (vfs.File, *record.Writer, error) {
+	f, err := fs.Create(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bloomkv: creating %s: %w", name, err)
+	}
+	w := record.NewWriter(f, 0)
+	for _, e := range edits {
+		if _, err = w.Write(e.Encode()); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("bloomkv: writing %s: %w", name, err)
+	}
+	return f, w, nil
 }
 
 // logAndApplyLocked records edit in the manifest (synced) and installs the new

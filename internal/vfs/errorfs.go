@@ -24,9 +24,10 @@ const (
 	OpExists
 	OpSyncDir
 	OpLock
+	OpLink
 )
 
-var opNames = [...]string{"create", "open", "read", "write", "sync", "close", "remove", "rename", "mkdir", "list", "exists", "syncdir", "lock"}
+var opNames = [...]string{"create", "open", "read", "write", "sync", "close", "remove", "rename", "mkdir", "list", "exists", "syncdir", "lock", "link"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {

@@ -16,13 +16,17 @@ import (
 // file's contents as of its last Sync, and the directory entries (creations,
 // removals, renames) as of the last SyncDir of their directory. CrashClone
 // returns that durable state as a new MemFS, as a machine would find its disk
-// after losing power. Directories themselves are durable once created. It is
-// safe for concurrent use.
+// after losing power. Directories themselves are durable once created; a
+// renamed directory keeps its old name across a crash until the directory
+// holding its new name is synced (mem_dirs.go). It is safe for concurrent
+// use.
 type MemFS struct {
 	mu      sync.Mutex
 	dirs    map[string]bool
+	ddirs   map[string]bool     // the directories a crash would leave
 	names   map[string]*memNode // the namespace now
 	durable map[string]*memNode // the namespace a crash would leave
+	moves   []dirMove           // directory renames not yet durable, oldest first
 	locks   map[string]bool
 }
 
@@ -37,6 +41,7 @@ type memNode struct {
 func NewMem() *MemFS {
 	return &MemFS{
 		dirs:    map[string]bool{"/": true, ".": true},
+		ddirs:   map[string]bool{"/": true, ".": true},
 		names:   map[string]*memNode{},
 		durable: map[string]*memNode{},
 		locks:   map[string]bool{},
@@ -98,6 +103,7 @@ func (m *MemFS) Remove(name string) error {
 			}
 		}
 		delete(m.dirs, name)
+		delete(m.ddirs, m.durablePath(name))
 		return nil
 	}
 	return notExist("remove", name)
@@ -108,6 +114,9 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	oldname, newname = clean(oldname), clean(newname)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.dirs[oldname] {
+		return m.renameDirLocked(oldname, newname)
+	}
 	n, ok := m.names[oldname]
 	if !ok {
 		return notExist("rename", oldname)
@@ -130,6 +139,7 @@ func (m *MemFS) MkdirAll(dir string) error {
 			return &os.PathError{Op: "mkdir", Path: d, Err: errors.New("a file exists there")}
 		}
 		m.dirs[d] = true
+		m.ddirs[m.durablePath(d)] = true
 	}
 	return nil
 }
@@ -166,7 +176,8 @@ func (m *MemFS) Exists(name string) (bool, error) {
 	return ok || m.dirs[name], nil
 }
 
-// SyncDir implements FS: the directory's current entries become durable.
+// SyncDir implements FS: the directory's current entries become durable,
+// and so do the renames of directories into it.
 func (m *MemFS) SyncDir(dir string) error {
 	dir = clean(dir)
 	m.mu.Lock()
@@ -174,16 +185,18 @@ func (m *MemFS) SyncDir(dir string) error {
 	if !m.dirs[dir] {
 		return notExist("syncdir", dir)
 	}
+	ddir := m.durablePath(dir)
 	for n := range m.durable {
-		if filepath.Dir(n) == dir {
+		if filepath.Dir(n) == ddir {
 			delete(m.durable, n)
 		}
 	}
 	for n, node := range m.names {
 		if filepath.Dir(n) == dir {
-			m.durable[n] = node
+			m.durable[filepath.Join(ddir, filepath.Base(n))] = node
 		}
 	}
+	m.syncMovesLocked(dir)
 	return nil
 }
 
@@ -233,8 +246,9 @@ func (m *MemFS) CrashCloneKeeping(keep func(name string, unsynced int) int) *Mem
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := NewMem()
-	for d := range m.dirs {
+	for d := range m.ddirs {
 		c.dirs[d] = true
+		c.ddirs[d] = true
 	}
 	for name, n := range m.durable {
 		n.mu.Lock()

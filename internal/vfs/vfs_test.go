@@ -234,7 +234,7 @@ func TestErrorFS(t *testing.T) {
 	if _, err := f.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	for op := OpCreate; op <= OpLock; op++ {
+	for op := OpCreate; op <= OpLink; op++ {
 		if op.String() == "op?" {
 			t.Fatalf("op %d has no name", op)
 		}
