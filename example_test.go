@@ -235,3 +235,23 @@ func must(db *bloomkv.DB, err error) *bloomkv.DB {
 	}
 	return db
 }
+
+// ExampleDB_Checkpoint copies a store, while it may take writes, into a
+// directory that opens as a store of its own.
+func ExampleDB_Checkpoint() {
+	fs := bloomkv.NewMemFS()
+	db := must(bloomkv.Open("/db", &bloomkv.Options{FS: fs}))
+	db.Set([]byte("k"), []byte("v1"), bloomkv.NoSync)
+	if err := db.Checkpoint("/backup"); err != nil {
+		log.Fatal(err)
+	}
+	db.Set([]byte("k"), []byte("v2"), bloomkv.NoSync) // after: not in the copy
+	db.Close()
+
+	backup := must(bloomkv.Open("/backup", &bloomkv.Options{FS: fs}))
+	defer backup.Close()
+	v, _ := backup.Get([]byte("k"))
+	fmt.Printf("%s\n", v)
+	// Output:
+	// v1
+}

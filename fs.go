@@ -14,6 +14,11 @@ type FS = vfs.FS
 // File is an open file of an FS.
 type File = vfs.File
 
+// Linker is implemented by an FS that can give a file a second name (a
+// hard link). Checkpoint and Ingest link tables through it, and copy them on
+// an FS without it.
+type Linker = vfs.Linker
+
 // MemFS is an in-memory FS that models what survives a crash: a file's
 // contents as of its last Sync, and a directory's entries as of its last
 // SyncDir. Its CrashClone method returns that state, as a disk would be
@@ -42,6 +47,7 @@ const (
 	FaultExists  = vfs.OpExists
 	FaultSyncDir = vfs.OpSyncDir
 	FaultLock    = vfs.OpLock
+	FaultLink    = vfs.OpLink
 )
 
 // FaultInjector decides whether an operation on a file fails: it returns
