@@ -93,7 +93,7 @@ func sameEntries(t *testing.T, got, want []entry, who string) {
 		t.Fatalf("%s: %d entries, want %d", who, len(got), len(want))
 	}
 	for i := range got {
-		if !bytes.Equal(got[i].key.UserKey, want[i].key.UserKey) || got[i].key.Trailer != want[i].key.Trailer || !bytes.Equal(got[i].value, want[i].value) {
+		if !sameEntry(got[i], want[i]) {
 			t.Fatalf("%s: entry %d is %s (%d-byte value), want %s (%d-byte value)", who, i, got[i].key, len(got[i].value), want[i].key, len(want[i].value))
 		}
 	}

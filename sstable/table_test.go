@@ -71,10 +71,20 @@ func randomSpec(r *rand.Rand, n int) tableSpec {
 
 func writeSpec(t testing.TB, spec tableSpec, opts WriterOptions) []byte {
 	t.Helper()
+	return writeSpecWith(t, spec, opts, nil)
+}
+
+// writeSpecWith is writeSpec with setup, when not nil, called on the Writer
+// before the first entry (to set test-only options).
+func writeSpecWith(t testing.TB, spec tableSpec, opts WriterOptions, setup func(*Writer)) []byte {
+	t.Helper()
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(w)
 	}
 	for _, e := range spec.entries {
 		if err := w.Add(e.key, e.value); err != nil {

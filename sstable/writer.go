@@ -128,6 +128,10 @@ type Writer struct {
 	// legacyRangeDels writes range deletions unfragmented under RocksDB's
 	// old block name, as older tables hold them; for tests of the reader.
 	legacyRangeDels bool
+	// indexPartitionEntries, when positive, writes a two-level index, as
+	// Pebble writes large ones: partitions of that many index entries and
+	// a top-level index over them; for tests of the reader.
+	indexPartitionEntries int
 }
 
 // NewWriter returns a Writer that writes a table to w with opts.
@@ -347,6 +351,13 @@ func (w *Writer) finish() error {
 	if err := w.drain(); err != nil {
 		return err
 	}
+	indexBlock := w.index.finish()
+	if w.indexPartitionEntries > 0 {
+		var err error
+		if indexBlock, err = w.writeIndexPartitions(indexBlock); err != nil {
+			return err
+		}
+	}
 	var meta []metaEntry
 	if w.filter != nil {
 		bh, err := w.writeBlock(w.filter.Finish(), NoCompression)
@@ -382,7 +393,6 @@ func (w *Writer) finish() error {
 	if w.props.NumEntries == 0 && len(w.tombstones) == 0 {
 		w.props.SmallestSeqNum = 0
 	}
-	indexBlock := w.index.finish()
 	w.props.IndexSize = uint64(len(indexBlock)) + blockTrailerLen
 	w.props.ComparerName = w.comparerName
 	w.props.CompressionName = w.opts.Compression.String()
@@ -407,6 +417,43 @@ func (w *Writer) finish() error {
 		return err
 	}
 	return w.write(footer{format: w.opts.TableFormat, metaindex: metaBH, index: indexBH}.encode())
+}
+
+// writeIndexPartitions writes the entries of index, a finished one-level
+// index block, as partitions of w.indexPartitionEntries entries, and returns
+// the top-level index: each partition's last separator mapping to its handle.
+func (w *Writer) writeIndexPartitions(index []byte) ([]byte, error) {
+	var it blockIter
+	if err := it.init(index, false, blockWhere{kind: "index"}); err != nil {
+		return nil, err
+	}
+	var part, top blockWriter
+	part.restartInterval, top.restartInterval = 1, 1
+	flush := func() error {
+		last := bytes.Clone(part.prevKey)
+		bh, err := w.writeBlock(part.finish(), w.opts.Compression)
+		if err != nil {
+			return err
+		}
+		top.add(last, bh.append(nil))
+		part.reset()
+		return nil
+	}
+	for ok := it.first(); ok; ok = it.next() {
+		part.add(it.key, it.value)
+		if part.entries == w.indexPartitionEntries {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if part.entries > 0 {
+		if err := flush(); err != nil {
+			return nil, err
+		}
+	}
+	w.props.IndexType = indexTypeTwoLevel
+	return top.finish(), it.err
 }
 
 type metaEntry struct {
