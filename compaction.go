@@ -2,6 +2,7 @@ package bloomkv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -124,7 +125,7 @@ func (d *DB) compactLoop() {
 func (d *DB) runLocked(c *compaction) error {
 	err := d.compactLocked(c)
 	d.finishLocked(c)
-	if err != nil && d.bgErr == nil {
+	if err != nil && d.bgErr == nil && !errors.Is(err, ErrClosed) { // stopped by Close: no failure
 		bgErr := fmt.Errorf("bloomkv: compaction failed; the store takes no more writes until reopened: %w", err)
 		d.bgErr = bgErr
 		d.unlocked(func() { d.opts.EventListener.BackgroundError(bgErr) })
@@ -182,6 +183,7 @@ func (d *DB) compactLocked(c *compaction) error {
 	}
 	if err != nil {
 		for _, m := range outputs {
+			delete(d.diff.tableDels, m.FileNum)
 			d.fs.Remove(d.path(tableName(m.FileNum)))
 		}
 		return end(err)
@@ -220,6 +222,10 @@ func (d *DB) compactLocked(c *compaction) error {
 	return end(nil)
 }
 
+// errCompactionStopped is the error of a compaction Close stopped: its
+// outputs are deleted (compactLocked), and the store has not failed.
+var errCompactionStopped = fmt.Errorf("bloomkv: compaction stopped by Close: %w", ErrClosed)
+
 // mergeTables merges the compaction's tables (newest first among a key's
 // versions, which internal-key order gives) into new tables of about
 // TargetFileSize, split only between user keys. Of each key's versions it
@@ -227,7 +233,9 @@ func (d *DB) compactLocked(c *compaction) error {
 // of the same stripe hides, and at the bottom drops deletions every snapshot
 // sees and writes the versions every snapshot sees with sequence number 0.
 // Range deletions are kept likewise, each output holding the parts in its
-// own key range.
+// own key range. Once Close has begun it stops at the next user key with
+// errCompactionStopped, returning the outputs finished so far for the
+// caller to delete.
 func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error) {
 	var bytesIn uint64
 	mi := &mergingIter{}
@@ -249,6 +257,9 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 	var out *tableBuilder
 	var splitLo []byte // where the current output's range starts (nil: unbounded)
 	open := func() error {
+		if d.closedFlag.Load() {
+			return errCompactionStopped
+		}
 		d.mu.Lock()
 		num := d.allocFileNumLocked()
 		d.mu.Unlock()
@@ -322,6 +333,9 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 			in0 = slices.Contains(mi.iters[:n0], mi.top())
 		}
 		if !havePrev || !bytes.Equal(k.UserKey, prevUser) {
+			if d.closedFlag.Load() {
+				return fail(errCompactionStopped)
+			}
 			if out != nil && int64(out.size()) >= d.opts.TargetFileSize {
 				if err := finish(k.UserKey); err != nil {
 					return fail(err)

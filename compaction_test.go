@@ -166,7 +166,8 @@ func TestDataLandsOnSeveralLevels(t *testing.T) {
 func TestCloseWaitsForCompact(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	o := &Options{FS: vfs.NewMem(), Logger: quietLogger()}
+	fs := vfs.NewMem()
+	o := &Options{FS: fs, Logger: quietLogger()}
 	o.EventListener.CompactionBegin = func(info CompactionInfo) {
 		if info.Manual {
 			once.Do(func() { close(started); <-release })
@@ -195,7 +196,12 @@ func TestCloseWaitsForCompact(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	<-compacted // finished or stopped with ErrClosed; either way before Close returned
+	// Finished, or stopped by Close, its outputs deleted; either way
+	// before Close returned.
+	if err := <-compacted; err != nil && !errors.Is(err, ErrClosed) {
+		t.Fatalf("Compact: %v", err)
+	}
+	assertNoLeftovers(t, fs, "/db")
 }
 
 // TestCompactDropsWhatSnapshotsNoLongerNeed: deletions kept in the last

@@ -82,6 +82,10 @@ type DB struct {
 	// acknowledged writes the WAL may lack (walFailed); a failed flush
 	// clears it.
 	walBroken, rescuing bool
+	// dirReleased is set by Close once it has deleted the last obsolete
+	// tables (releaseDirLocked): from then on nothing touches the
+	// directory, not even the release of a read state that outlived Close.
+	dirReleased bool
 	// diff is the differential-file filter (difffilter.go): guarded by
 	// d.mu but for its list of filters commits add to, which the commit
 	// leader reads atomically, and its counters.
@@ -89,6 +93,10 @@ type DB struct {
 	// onPublish, when set (tests only), is called with each read state as it
 	// is published, d.mu held.
 	onPublish func(*readState)
+	// onClose, when set (tests only), is called by Close once it has
+	// begun: later calls fail with ErrClosed, and Close has waited for
+	// nothing yet.
+	onClose func()
 	// compactionGate, when set (tests only, before any compaction is due),
 	// is received from before each compaction starts.
 	compactionGate chan struct{}
@@ -130,12 +138,19 @@ type DB struct {
 func (d *DB) path(name string) string { return vfs.Join(d.dir, name) }
 
 // Close flushes the write-ahead log to stable storage, waits for background
-// work and releases the store. It returns the first error met, including a
-// flush or compaction that failed in the background. Later calls return
-// ErrClosed.
+// work and releases the store. A flush under way completes; a compaction
+// under way stops, and its outputs are deleted, as are the tables no
+// version holds that only iterators still open kept: once Close returns, the
+// directory holds only the store's live files (the deletions synced), and
+// nothing touches it, not even the Close of an iterator left open. It
+// returns the first error met, including a flush or compaction that failed
+// in the background. Later calls return ErrClosed.
 func (d *DB) Close() error {
 	if d.closedFlag.Swap(true) {
 		return ErrClosed
+	}
+	if d.onClose != nil {
+		d.onClose()
 	}
 	// Writes arriving from now on fail with ErrClosed; let those under way
 	// finish, then flush the WAL.
@@ -182,6 +197,9 @@ func (d *DB) Close() error {
 		// The WAL is whole and synced: record its size, so that the
 		// next Open can tell it cut short from a crash's torn tail.
 		err = d.logAndApplyLocked(&manifest.VersionEdit{ClosedLog: manifest.ClosedLog{Num: d.mem.logNum, Size: uint64(d.walW.Size())}})
+	}
+	if derr := d.releaseDirLocked(); err == nil {
+		err = derr
 	}
 	d.mu.Unlock()
 

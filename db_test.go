@@ -44,8 +44,15 @@ func TestBasicAndReopen(t *testing.T) {
 	d = mustOpen(t, "/db", memOpts(fs))
 	defer d.Close()
 	check(d)
-	if m := d.Metrics(); m.Levels[0].Files != 1 {
-		t.Fatalf("recovered WAL not flushed at open: %+v", m.Levels)
+	// One table, in level 0 or already moved down: alone, it overlaps
+	// nothing, and a compaction may move it as soon as Open returns.
+	files := levelFiles(d.Metrics())
+	tables := 0
+	for _, n := range files {
+		tables += n
+	}
+	if tables != 1 {
+		t.Fatalf("recovered WAL not flushed at open: tables per level %v", files)
 	}
 }
 

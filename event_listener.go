@@ -20,7 +20,9 @@ type EventListener struct {
 	FlushBegin func(FlushInfo)
 	FlushEnd   func(FlushInfo)
 	// CompactionBegin is called before a compaction reads its inputs;
-	// CompactionEnd after its result is installed (or it failed).
+	// CompactionEnd after its result is installed (or it failed, or Close
+	// stopped it: then its Err wraps ErrClosed, and no BackgroundError
+	// follows).
 	CompactionBegin func(CompactionInfo)
 	CompactionEnd   func(CompactionInfo)
 	// WriteStallBegin is called when writes start waiting for flushes or

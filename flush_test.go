@@ -116,7 +116,6 @@ func TestFlushLeavesNoUnreferencedTable(t *testing.T) {
 	o.L0CompactionThreshold = 2
 	o.EventListener.FlushEnd = func(FlushInfo) { time.Sleep(2 * time.Millisecond) }
 	d := mustOpen(t, "/db", o)
-	defer d.Close()
 	for i := range 40_000 {
 		if err := d.Set([]byte(fmt.Sprintf("k%06d", i%10_000)), make([]byte, 20), NoSync); err != nil {
 			t.Fatal(err)
@@ -152,4 +151,8 @@ func TestFlushLeavesNoUnreferencedTable(t *testing.T) {
 	if d.Metrics().Compactions == 0 {
 		t.Fatal("no compaction ran: the test exercised nothing")
 	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeftovers(t, fs, "/db")
 }

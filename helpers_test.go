@@ -97,7 +97,8 @@ func fillKeysOrder(tb testing.TB, d *DB, n, valueSize int, shuffle bool) {
 }
 
 // waitForCompactions waits until no level is due for compaction and none
-// runs, and no build of the differential-file filter is asked for or runs.
+// runs, and no build of the differential-file filter is asked for or runs;
+// or until the store fails or closes.
 func waitForCompactions(t testing.TB, d *DB) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -107,7 +108,7 @@ func waitForCompactions(t testing.TB, d *DB) {
 		for l := range manifest.NumLevels - 1 { // the last level never scores
 			due = due || s[l] >= 1
 		}
-		if !due || d.bgErr != nil {
+		if !due || d.bgErr != nil || d.closed {
 			return
 		}
 		d.cond.Wait()

@@ -1,27 +1,71 @@
 package bloomkv
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
-// releaseFilesLocked drops a released state's references to its tables and
-// deletes those no state references and no version holds.
-func (d *DB) releaseFilesLocked(s *readState) {
-	defer d.diffReleasedLocked(s)
+// liveTables returns the file numbers of the tables d.version holds. d.mu
+// is held (or the DB is not yet shared).
+func (d *DB) liveTables() map[uint64]bool {
 	live := map[uint64]bool{}
 	for _, f := range d.version.All() {
 		live[f.FileNum] = true
 	}
+	return live
+}
+
+// releaseFilesLocked drops a released state's references to its tables and
+// deletes those no state references and no version holds. Once Close has
+// let go of the directory (releaseDirLocked), a state released later (an
+// iterator closed after Close) only drops its references: Close has deleted
+// its obsolete tables already.
+func (d *DB) releaseFilesLocked(s *readState) {
+	defer d.diffReleasedLocked(s)
+	live := d.liveTables()
 	for _, f := range s.version.All() {
 		if d.fileRefs[f.FileNum]--; d.fileRefs[f.FileNum] > 0 || live[f.FileNum] {
 			continue
 		}
 		delete(d.fileRefs, f.FileNum)
-		delete(d.diff.tableDels, f.FileNum)
-		d.tables.evict(f.FileNum)
-		d.cache.EvictFile(f.FileNum)
-		if err := d.fs.Remove(d.path(tableName(f.FileNum))); err != nil {
-			d.opts.Logger.Warn("bloomkv: removing an obsolete table", "file", d.path(tableName(f.FileNum)), "err", err)
+		if !d.dirReleased {
+			d.removeTableLocked(f.FileNum)
 		}
 	}
+}
+
+// removeTableLocked closes and deletes an obsolete table. d.mu is held.
+func (d *DB) removeTableLocked(num uint64) {
+	delete(d.diff.tableDels, num)
+	d.tables.evict(num)
+	d.cache.EvictFile(num)
+	if err := d.fs.Remove(d.path(tableName(num))); err != nil {
+		d.opts.Logger.Warn("bloomkv: removing an obsolete table", "file", d.path(tableName(num)), "err", err)
+	}
+}
+
+// releaseDirLocked is Close's last word on the directory, once background
+// work has stopped: it deletes the obsolete tables that read states still
+// in use hold (iterators left open, reads under way), which their release
+// would otherwise delete after Close returned or, never released, leave
+// behind; it syncs the directory, so that not even a crash finds an
+// obsolete file after Close; and it marks the directory let go of, so that
+// no later release touches it. It returns the sync's error. d.mu is held.
+func (d *DB) releaseDirLocked() error {
+	live := d.liveTables()
+	for num, refs := range d.fileRefs {
+		if refs > 0 && !live[num] {
+			d.removeTableLocked(num)
+		}
+	}
+	d.dirReleased = true
+	if d.opts.ReadOnly {
+		return nil
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return fmt.Errorf("bloomkv: syncing %s at Close: %w", d.dir, err)
+	}
+	return nil
 }
 
 // deleteObsolete removes, at open, WALs below the log number, manifests
@@ -32,10 +76,7 @@ func (d *DB) deleteObsolete() {
 	if err != nil {
 		return
 	}
-	live := map[uint64]bool{}
-	for _, f := range d.version.All() {
-		live[f.FileNum] = true
-	}
+	live := d.liveTables()
 	for _, n := range names {
 		kind, num := parseName(n)
 		if strings.HasPrefix(n, currentName+".") && strings.HasSuffix(n, ".dbtmp") {
