@@ -64,7 +64,9 @@ type DB struct {
 	manifest    vfs.File    // manifest writes happen with d.mu held
 	manifestW   *record.Writer
 	manifestNum uint64
-	bgErr       error // a failed flush, compaction or WAL write: the store takes no more writes
+	// formatVersion is the store's format version (format.go).
+	formatVersion FormatVersion
+	bgErr         error // a failed flush, compaction or WAL write: the store takes no more writes
 	// closed is set by Close, with closedFlag. It is the one that
 	// background work and waiters on d.cond test, since it changes with
 	// d.mu held, where they wait.

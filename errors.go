@@ -22,3 +22,10 @@ var ErrReadOnly = errors.New("bloomkv: store opened read-only")
 // ErrTooLarge is wrapped by the error returned for a key, value or batch
 // beyond MaxKeySize, MaxValueSize or MaxBatchSize.
 var ErrTooLarge = errors.New("bloomkv: too large")
+
+// ErrUnsupportedFormat is wrapped by the error Open returns for a store of a
+// newer format version than this build supports (FormatNewest), which names
+// both versions, and by the errors of calls that need a newer format than
+// the store's (Ingest) or than the build's (RatchetFormatVersion). It never
+// wraps ErrCorruption: a build that knows the format reads the store.
+var ErrUnsupportedFormat = base.ErrUnsupportedFormat

@@ -89,6 +89,10 @@ func (d *DB) open() error {
 		}
 		d.version = &manifest.Version{}
 		d.nextFileNum = 1
+		d.formatVersion = FormatNewest
+		if d.opts.FormatVersion != 0 {
+			d.formatVersion = d.opts.FormatVersion
+		}
 	case err != nil:
 		return err
 	default:
@@ -97,6 +101,12 @@ func (d *DB) open() error {
 		}
 		if err := d.loadManifest(manNum); err != nil {
 			return err
+		}
+		if d.opts.FormatVersion > d.formatVersion && !d.opts.ReadOnly {
+			// The new manifest Open writes below records it.
+			d.opts.Logger.Info("bloomkv: raising the format version as Options.FormatVersion asks", "dir", d.dir,
+				"from", d.formatVersion.String(), "to", d.opts.FormatVersion.String())
+			d.formatVersion = d.opts.FormatVersion
 		}
 	}
 
@@ -180,6 +190,7 @@ func (d *DB) loadManifest(num uint64) error {
 	}
 	v := &manifest.Version{}
 	sawComparer := false
+	var format FormatVersion
 	for i := 0; ; i++ {
 		rec, err := r.Next()
 		if err == io.EOF {
@@ -190,8 +201,14 @@ func (d *DB) loadManifest(num uint64) error {
 		}
 		d.manifestLastEdit = r.Offset()
 		e, err := manifest.Decode(rec)
+		if newer, ok := asUnsupported(err); ok {
+			return errStoreTooNew(name, d.manifestLastEdit, newer)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: edit %d: %w", name, i, err)
+		}
+		if format, err = noteFormat(name, i, format, e); err != nil {
+			return err
 		}
 		if e.ComparerName != "" {
 			if e.ComparerName != base.ComparerName {
@@ -225,6 +242,7 @@ func (d *DB) loadManifest(num uint64) error {
 	d.nextFileNum = max(d.nextFileNum, num+1, d.logNumber+1)
 	d.manifestNum = num
 	d.version = v
+	d.formatVersion = format
 	return nil
 }
 

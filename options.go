@@ -65,6 +65,12 @@ type Options struct {
 	// DB.MayHaveChanged): every Get then asks the memtables and every level
 	// above the base, as a store without it would. It is on by default.
 	DisableDiffFilter bool
+	// FormatVersion is the format version a new store is created at
+	// (FormatNewest). An existing store keeps its own version unless this
+	// one is newer: Open then raises the store's to it (not when ReadOnly),
+	// after which builds that do not know it cannot open the store. See
+	// FormatVersion; a version newer than FormatNewest is refused.
+	FormatVersion FormatVersion
 	// ReadOnly opens an existing store without writing to it.
 	ReadOnly bool
 	// ErrorIfExists makes Open fail when the directory holds a store.
@@ -156,6 +162,9 @@ func (o *Options) withDefaults() (*Options, error) {
 		return nil, fmt.Errorf("bloomkv: LevelMultiplier %d must be at least 2", c.LevelMultiplier)
 	case c.TargetFileSize < 1:
 		return nil, fmt.Errorf("bloomkv: TargetFileSize %d must be positive", c.TargetFileSize)
+	}
+	if err := checkFormatOption(c.FormatVersion); err != nil {
+		return nil, err
 	}
 	if c.BloomBitsPerKey > 0 {
 		if err := filterblock.ValidateBitsPerKey(c.BloomBitsPerKey); err != nil {

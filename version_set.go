@@ -36,10 +36,15 @@ func (d *DB) writeNewManifest() error {
 }
 
 // snapshotEditLocked returns an edit that alone records the current state:
-// the comparer, the version's tables, the log number, the next file number
-// and the last sequence number. A new manifest starts with it. d.mu is held.
+// the format version, the comparer, the version's tables, the log number,
+// the next file number and the last sequence number. A new manifest starts with it. d.mu is held.
 func (d *DB) snapshotEditLocked() *manifest.VersionEdit {
 	snap := &manifest.VersionEdit{ComparerName: base.ComparerName, LogNumber: d.logNumber, NextFileNum: d.nextFileNum, LastSeq: d.lastSeq}
+	if d.formatVersion >= FormatVersioned {
+		// The first field of the first edit: a build that does not know
+		// the version reads it before any tag it may not know.
+		snap.FormatVersion = uint64(d.formatVersion)
+	}
 	for l, m := range d.version.All() {
 		snap.NewFiles = append(snap.NewFiles, manifest.NewFile{Level: l, Meta: m})
 	}

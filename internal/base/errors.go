@@ -17,3 +17,8 @@ var ErrCorruption = errors.New("bloomkv: corruption")
 func CorruptionErrorf(format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, ErrCorruption)...)
 }
+
+// ErrUnsupportedFormat is wrapped by every error that reports a store or
+// file written in a format version newer than this build knows. It is not
+// corruption: a newer build reads the data. Test for it with errors.Is.
+var ErrUnsupportedFormat = errors.New("bloomkv: unsupported format version")

@@ -47,7 +47,38 @@ const (
 	tagNewFile     = 5
 	tagDeletedFile = 6
 	tagClosedLog   = 7
+	// tagFormatVersion records the store's format version. It is the
+	// first field of the first edit of every manifest of a store at
+	// FormatVersioned or later (and of an edit that raises the version),
+	// so that a decoder meets it before any tag it may not know.
+	tagFormatVersion = 8
 )
+
+// The format versions as the manifest records them (the root package
+// names them: bloomkv.FormatVersion). An edit with no version field leaves
+// the manifest's version as it was; a manifest none of whose edits records
+// one is of FormatOriginal, tags 1 to 7.
+const (
+	FormatOriginal  = 1
+	FormatVersioned = 2
+	// NewestFormat is the newest format version whose edits this package
+	// decodes.
+	NewestFormat = FormatVersioned
+)
+
+// UnsupportedFormatError reports an edit that records a format version
+// newer than NewestFormat: a newer build wrote it, and its other fields may
+// use tags this build does not know. It wraps base.ErrUnsupportedFormat.
+type UnsupportedFormatError struct {
+	Version uint64
+}
+
+func (e *UnsupportedFormatError) Error() string {
+	return fmt.Sprintf("manifest: version edit records format version %d, newer than the newest this build decodes (%d)", e.Version, NewestFormat)
+}
+
+// Unwrap returns base.ErrUnsupportedFormat.
+func (e *UnsupportedFormatError) Unwrap() error { return base.ErrUnsupportedFormat }
 
 // ClosedLog records a WAL's size when the store closed cleanly, synced: a
 // WAL found shorter at the next Open lost synced writes, which a log cut
@@ -70,7 +101,10 @@ type NewFile struct {
 
 // VersionEdit is one change to the version: fields set to zero are absent.
 type VersionEdit struct {
-	ComparerName string
+	// FormatVersion, when set, is the store's format version from this
+	// edit on; it is encoded first.
+	FormatVersion uint64
+	ComparerName  string
 	// LogNumber: the WALs numbered below it are wholly in tables.
 	LogNumber    uint64
 	NextFileNum  uint64
@@ -89,6 +123,9 @@ func appendBytes(dst, b []byte) []byte {
 // value (varints, or varint-prefixed bytes).
 func (e *VersionEdit) Encode() []byte {
 	var b []byte
+	if e.FormatVersion != 0 {
+		b = binary.AppendUvarint(binary.AppendUvarint(b, tagFormatVersion), e.FormatVersion)
+	}
 	if e.ComparerName != "" {
 		b = binary.AppendUvarint(b, tagComparer)
 		b = appendBytes(b, []byte(e.ComparerName))
@@ -180,13 +217,28 @@ func (d *decoder) key(what string) base.InternalKey {
 }
 
 // Decode parses an encoded edit; errors wrap ErrCorruption and name the
-// offset within the edit.
+// offset within the edit. An edit whose first field records a format
+// version newer than NewestFormat is refused, before any other field is
+// read, with an *UnsupportedFormatError (wrapping
+// base.ErrUnsupportedFormat, not ErrCorruption).
 func Decode(data []byte) (*VersionEdit, error) {
 	e := &VersionEdit{}
 	d := &decoder{data: data}
 	for d.off < len(data) && d.err == nil {
 		tagOff := d.off
 		switch tag := d.uvarint("tag"); tag {
+		case tagFormatVersion:
+			v := d.uvarint("format version")
+			switch {
+			case d.err != nil:
+			case tagOff != 0:
+				d.err = fmt.Errorf("format version at offset %d is not the edit's first field", tagOff)
+			case v == 0:
+				d.err = fmt.Errorf("format version 0 at offset %d", tagOff)
+			case v > NewestFormat:
+				return nil, &UnsupportedFormatError{Version: v}
+			}
+			e.FormatVersion = v
 		case tagComparer:
 			e.ComparerName = string(d.bytes("comparer name"))
 		case tagLogNumber:

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -19,7 +20,7 @@ func meta(num uint64, a, b string, seq base.SeqNum) *FileMetadata {
 }
 
 func sampleEdit() *VersionEdit {
-	return &VersionEdit{ComparerName: base.ComparerName, LogNumber: 7, NextFileNum: 12, LastSeq: 999,
+	return &VersionEdit{FormatVersion: NewestFormat, ComparerName: base.ComparerName, LogNumber: 7, NextFileNum: 12, LastSeq: 999,
 		NewFiles:     []NewFile{{0, meta(8, "a", "m", 10)}, {1, meta(9, "n", "z", 3)}},
 		DeletedFiles: []DeletedFile{{0, 4}, {2, 5}}, ClosedLog: ClosedLog{Num: 6, Size: 4096}}
 }
@@ -64,6 +65,44 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 	inverted := &VersionEdit{NewFiles: []NewFile{{1, meta(3, "z", "a", 1)}}}
 	if _, err := Decode(inverted.Encode()); !errors.Is(err, base.ErrCorruption) {
 		t.Errorf("inverted key range: %v", err)
+	}
+}
+
+// TestFormatVersionDecoding: the version is the edit's first field; a
+// newer one than this package knows is refused as unsupported, not as
+// corruption, before any later field (which may use a tag unknown here) is
+// read.
+func TestFormatVersionDecoding(t *testing.T) {
+	enc := sampleEdit().Encode()
+	if enc[0] != tagFormatVersion {
+		t.Fatalf("the edit starts with tag %d, not the format version's", enc[0])
+	}
+	newer := binary.AppendUvarint([]byte{tagFormatVersion}, NewestFormat+1)
+	for name, data := range map[string][]byte{
+		"newer version":                  newer,
+		"newer version, then a new tag":  binary.AppendUvarint(binary.AppendUvarint(slices.Clone(newer), 99), 1),
+		"newer version, then known tags": append(slices.Clone(newer), (&VersionEdit{LogNumber: 3, NextFileNum: 9}).Encode()...),
+		"far newer version":              binary.AppendUvarint([]byte{tagFormatVersion}, 1<<40),
+	} {
+		_, err := Decode(data)
+		var ue *UnsupportedFormatError
+		if !errors.Is(err, base.ErrUnsupportedFormat) || errors.Is(err, base.ErrCorruption) || !errors.As(err, &ue) || ue.Version <= NewestFormat {
+			t.Errorf("%s: %v, want ErrUnsupportedFormat and not ErrCorruption", name, err)
+		}
+	}
+	for name, data := range map[string][]byte{
+		"version not first":          append((&VersionEdit{LogNumber: 3}).Encode(), tagFormatVersion, FormatVersioned),
+		"version 0":                  {tagFormatVersion, 0},
+		"known version, unknown tag": {tagFormatVersion, NewestFormat, 99, 1},
+		"no version, unknown tag":    {99, 1},
+	} {
+		if _, err := Decode(data); !errors.Is(err, base.ErrCorruption) || errors.Is(err, base.ErrUnsupportedFormat) {
+			t.Errorf("%s: %v, want ErrCorruption only", name, err)
+		}
+	}
+	e, err := Decode([]byte{tagFormatVersion, FormatVersioned, tagLogNumber, 4})
+	if err != nil || e.FormatVersion != FormatVersioned || e.LogNumber != 4 {
+		t.Fatalf("%+v, %v", e, err)
 	}
 }
 

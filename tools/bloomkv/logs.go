@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bloomkv/bloomkv"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/batchrepr"
 	"github.com/bloomkv/bloomkv/internal/manifest"
@@ -175,16 +176,19 @@ type tableMetaOut struct {
 }
 
 type editOut struct {
-	File        string         `json:"file"`
-	Edit        int            `json:"edit"`
-	Offset      int64          `json:"offset"`
-	Comparer    string         `json:"comparer,omitempty"`
-	LogNumber   uint64         `json:"log_number,omitempty"`
-	NextFileNum uint64         `json:"next_file_num,omitempty"`
-	LastSeq     uint64         `json:"last_seq,omitempty"`
-	Added       []tableMetaOut `json:"added,omitempty"`
-	Deleted     []tableMetaOut `json:"deleted,omitempty"`
-	ClosedLog   *closedLogOut  `json:"closed_log,omitempty"`
+	File   string `json:"file"`
+	Edit   int    `json:"edit"`
+	Offset int64  `json:"offset"`
+	// FormatVersion is the store's format version the edit records (0:
+	// none; a store none of whose edits records one is FormatOriginal).
+	FormatVersion uint64         `json:"format_version,omitempty"`
+	Comparer      string         `json:"comparer,omitempty"`
+	LogNumber     uint64         `json:"log_number,omitempty"`
+	NextFileNum   uint64         `json:"next_file_num,omitempty"`
+	LastSeq       uint64         `json:"last_seq,omitempty"`
+	Added         []tableMetaOut `json:"added,omitempty"`
+	Deleted       []tableMetaOut `json:"deleted,omitempty"`
+	ClosedLog     *closedLogOut  `json:"closed_log,omitempty"`
 }
 
 // closedLogOut is a WAL's size recorded at a clean close.
@@ -194,12 +198,14 @@ type closedLogOut struct {
 }
 
 type versionOut struct {
-	File    string           `json:"file"`
-	Edits   int              `json:"edits"`
-	End     string           `json:"end"`
-	TornAt  int64            `json:"torn_at,omitempty"`
-	TornWhy string           `json:"torn_why,omitempty"`
-	Levels  [][]tableMetaOut `json:"levels"`
+	File    string `json:"file"`
+	Edits   int    `json:"edits"`
+	End     string `json:"end"`
+	TornAt  int64  `json:"torn_at,omitempty"`
+	TornWhy string `json:"torn_why,omitempty"`
+	// FormatVersion is the store's format version after the edits.
+	FormatVersion uint64           `json:"format_version"`
+	Levels        [][]tableMetaOut `json:"levels"`
 }
 
 func metaOut(fm *formats, l int, f *manifest.FileMetadata) tableMetaOut {
@@ -216,6 +222,7 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		e.printf("%s\n", name)
 	}
 	v := &manifest.Version{}
+	format := uint64(manifest.FormatOriginal)
 	n := 0
 	for ; ; n++ {
 		rec, err := r.Next()
@@ -229,7 +236,7 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		if err != nil {
 			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, r.Offset(), err)
 		}
-		out := editOut{File: name, Edit: n, Offset: r.Offset(), Comparer: ed.ComparerName, LogNumber: ed.LogNumber,
+		out := editOut{File: name, Edit: n, Offset: r.Offset(), FormatVersion: ed.FormatVersion, Comparer: ed.ComparerName, LogNumber: ed.LogNumber,
 			NextFileNum: ed.NextFileNum, LastSeq: uint64(ed.LastSeq)}
 		for _, nf := range ed.NewFiles {
 			out.Added = append(out.Added, metaOut(fm, nf.Level, nf.Meta))
@@ -243,11 +250,17 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		if v, err = v.Apply(ed); err != nil {
 			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, r.Offset(), err)
 		}
+		if ed.FormatVersion != 0 {
+			format = ed.FormatVersion
+		}
 		if e.json {
 			e.emit(out)
 			continue
 		}
 		e.printf("  edit %d (offset %d)\n", n, out.Offset)
+		if out.FormatVersion != 0 {
+			e.printf("    format version   %v\n", bloomkv.FormatVersion(out.FormatVersion))
+		}
 		if out.Comparer != "" {
 			e.printf("    comparer         %s\n", out.Comparer)
 		}
@@ -270,7 +283,7 @@ func (e *env) manifestDump(name string, fm *formats) error {
 			e.printf("    closed log       %06d.log, %d bytes\n", c.File, c.Size)
 		}
 	}
-	vo := versionOut{File: name, Edits: n, End: "clean", Levels: make([][]tableMetaOut, manifest.NumLevels)}
+	vo := versionOut{File: name, Edits: n, End: "clean", FormatVersion: format, Levels: make([][]tableMetaOut, manifest.NumLevels)}
 	off, why, torn := r.TornTail()
 	if n == 0 {
 		if torn {
@@ -295,7 +308,8 @@ func (e *env) manifestDump(name string, fm *formats) error {
 	if vo.End == "torn" {
 		e.printf(" at offset %d (%s): recovery drops the tail", vo.TornAt, vo.TornWhy)
 	}
-	e.printf("\n  version after %d edits:\n", n)
+	e.printf("\n  format version: %v\n", bloomkv.FormatVersion(vo.FormatVersion))
+	e.printf("  version after %d edits:\n", n)
 	for l, files := range vo.Levels {
 		if len(files) == 0 {
 			continue
