@@ -69,7 +69,14 @@ func (r *CheckReport) Err() error {
 // (a filter must have no false negatives); that range deletions are sound;
 // and that the properties' counts match the entries. It reads every block
 // and does not stop at the first problem.
-func (t *Reader) Check() *CheckReport {
+func (t *Reader) Check() *CheckReport { return t.CheckEntries(nil) }
+
+// CheckEntries is Check, which also calls visit, when not nil, with each
+// point entry it reads, in order (the key as stored), with the handle of
+// the data block that holds it and the entry's offset in the block; an
+// error visit returns is listed among the problems. The value is valid
+// only during the call.
+func (t *Reader) CheckEntries(visit func(key base.InternalKey, value []byte, bh BlockHandle, offset int) error) *CheckReport {
 	r := &CheckReport{}
 	// Data blocks are verified by the key walk below, which reads each
 	// once; the others here.
@@ -145,6 +152,11 @@ func (t *Reader) Check() *CheckReport {
 			if base.CompareEncoded(it.key, sep) > 0 {
 				r.problem(corruptionf("%s: data block %s: offset %d in block: key %s sorts after the block's index separator %s", t.opts.FileName, bh, it.offset, k, mustDecode(sep)))
 			}
+			if visit != nil {
+				if err := visit(k, it.value, bh, it.offset); err != nil {
+					r.problem(err)
+				}
+			}
 			prev = append(prev[:0], it.key...)
 			last = append(last[:0], it.key...)
 			r.Entries++
@@ -177,7 +189,7 @@ func (t *Reader) Check() *CheckReport {
 		largest = mustDecode(last).Clone()
 		r.Smallest, r.Largest = &smallest, &largest
 	}
-	for _, d := range t.rangeDels {
+	for _, d := range t.storedDels {
 		r.RangeDeletions++
 		if !haveSeq {
 			r.SmallestSeq, r.LargestSeq, haveSeq = d.SeqNum, d.SeqNum, true
@@ -231,7 +243,7 @@ func (t *Reader) checkProperties(r *CheckReport, dataBlocks, deletions uint64) {
 	mismatch("data blocks", p.NumDataBlocks, dataBlocks)
 	if _, v1 := t.meta[metaRangeDelV1Name]; !v1 {
 		// Fragments as stored: one entry per fragment and sequence number.
-		dels := uint64(len(t.rangeDels))
+		dels := uint64(len(t.storedDels))
 		mismatch("entries", p.NumEntries, r.Entries+dels)
 		mismatch("range deletions", p.NumRangeDeletions, dels)
 		mismatch("deletions", p.NumDeletions, deletions+dels)

@@ -34,6 +34,9 @@ type Iter struct {
 	h       cache.Handle
 	// ra reads ahead for counted iterators walking blocks in file order.
 	ra readahead
+	// override, when not 0, replaces the sequence number of every key
+	// (ReaderOptions.SeqNumOverride).
+	override base.SeqNum
 }
 
 // NewIter returns an iterator over the table, positioned nowhere.
@@ -66,6 +69,7 @@ func (it *Iter) reset(t *Reader, reuse bool) {
 	it.release()
 	it.ra.reset()
 	it.t, it.valid, it.err, it.reuse, it.bypassCache, it.counted = t, false, nil, reuse, false, false
+	it.override = t.opts.SeqNumOverride
 	it.data.err, it.data.valid = nil, false
 	if err := it.index.init(t, reuse); err != nil {
 		it.err = err // NewReader checked the index; unreachable unless it changed
@@ -214,6 +218,15 @@ func (it *Iter) SeekGE(userKey []byte) bool {
 
 // SeekGEInternal moves to the first entry whose internal key is ≥ key.
 func (it *Iter) SeekGEInternal(key base.InternalKey) bool {
+	if it.override != 0 {
+		// The stored numbers are not the ones returned: seek to the
+		// user key, then past its entries below key (as returned).
+		ok := it.SeekGE(key.UserKey)
+		for ok && base.CompareInternal(it.Key(), key) < 0 {
+			ok = it.Next()
+		}
+		return ok
+	}
 	it.seek = key.Append(it.seek[:0])
 	return it.seekGEEncoded(it.seek)
 }
@@ -250,9 +263,13 @@ func (it *Iter) SeekLT(userKey []byte) bool {
 // Valid reports whether the iterator is at an entry.
 func (it *Iter) Valid() bool { return it.valid }
 
-// Key returns the current entry's internal key.
+// Key returns the current entry's internal key, with the reader's
+// sequence-number override, if any.
 func (it *Iter) Key() base.InternalKey {
 	k, _ := base.DecodeInternalKey(it.data.key)
+	if it.override != 0 {
+		k.Trailer = base.MakeTrailer(it.override, k.Kind())
+	}
 	return k
 }
 

@@ -49,6 +49,12 @@ type ReaderOptions struct {
 	// others (a store's tables share one); without it the reader keeps
 	// its own.
 	Buffers *Buffers
+	// SeqNumOverride, when not 0, is the sequence number of every key the
+	// reader returns, point entries (Iter.Key, LookupCopy) and range
+	// deletions alike, whatever the table stores (0, in a table written
+	// for ingestion: the store assigns the number when it ingests it).
+	// Check reports the stored numbers.
+	SeqNumOverride base.SeqNum
 }
 
 // Buffers are scratch buffers that table readers share: for the stored
@@ -85,9 +91,12 @@ type Reader struct {
 	filterBH  BlockHandle
 	hasFilter bool
 	rangeDels []RangeDeletion
-	props     Properties
-	meta      map[string]BlockHandle // the metaindex: meta blocks by name
-	iters     sync.Pool              // *Iter for LookupCopy
+	// storedDels are the range deletions as stored, for Check: rangeDels
+	// itself but with a sequence-number override.
+	storedDels []RangeDeletion
+	props      Properties
+	meta       map[string]BlockHandle // the metaindex: meta blocks by name
+	iters      sync.Pool              // *Iter for LookupCopy
 	// cc is opts.Cache when it is bloomkv's own cache, whose blocks
 	// iterators hold by counted references, so that a data block's memory
 	// is reused once it has left the cache and no iterator is on it.
@@ -118,6 +127,24 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		if err := step(); err != nil {
 			return nil, err
 		}
+	}
+	t.storedDels = t.rangeDels
+	if o := opts.SeqNumOverride; o != 0 {
+		if o > base.SeqNumMax {
+			return nil, fmt.Errorf("sstable: %s: sequence-number override %d exceeds 2^56-1", opts.FileName, o)
+		}
+		// The stored fragments are ordered and disjoint but for equal
+		// spans of distinct sequence numbers; overridden, such a span's
+		// fragments would be one, so only the first is kept.
+		var out []RangeDeletion
+		for _, d := range t.rangeDels {
+			if n := len(out); n > 0 && bytes.Equal(out[n-1].Start, d.Start) {
+				continue
+			}
+			d.SeqNum = o
+			out = append(out, d)
+		}
+		t.rangeDels = out
 	}
 	return t, nil
 }
@@ -713,8 +740,8 @@ func (t *Reader) getIter() *Iter {
 // seekUserKey positions it at the newest entry for userKey written before seq,
 // reporting whether there is one.
 func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
-	if seq == 0 {
-		return false
+	if seq == 0 || seq <= it.override {
+		return false // a read at seq sees no key of the table
 	}
 	seq = min(seq, base.SeqNumMax+1) // above it every entry is visible
 	it.seek = base.MakeInternalKey(userKey, seq-1, base.KindMax).Append(it.seek[:0])

@@ -209,7 +209,7 @@ func (w *Writer) Delete(key []byte) error {
 }
 
 // DeleteRange records a range deletion of the user keys in [start, end) at
-// seq. Overlapping deletions are fragmented when the table is written.
+// seq (0 in a table for DB.Ingest). Overlapping deletions are fragmented when the table is written.
 func (w *Writer) DeleteRange(start, end []byte, seq base.SeqNum) error {
 	if err := w.usable(); err != nil {
 		return err
