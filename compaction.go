@@ -242,7 +242,7 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 	defer mi.close()
 	var tombs []rangedel.Tombstone
 	for _, f := range c.all() {
-		r, err := d.tables.get(f.FileNum)
+		r, err := d.tables.get(f)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -515,7 +515,7 @@ func (d *DB) compactLastLevelLocked(start, end []byte) error {
 		inputs := d.version.Overlapping(last, start, end)
 		deletions := false
 		for _, f := range inputs {
-			r, err := d.tables.get(f.FileNum)
+			r, err := d.tables.get(f)
 			if err != nil {
 				return err
 			}

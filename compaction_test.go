@@ -228,7 +228,7 @@ func TestCompactDropsWhatSnapshotsNoLongerNeed(t *testing.T) {
 		s := d.acquire()
 		defer d.release(s)
 		for f := range s.version.Level(6) {
-			r, err := d.tables.get(f.FileNum)
+			r, err := d.tables.get(f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -310,7 +310,7 @@ func TestBottomCompactionZeroesSequenceNumbers(t *testing.T) {
 			}
 		}
 		for f := range s.version.Level(manifest.NumLevels - 1) {
-			r, err := d.tables.get(f.FileNum)
+			r, err := d.tables.get(f)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -514,7 +514,7 @@ func (d *DB) diffEntries() (int, error) {
 	}
 	for l := range max(baseLevel(s.version), 0) {
 		for f := range s.version.Level(l) {
-			r, err := d.tables.get(f.FileNum)
+			r, err := d.tables.get(f)
 			if err != nil {
 				return 0, err
 			}
@@ -734,7 +734,7 @@ func (d *DB) tableHashes(files []*manifest.FileMetadata) ([]uint64, error) {
 // eachKeyHash calls fn with the hash of the user key of every point version
 // of a table, and returns the table's reader. It runs without d.mu.
 func (d *DB) eachKeyHash(meta *manifest.FileMetadata, fn func(uint64)) (*sstable.Reader, error) {
-	r, err := d.tables.get(meta.FileNum)
+	r, err := d.tables.get(meta)
 	if err != nil {
 		return nil, err
 	}
@@ -794,7 +794,7 @@ func (d *DB) CheckDiffFilter(limit int) (DiffFilterCheck, error) {
 	var prev []byte
 	havePrev := false // not prev != nil: the empty key is a key
 	for meta := range s.version.Level(c.BaseLevel) {
-		r, err := d.tables.get(meta.FileNum)
+		r, err := d.tables.get(meta)
 		if err != nil {
 			return c, err
 		}
@@ -849,7 +849,7 @@ func (d *DB) versionAboveBase(s *readState, baseLevel int, key []byte, hash uint
 	}
 	for l := range baseLevel {
 		for f := range s.version.Containing(l, key) {
-			r, err := d.tables.get(f.FileNum)
+			r, err := d.tables.get(f)
 			if err != nil {
 				return false, err
 			}

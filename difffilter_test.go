@@ -34,7 +34,7 @@ func diffViolations(d *DB, s *readState) []string {
 	}
 	for l := range s.diffBase {
 		for f := range s.version.Level(l) {
-			r, err := d.tables.get(f.FileNum)
+			r, err := d.tables.get(f)
 			if err != nil {
 				bad = append(bad, fmt.Sprintf("L%d table %d: %v", l, f.FileNum, err))
 				continue

@@ -38,9 +38,13 @@ const (
 	// builds that do not know a store's version refuse it with
 	// ErrUnsupportedFormat, naming both versions.
 	FormatVersioned FormatVersion = manifest.FormatVersioned
+	// FormatIngest records tables added by DB.Ingest, whose keys take
+	// the sequence number the ingestion assigned (manifest tag 9).
+	// DB.Ingest needs it.
+	FormatIngest FormatVersion = manifest.FormatIngest
 	// FormatNewest is the newest version this build supports, the default
 	// for new stores.
-	FormatNewest = FormatVersioned
+	FormatNewest = FormatIngest
 )
 
 // String returns the version's number and name, e.g. "2 (FormatVersioned)".
@@ -51,6 +55,8 @@ func (v FormatVersion) String() string {
 		name = "FormatOriginal"
 	case FormatVersioned:
 		name = "FormatVersioned"
+	case FormatIngest:
+		name = "FormatIngest"
 	}
 	return fmt.Sprintf("%d (%s)", uint64(v), name)
 }
@@ -77,6 +83,18 @@ func noteFormat(name string, i int, format FormatVersion, e *manifest.VersionEdi
 		return 0, base.CorruptionErrorf("bloomkv: %s: edit %d records format version %d, below the %d an earlier edit recorded", name, i, v, format)
 	}
 	return v, nil
+}
+
+// checkEditFormat refuses an edit, the i-th of manifest name, that holds
+// what the store's format version does not allow.
+func checkEditFormat(name string, i int, format FormatVersion, e *manifest.VersionEdit) error {
+	for _, nf := range e.NewFiles {
+		if nf.Meta.SeqNumOverride != 0 && format < FormatIngest {
+			return base.CorruptionErrorf("bloomkv: %s: edit %d adds table %s ingested at sequence number %d, which format version %v cannot record",
+				name, i, tableName(nf.Meta.FileNum), nf.Meta.SeqNumOverride, format)
+		}
+	}
+	return nil
 }
 
 // FormatVersion returns the store's format version.

@@ -289,3 +289,23 @@ func TestNewStoreAtOlderFormat(t *testing.T) {
 		t.Fatalf("a FormatOriginal store records version %d", e.FormatVersion)
 	}
 }
+
+// TestIngestTagNeedsFormatIngest: a table recorded with a sequence-number
+// override in a store whose version predates FormatIngest is corruption.
+func TestIngestTagNeedsFormatIngest(t *testing.T) {
+	m := &manifest.FileMetadata{FileNum: 5, Size: 100,
+		Smallest: base.MakeInternalKey([]byte("a"), 7, base.KindSet), Largest: base.MakeInternalKey([]byte("b"), 7, base.KindSet),
+		SmallestSeq: 7, LargestSeq: 7, SeqNumOverride: 7}
+	for _, v := range []FormatVersion{FormatOriginal, FormatVersioned} {
+		fs := vfs.NewMem()
+		first := &manifest.VersionEdit{ComparerName: base.ComparerName, NextFileNum: 6, LastSeq: 7}
+		if v >= FormatVersioned {
+			first.FormatVersion = uint64(v)
+		}
+		writeManifestByHand(t, fs, first.Encode(), (&manifest.VersionEdit{NewFiles: []manifest.NewFile{{Level: 6, Meta: m}}}).Encode())
+		_, err := Open("/db", memOpts(fs))
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "cannot record") {
+			t.Fatalf("%v: %v", v, err)
+		}
+	}
+}

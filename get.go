@@ -114,7 +114,7 @@ func found(v []byte, tr base.Trailer, tomb base.SeqNum) ([]byte, error) {
 // answers. tomb is the newest range deletion of the table covering key; v is
 // a copy of a set's value.
 func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, hash uint64, seq base.SeqNum) (v []byte, tr base.Trailer, ok bool, tomb base.SeqNum, err error) {
-	r, err := d.tables.get(f.FileNum)
+	r, err := d.tables.get(f)
 	if err != nil {
 		return nil, 0, false, 0, err
 	}

@@ -123,7 +123,7 @@ func manyTablesState(b *testing.B) (*DB, *readState) {
 	if err != nil || len(tables[0]) != 1 {
 		b.Fatalf("tables after the flush: %v, %v", tables, err)
 	}
-	r, err := d.tables.get(tables[0][0].FileNum)
+	r, err := d.tables.get(&manifest.FileMetadata{FileNum: tables[0][0].FileNum})
 	if err != nil {
 		b.Fatal(err)
 	}

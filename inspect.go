@@ -23,6 +23,10 @@ type TableInfo struct {
 	LargestExclusive  bool
 	// SmallestSeq and LargestSeq bound its sequence numbers.
 	SmallestSeq, LargestSeq uint64
+	// Ingested is true for a table DB.Ingest added: its file stores its
+	// keys at sequence number 0, and they read at SmallestSeq, the number
+	// the ingestion assigned.
+	Ingested bool
 }
 
 // SSTables returns the store's tables level by level: level 0 newest first,
@@ -40,6 +44,7 @@ func (d *DB) SSTables() ([][]TableInfo, error) {
 			Smallest: bytes.Clone(f.Smallest.UserKey), Largest: bytes.Clone(f.Largest.UserKey),
 			LargestExclusive: f.Largest.IsExclusiveSentinel(),
 			SmallestSeq:      uint64(f.SmallestSeq), LargestSeq: uint64(f.LargestSeq),
+			Ingested: f.SeqNumOverride != 0,
 		})
 	}
 	return out, nil
@@ -108,7 +113,7 @@ func (d *DB) Check() (CheckStats, error) {
 	}
 	for l, f := range s.version.All() {
 		st.Tables++
-		r, err := d.tables.get(f.FileNum)
+		r, err := d.tables.get(f)
 		if err != nil {
 			problem(fmt.Errorf("bloomkv: L%d table %s: %w", l, d.path(tableName(f.FileNum)), err))
 			continue
@@ -178,11 +183,19 @@ func checkTableMeta(name string, level int, f *manifest.FileMetadata, r *sstable
 	case base.CompareInternal(*lo, f.Smallest) != 0 || base.CompareInternal(*hi, f.Largest) != 0:
 		bad("holds keys %s to %s, the manifest records %s to %s", *lo, *hi, f.Smallest, f.Largest)
 	}
-	if have && (rep.SmallestSeq != f.SmallestSeq || rep.LargestSeq != f.LargestSeq) {
-		bad("holds sequence numbers %d to %d, the manifest records %d to %d", rep.SmallestSeq, rep.LargestSeq, f.SmallestSeq, f.LargestSeq)
+	smallest, largest := rep.SmallestSeq, rep.LargestSeq // as stored
+	if o := f.SeqNumOverride; o != 0 && have {
+		// Ingested: stored at 0, read at the number the ingestion gave.
+		if smallest != 0 || largest != 0 {
+			bad("ingested at sequence number %d, stores sequence numbers %d to %d, not 0", o, smallest, largest)
+		}
+		smallest, largest = o, o
 	}
-	if have && rep.LargestSeq > lastSeq {
-		bad("holds sequence number %d, beyond the store's last, %d", rep.LargestSeq, lastSeq)
+	if have && (smallest != f.SmallestSeq || largest != f.LargestSeq) {
+		bad("holds sequence numbers %d to %d, the manifest records %d to %d", smallest, largest, f.SmallestSeq, f.LargestSeq)
+	}
+	if have && largest > lastSeq {
+		bad("holds sequence number %d, beyond the store's last, %d", largest, lastSeq)
 	}
 	return errs
 }
@@ -228,7 +241,7 @@ func (d *DB) checkLevels(v *manifest.Version) []error {
 
 	m := &mergingIter{}
 	for f := range v.Level(0) {
-		r, err := d.tables.get(f.FileNum)
+		r, err := d.tables.get(f)
 		if err != nil {
 			m.close()
 			return append(errs, err)

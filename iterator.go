@@ -79,7 +79,7 @@ func (d *DB) newIter(s *readState, seq base.SeqNum, o *IterOptions) *Iterator {
 		visible(m.mt.RangeDels())
 	}
 	for _, f := range s.version.Overlapping(0, it.lower, hi) {
-		r, err := d.tables.get(f.FileNum)
+		r, err := d.tables.get(f)
 		if err != nil {
 			it.err = err
 			break
@@ -94,7 +94,7 @@ func (d *DB) newIter(s *readState, seq base.SeqNum, o *IterOptions) *Iterator {
 			continue
 		}
 		for _, f := range files {
-			r, err := d.tables.get(f.FileNum)
+			r, err := d.tables.get(f)
 			if err != nil {
 				it.err = err
 				break

@@ -37,7 +37,7 @@ func (l *levelIter) open(i int) bool {
 	if l.e != nil || i < 0 || i >= len(l.files) {
 		return false
 	}
-	r, err := l.tables.get(l.files[i].FileNum)
+	r, err := l.tables.get(l.files[i])
 	if err != nil {
 		l.e = err
 		return false

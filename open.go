@@ -210,6 +210,9 @@ func (d *DB) loadManifest(num uint64) error {
 		if format, err = noteFormat(name, i, format, e); err != nil {
 			return err
 		}
+		if err := checkEditFormat(name, i, format, e); err != nil {
+			return err
+		}
 		if e.ComparerName != "" {
 			if e.ComparerName != base.ComparerName {
 				return fmt.Errorf("bloomkv: %s: store ordered by %q, not %q", name, e.ComparerName, base.ComparerName)

@@ -6,7 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
+	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/vfs"
 	"github.com/bloomkv/bloomkv/sstable"
 )
@@ -32,13 +34,14 @@ type openTable struct {
 	err  error
 }
 
-// get returns the open table num, opening it if need be. A failed open is
-// not kept: a later call tries again (the error may be transient), and a
-// call that found another caller's open failed tries once itself, so that
-// only the calls that met the failure report it.
-func (tc *tableCache) get(num uint64) (*sstable.Reader, error) {
+// get returns the open table f, opening it if need be, with its
+// sequence-number override (an ingested table's). A failed open is not
+// kept: a later call tries again (the error may be transient), and a call
+// that found another caller's open failed tries once itself, so that only
+// the calls that met the failure report it.
+func (tc *tableCache) get(f *manifest.FileMetadata) (*sstable.Reader, error) {
 	for attempt := 0; ; attempt++ {
-		r, opened, err := tc.getOnce(num)
+		r, opened, err := tc.getOnce(f.FileNum, f.SeqNumOverride)
 		if err == nil || opened || attempt > 0 || errors.Is(err, ErrClosed) {
 			return r, err
 		}
@@ -47,7 +50,7 @@ func (tc *tableCache) get(num uint64) (*sstable.Reader, error) {
 
 // getOnce is one attempt of get; opened says whether this call made the
 // open attempt whose result it returns.
-func (tc *tableCache) getOnce(num uint64) (r *sstable.Reader, opened bool, err error) {
+func (tc *tableCache) getOnce(num uint64, override base.SeqNum) (r *sstable.Reader, opened bool, err error) {
 	tc.mu.Lock()
 	if tc.closed {
 		tc.mu.Unlock()
@@ -69,7 +72,7 @@ func (tc *tableCache) getOnce(num uint64) (r *sstable.Reader, opened bool, err e
 		}
 		size, err := f.Size()
 		if err == nil {
-			t.r, err = sstable.NewReader(f, size, sstable.ReaderOptions{Cache: tc.cache, FileNum: num, FileName: name, Buffers: &tc.buffers})
+			t.r, err = sstable.NewReader(f, size, sstable.ReaderOptions{Cache: tc.cache, FileNum: num, FileName: name, Buffers: &tc.buffers, SeqNumOverride: override})
 		}
 		if err != nil {
 			f.Close()

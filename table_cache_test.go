@@ -20,7 +20,8 @@ func TestTableOpenFailureIsNotShared(t *testing.T) {
 	if err := d.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	num := newestTable(d).FileNum
+	meta := newestTable(d)
+	num := meta.FileNum
 	d.Close()
 
 	efs := vfs.NewErrorFS(mem)
@@ -28,10 +29,10 @@ func TestTableOpenFailureIsNotShared(t *testing.T) {
 	defer tc.close()
 	open := vfs.OpOpen
 	efs.SetInjector(vfs.FailOnce(&open, 0))
-	if _, err := tc.get(num); !errors.Is(err, vfs.ErrInjected) {
+	if _, err := tc.get(meta); !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("the open that meets the fault: %v", err)
 	}
-	if r, err := tc.get(num); err != nil || r == nil {
+	if r, err := tc.get(meta); err != nil || r == nil {
 		t.Fatalf("the next open: %v", err)
 	}
 
@@ -41,7 +42,7 @@ func TestTableOpenFailureIsNotShared(t *testing.T) {
 	failed.once.Do(func() {})
 	tc.evict(num)
 	tc.tables[num] = failed
-	if r, err := tc.get(num); err != nil || r == nil {
+	if r, err := tc.get(meta); err != nil || r == nil {
 		t.Fatalf("a call that found a failed entry: %v", err)
 	}
 	tc.mu.Lock()

@@ -28,9 +28,14 @@ type FileMetadata struct {
 	Largest     base.InternalKey
 	SmallestSeq base.SeqNum
 	LargestSeq  base.SeqNum
+	// SeqNumOverride, when not 0, is the sequence number of every key of
+	// the table, whatever it stores (keys of an ingested table are stored
+	// at 0); SmallestSeq and LargestSeq are then both this number. It is
+	// recorded with the table (tagNewFileOverride).
+	SeqNumOverride base.SeqNum
 	// Entries and Deletions count the table's entries and, of them, point
-	// and range deletions, for tables written since Open; they are not in
-	// the MANIFEST (0 for tables known from it alone).
+	// and range deletions, for tables written or ingested since Open; they
+	// are not in the MANIFEST (0 for tables known from it alone).
 	Entries, Deletions uint64
 }
 
@@ -52,6 +57,9 @@ const (
 	// FormatVersioned or later (and of an edit that raises the version),
 	// so that a decoder meets it before any tag it may not know.
 	tagFormatVersion = 8
+	// tagNewFileOverride is tagNewFile followed by the table's
+	// sequence-number override (FormatIngest).
+	tagNewFileOverride = 9
 )
 
 // The format versions as the manifest records them (the root package
@@ -61,9 +69,11 @@ const (
 const (
 	FormatOriginal  = 1
 	FormatVersioned = 2
+	// FormatIngest adds tagNewFileOverride.
+	FormatIngest = 3
 	// NewestFormat is the newest format version whose edits this package
 	// decodes.
-	NewestFormat = FormatVersioned
+	NewestFormat = FormatIngest
 )
 
 // UnsupportedFormatError reports an edit that records a format version
@@ -151,7 +161,11 @@ func (e *VersionEdit) Encode() []byte {
 	}
 	for _, n := range e.NewFiles {
 		m := n.Meta
-		b = binary.AppendUvarint(b, tagNewFile)
+		tag := uint64(tagNewFile)
+		if m.SeqNumOverride != 0 {
+			tag = tagNewFileOverride
+		}
+		b = binary.AppendUvarint(b, tag)
 		b = binary.AppendUvarint(b, uint64(n.Level))
 		b = binary.AppendUvarint(b, m.FileNum)
 		b = binary.AppendUvarint(b, m.Size)
@@ -159,6 +173,9 @@ func (e *VersionEdit) Encode() []byte {
 		b = appendBytes(b, m.Largest.Append(nil))
 		b = binary.AppendUvarint(b, uint64(m.SmallestSeq))
 		b = binary.AppendUvarint(b, uint64(m.LargestSeq))
+		if m.SeqNumOverride != 0 {
+			b = binary.AppendUvarint(b, uint64(m.SeqNumOverride))
+		}
 	}
 	return b
 }
@@ -255,13 +272,19 @@ func Decode(data []byte) (*VersionEdit, error) {
 		case tagDeletedFile:
 			l := d.level()
 			e.DeletedFiles = append(e.DeletedFiles, DeletedFile{Level: l, FileNum: d.uvarint("file number")})
-		case tagNewFile:
+		case tagNewFile, tagNewFileOverride:
 			l := d.level()
 			m := &FileMetadata{FileNum: d.uvarint("file number"), Size: d.uvarint("size")}
 			m.Smallest = d.key("smallest key")
 			m.Largest = d.key("largest key")
 			m.SmallestSeq = base.SeqNum(d.uvarint("smallest sequence number"))
 			m.LargestSeq = base.SeqNum(d.uvarint("largest sequence number"))
+			if tag == tagNewFileOverride {
+				m.SeqNumOverride = base.SeqNum(d.uvarint("sequence-number override"))
+				if o := m.SeqNumOverride; d.err == nil && (o == 0 || o > base.SeqNumMax || m.SmallestSeq != o || m.LargestSeq != o) {
+					d.err = fmt.Errorf("table %d: sequence-number override %d at offset %d with sequence numbers %d-%d", m.FileNum, o, tagOff, m.SmallestSeq, m.LargestSeq)
+				}
+			}
 			if d.err == nil && base.CompareInternal(m.Smallest, m.Largest) > 0 {
 				d.err = fmt.Errorf("table %d: smallest key %s above largest %s", m.FileNum, m.Smallest, m.Largest)
 			}

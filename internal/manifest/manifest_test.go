@@ -19,9 +19,16 @@ func meta(num uint64, a, b string, seq base.SeqNum) *FileMetadata {
 		SmallestSeq: seq, LargestSeq: seq + 5}
 }
 
+// ingested returns the metadata of a table ingested at seq.
+func ingested(num uint64, a, b string, seq base.SeqNum) *FileMetadata {
+	m := meta(num, a, b, seq)
+	m.LargestSeq, m.SeqNumOverride = seq, seq
+	return m
+}
+
 func sampleEdit() *VersionEdit {
 	return &VersionEdit{FormatVersion: NewestFormat, ComparerName: base.ComparerName, LogNumber: 7, NextFileNum: 12, LastSeq: 999,
-		NewFiles:     []NewFile{{0, meta(8, "a", "m", 10)}, {1, meta(9, "n", "z", 3)}},
+		NewFiles:     []NewFile{{0, meta(8, "a", "m", 10)}, {1, meta(9, "n", "z", 3)}, {2, ingested(10, "c", "d", 77)}},
 		DeletedFiles: []DeletedFile{{0, 4}, {2, 5}}, ClosedLog: ClosedLog{Num: 6, Size: 4096}}
 }
 
@@ -57,8 +64,21 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 		"bad varint":     {tagLogNumber, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
 		"short key":      {tagNewFile, 0, 1, 1, 3, 'a', 'b', 'c', 0, 0, 0},
 		"long bytes":     {tagComparer, 50, 'x'},
+		"zero override": func() []byte {
+			enc := (&VersionEdit{NewFiles: []NewFile{{1, ingested(3, "a", "b", 5)}}}).Encode()
+			enc[len(enc)-1] = 0 // the override, last
+			return enc
+		}(),
 	} {
 		if _, err := Decode(data); !errors.Is(err, base.ErrCorruption) {
+			t.Errorf("%s: %v, want ErrCorruption", name, err)
+		}
+	}
+	for name, m := range map[string]*FileMetadata{
+		"override off the sequence numbers": func() *FileMetadata { m := ingested(3, "a", "b", 9); m.LargestSeq = 10; return m }(),
+		"override beyond 2^56-1":            ingested(3, "a", "b", base.SeqNumMax+1),
+	} {
+		if _, err := Decode((&VersionEdit{NewFiles: []NewFile{{1, m}}}).Encode()); !errors.Is(err, base.ErrCorruption) {
 			t.Errorf("%s: %v, want ErrCorruption", name, err)
 		}
 	}

@@ -173,6 +173,9 @@ type tableMetaOut struct {
 	Largest     string `json:"largest"`
 	SmallestSeq uint64 `json:"smallest_seq"`
 	LargestSeq  uint64 `json:"largest_seq"`
+	// SeqNumOverride is the sequence number an ingested table's keys
+	// read at (its file stores them at 0); 0 for the others.
+	SeqNumOverride uint64 `json:"seq_num_override,omitempty"`
 }
 
 type editOut struct {
@@ -208,9 +211,17 @@ type versionOut struct {
 	Levels        [][]tableMetaOut `json:"levels"`
 }
 
+// ingested notes, in text output, a table ingested at a sequence number.
+func (t tableMetaOut) ingested() string {
+	if t.SeqNumOverride == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  ingested (stored at 0, read at %d)", t.SeqNumOverride)
+}
+
 func metaOut(fm *formats, l int, f *manifest.FileMetadata) tableMetaOut {
 	return tableMetaOut{Level: l, File: f.FileNum, Size: f.Size, Smallest: fm.ikey(f.Smallest), Largest: fm.ikey(f.Largest),
-		SmallestSeq: uint64(f.SmallestSeq), LargestSeq: uint64(f.LargestSeq)}
+		SmallestSeq: uint64(f.SmallestSeq), LargestSeq: uint64(f.LargestSeq), SeqNumOverride: uint64(f.SeqNumOverride)}
 }
 
 func (e *env) manifestDump(name string, fm *formats) error {
@@ -274,7 +285,7 @@ func (e *env) manifestDump(name string, fm *formats) error {
 			e.printf("    last sequence    %d\n", out.LastSeq)
 		}
 		for _, a := range out.Added {
-			e.printf("    add    L%d %06d  %d bytes  %s .. %s  seqs %d-%d\n", a.Level, a.File, a.Size, a.Smallest, a.Largest, a.SmallestSeq, a.LargestSeq)
+			e.printf("    add    L%d %06d  %d bytes  %s .. %s  seqs %d-%d%s\n", a.Level, a.File, a.Size, a.Smallest, a.Largest, a.SmallestSeq, a.LargestSeq, a.ingested())
 		}
 		for _, d := range out.Deleted {
 			e.printf("    delete L%d %06d\n", d.Level, d.File)
@@ -320,7 +331,7 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		}
 		e.printf("    L%d: %s, %d bytes\n", l, plural(len(files), "table"), size)
 		for _, f := range files {
-			e.printf("      %06d  %d bytes  %s .. %s\n", f.File, f.Size, f.Smallest, f.Largest)
+			e.printf("      %06d  %d bytes  %s .. %s%s\n", f.File, f.Size, f.Smallest, f.Largest, f.ingested())
 		}
 	}
 	return nil
