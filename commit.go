@@ -21,8 +21,10 @@ type commitWaiter struct {
 	diffBuild    bool
 	buildEntries int
 	build        *diffBuild
-	err          error
-	done         bool
+	// ingest asks to install the tables of an Ingest (applyIngestLocked).
+	ingest *ingestOp
+	err    error
+	done   bool
 
 	// checkpoint asks to pin what a checkpoint copies with no commit
 	// under way (DB.Checkpoint).
@@ -31,7 +33,9 @@ type commitWaiter struct {
 
 // request reports whether w asks for something other than a batch's commit;
 // such a waiter leads a group of its own.
-func (w *commitWaiter) request() bool { return w.flush || w.diffBuild || w.checkpoint != nil }
+func (w *commitWaiter) request() bool {
+	return w.flush || w.diffBuild || w.checkpoint != nil || w.ingest != nil
+}
 
 // commit runs w through the group-commit pipeline (LevelDB's writer queue):
 // writers queue up; the one at the front leads, writing every batch waiting
@@ -106,6 +110,11 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 		group[0].build = d.beginDiffBuildLocked(group[0].buildEntries)
 		d.mu.Unlock()
 		return nil
+	}
+	if group[0].ingest != nil {
+		err := d.applyIngestLocked(group[0].ingest)
+		d.mu.Unlock()
+		return d.reportLogFailure(err)
 	}
 	if group[0].flush {
 		var err error

@@ -34,6 +34,13 @@ import (
 //     filters before it applies the batch to the memtable, so before any
 //     read can see it. A flush moves versions from a memtable into level 0:
 //     they stay in the differential, and in the filter.
+//   - Ingestions. Ingest, as a step of the commit pipeline, adds the keys
+//     of the tables it puts above the base to the filters commits add to,
+//     before it publishes the state that reads them, and records their
+//     range deletions; a compaction later takes them out as it does any
+//     version. A table it puts in the base overlaps nothing above it (no
+//     memtable, no level), so its keys have no version in the
+//     differential and the filter's "no" for them stays right.
 //   - Removals. A compaction into the base takes its inputs' versions out
 //     of the differential, and any compaction drops versions that are
 //     shadowed; a move of tables into the base takes theirs. Their hashes

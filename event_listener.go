@@ -33,6 +33,9 @@ type EventListener struct {
 	// log write fails; the store then takes no more writes. It may run
 	// after the call that met the failure has returned it.
 	BackgroundError func(error)
+	// TableIngested is called when Ingest has added its tables, before it
+	// returns, on its goroutine.
+	TableIngested func(IngestInfo)
 }
 
 // withDefaults returns l with a function that does nothing in place of
@@ -47,6 +50,7 @@ func (l EventListener) withDefaults() EventListener {
 		l.WriteStallEnd = func() {}
 	}
 	orNop(&l.BackgroundError)
+	orNop(&l.TableIngested)
 	return l
 }
 

@@ -31,7 +31,10 @@ type Metrics struct {
 	Compactions                           uint64
 	CompactionBytesIn, CompactionBytesOut uint64
 	Moves                                 uint64
-	BlockCache                            CacheMetrics
+	// Ingests counts the calls of Ingest that added tables, and
+	// IngestedTables and IngestedBytes the tables and bytes they added.
+	Ingests, IngestedTables, IngestedBytes uint64
+	BlockCache                             CacheMetrics
 	// TableMemory is the bytes the open tables hold in memory outside the
 	// block cache: their index and filter blocks.
 	TableMemory uint64
@@ -102,9 +105,10 @@ type LevelMetrics struct {
 	// BytesWritten is the bytes of tables written into the level (by
 	// flushes for level 0, by compactions below it); BytesRead the bytes
 	// compactions read from it; BytesMoved the bytes moved into it without
-	// a rewrite; Compactions the compactions that wrote into it.
-	BytesWritten, BytesRead, BytesMoved uint64
-	Compactions                         uint64
+	// a rewrite; BytesIngested the bytes of tables Ingest put in it;
+	// Compactions the compactions that wrote into it.
+	BytesWritten, BytesRead, BytesMoved, BytesIngested uint64
+	Compactions                                        uint64
 }
 
 // WriteAmplification is the bytes written to tables (flushes and
@@ -140,6 +144,9 @@ func (d *DB) Metrics() *Metrics {
 		CompactionBytesIn:    d.metrics.compactBytesIn.Load(),
 		CompactionBytesOut:   d.metrics.compactBytesOut.Load(),
 		Moves:                d.metrics.moves.Load(),
+		Ingests:              d.metrics.ingests.Load(),
+		IngestedTables:       d.metrics.ingestedTables.Load(),
+		IngestedBytes:        d.metrics.ingestedBytes.Load(),
 		BlockCache:           d.cache.Metrics(),
 		TableMemory:          uint64(d.tables.pinned.Load()),
 		FilterProbes:         d.metrics.filterProbes.Load(),
@@ -158,14 +165,15 @@ func (d *DB) Metrics() *Metrics {
 	for l := range manifest.NumLevels {
 		c := &d.metrics.levels[l]
 		m.Levels[l] = LevelMetrics{
-			Files:        s.version.NumFiles(l),
-			Bytes:        s.version.LevelSize(l),
-			Score:        scores[l],
-			Target:       targetBytes(targets.maxBytes[l]),
-			BytesWritten: c.bytesWritten.Load(),
-			BytesRead:    c.bytesRead.Load(),
-			BytesMoved:   c.bytesMoved.Load(),
-			Compactions:  c.compactions.Load(),
+			Files:         s.version.NumFiles(l),
+			Bytes:         s.version.LevelSize(l),
+			Score:         scores[l],
+			Target:        targetBytes(targets.maxBytes[l]),
+			BytesWritten:  c.bytesWritten.Load(),
+			BytesRead:     c.bytesRead.Load(),
+			BytesMoved:    c.bytesMoved.Load(),
+			BytesIngested: c.bytesIngested.Load(),
+			Compactions:   c.compactions.Load(),
 		}
 	}
 	return m
@@ -212,6 +220,9 @@ func (m *Metrics) String() string {
 		humanize.Bytes(uint64(m.MemTableSize)), m.ImmutableMemTables, humanize.Bytes(m.WALBytes), m.Flushes, humanize.Bytes(m.FlushBytes), m.WriteAmplification())
 	fmt.Fprintf(&b, "compactions: %d (read %s, wrote %s), moves: %d\n",
 		m.Compactions, humanize.Bytes(m.CompactionBytesIn), humanize.Bytes(m.CompactionBytesOut), m.Moves)
+	if m.Ingests > 0 {
+		fmt.Fprintf(&b, "ingests: %d (%d tables, %s)\n", m.Ingests, m.IngestedTables, humanize.Bytes(m.IngestedBytes))
+	}
 	bc := m.BlockCache
 	hitRate := 0.0
 	if bc.Hits+bc.Misses > 0 {
@@ -230,6 +241,7 @@ type dbMetrics struct {
 	walBytes, flushes, flushBytes                       atomic.Uint64
 	compactions, compactBytesIn, compactBytesOut        atomic.Uint64
 	moves                                               atomic.Uint64
+	ingests, ingestedTables, ingestedBytes              atomic.Uint64
 	snapshots                                           atomic.Int64
 	stalls                                              atomic.Uint64
 	stallNanos                                          atomic.Int64
@@ -237,5 +249,5 @@ type dbMetrics struct {
 }
 
 type levelCounters struct {
-	bytesWritten, bytesRead, bytesMoved, compactions atomic.Uint64
+	bytesWritten, bytesRead, bytesMoved, bytesIngested, compactions atomic.Uint64
 }

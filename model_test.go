@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	pebblesstable "github.com/cockroachdb/pebble/v2/sstable"
 	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bloomkv/bloomkv/internal/vfs"
@@ -25,8 +27,9 @@ var (
 )
 
 // TestModel runs random operations (sets, deletes, range deletions, batches,
-// gets, bounded iteration both ways, snapshots, flushes, compactions,
-// close-and-reopen) on bloomkv, on an in-memory model and on Pebble, and
+// ingestions of tables, gets, bounded iteration both ways, snapshots,
+// flushes, compactions, close-and-reopen) on bloomkv, on an in-memory model
+// and on Pebble, and
 // compares every answer. Long mode: go test -run TestModel -model.seeds 50
 // -model.ops 20000 .
 func TestModel(t *testing.T) {
@@ -87,9 +90,12 @@ type modelRun struct {
 	opts  *Options
 	d     *DB
 	p     *pebble.DB
+	pfs   pebblevfs.FS // Pebble's file system, for the tables it ingests
 	model view
-	snaps []modelSnap
-	log   []string // the last operations, for failure messages
+	// ingests counts the ingestions, for the files' names.
+	ingests int
+	snaps   []modelSnap
+	log     []string // the last operations, for failure messages
 }
 
 type modelSnap struct {
@@ -186,7 +192,8 @@ func runModel(t *testing.T, seed uint64, ops int) int64 {
 	// that passes every version above its base.
 	diffProblem := checkDiffAtEveryPublish(mr.d)
 	if !raceBuild { // see raceBuild
-		if mr.p, err = pebble.Open("/p", &pebble.Options{FS: pebblevfs.NewMem(), Logger: quietPebbleLogger{}}); err != nil {
+		mr.pfs = pebblevfs.NewMem()
+		if mr.p, err = pebble.Open("/p", &pebble.Options{FS: mr.pfs, Logger: quietPebbleLogger{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,6 +286,8 @@ func runModel(t *testing.T, seed uint64, ops int) int64 {
 				mr.fatalf("reopen: %v", err)
 			}
 			diffProblem = checkDiffAtEveryPublish(mr.d)
+		case n < 960:
+			mr.ingest(i)
 		default:
 			mr.scanAll(i)
 		}
@@ -302,8 +311,8 @@ func runModel(t *testing.T, seed uint64, ops int) int64 {
 		mr.fatalf("%s", p)
 	}
 	m := mr.d.Metrics()
-	t.Logf("seed %d: %d ops; %d compactions (%d automatic below L0), %d moves; tables per level at the end: %v; differential filter: %d rebuilds, %d Gets skipped the differential, %d maybes (%d false)",
-		seed, ops, merges.Load(), deep.Load(), moves.Load(), levelFiles(m), m.DiffFilter.Rebuilds, m.DiffFilter.Skips, m.DiffFilter.Maybes, m.DiffFilter.FalseMaybes)
+	t.Logf("seed %d: %d ops; %d compactions (%d automatic below L0), %d moves; %d ingests; tables per level at the end: %v; differential filter: %d rebuilds, %d Gets skipped the differential, %d maybes (%d false)",
+		seed, ops, merges.Load(), deep.Load(), moves.Load(), mr.ingests, levelFiles(m), m.DiffFilter.Rebuilds, m.DiffFilter.Skips, m.DiffFilter.Maybes, m.DiffFilter.FalseMaybes)
 	if ops >= 10000 && (merges.Load() == 0 || moves.Load() == 0) {
 		t.Errorf("%d compactions and %d moves: the test did not exercise both", merges.Load(), moves.Load())
 	}
@@ -364,6 +373,117 @@ func (mr *modelRun) batch(i int) {
 	for _, w := range ws {
 		mr.model.apply(w)
 	}
+}
+
+// ingestTableSpec is one table of a random ingestion: a range deletion
+// (none when del[0] is empty) and point writes in key order.
+type ingestTableSpec struct {
+	del    [2]string
+	points []modelWrite
+}
+
+// ingest ingests 1 to 3 random tables of disjoint key ranges into bloomkv
+// (written with our writer) and Pebble (with its own, at its table
+// format), and applies them to the model: each table's range deletion
+// deletes what was there before, not the table's own keys.
+func (mr *modelRun) ingest(i int) {
+	keys := map[string]bool{}
+	for n := 1 + mr.r.IntN(30); n > 0; n-- {
+		keys[fmt.Sprintf("k%03d", mr.r.IntN(400))] = true
+	}
+	sorted := slices.Sorted(maps.Keys(keys))
+	var tables []ingestTableSpec
+	for len(sorted) > 0 {
+		n := 1 + mr.r.IntN(len(sorted))
+		group := sorted[:n]
+		sorted = sorted[n:]
+		var spec ingestTableSpec
+		if mr.r.IntN(3) == 0 && len(group) > 1 {
+			spec.del = [2]string{group[0], group[len(group)-1] + "\x00"}
+		}
+		for _, k := range group {
+			if mr.r.IntN(5) == 0 {
+				spec.points = append(spec.points, modelWrite{kind: "delete", key: k})
+			} else {
+				spec.points = append(spec.points, modelWrite{kind: "set", key: k, value: fmt.Sprintf("ingested-%d-%s", i, k)})
+			}
+		}
+		tables = append(tables, spec)
+	}
+	mr.ingests++
+	mr.note("%d: ingest %d tables %v", i, len(tables), tables)
+	var paths, ppaths []string
+	for j, spec := range tables {
+		p := fmt.Sprintf("/in/%d-%d.sst", mr.ingests, j)
+		var entries []ingestEntry
+		for _, w := range spec.points {
+			entries = append(entries, ingestEntry{key: w.key, value: w.value, del: w.kind == "delete"})
+		}
+		var dels [][2]string
+		if spec.del[0] != "" {
+			dels = append(dels, spec.del)
+		}
+		writeIngestTable(mr.t, mr.fs, p, entries, dels...)
+		paths = append(paths, p)
+		if mr.p != nil {
+			ppaths = append(ppaths, mr.pebbleIngestTable(p, spec))
+		}
+	}
+	// Given out of key order at random: Ingest takes them in any.
+	mr.r.Shuffle(len(paths), func(a, b int) {
+		paths[a], paths[b] = paths[b], paths[a]
+		if ppaths != nil {
+			ppaths[a], ppaths[b] = ppaths[b], ppaths[a]
+		}
+	})
+	if err := mr.d.Ingest(paths); err != nil {
+		mr.fatalf("%d: Ingest: %v", i, err)
+	}
+	if mr.p != nil {
+		if err := mr.p.Ingest(context.Background(), ppaths); err != nil {
+			mr.fatalf("%d: pebble Ingest: %v", i, err)
+		}
+	}
+	for _, spec := range tables {
+		if spec.del[0] != "" {
+			mr.model.apply(modelWrite{kind: "deleterange", key: spec.del[0], end: spec.del[1]})
+		}
+		for _, w := range spec.points {
+			mr.model.apply(w)
+		}
+	}
+}
+
+// pebbleIngestTable writes spec with Pebble's writer at the table format
+// of its store, on its file system, and returns the file's name.
+func (mr *modelRun) pebbleIngestTable(name string, spec ingestTableSpec) string {
+	if err := mr.pfs.MkdirAll("/in", 0o755); err != nil {
+		mr.fatalf("pebble mkdir: %v", err)
+	}
+	f, err := mr.pfs.Create(name, pebblevfs.WriteCategoryUnspecified)
+	if err != nil {
+		mr.fatalf("pebble create: %v", err)
+	}
+	w := pebblesstable.NewWriter(objstorageprovider.NewFileWritable(f), pebblesstable.WriterOptions{TableFormat: mr.p.TableFormat()})
+	for _, p := range spec.points {
+		if p.kind == "delete" {
+			err = w.Delete([]byte(p.key))
+		} else {
+			err = w.Set([]byte(p.key), []byte(p.value))
+		}
+		if err != nil {
+			mr.fatalf("pebble table: %v", err)
+		}
+	}
+	if spec.del[0] != "" {
+		if err := w.DeleteRange([]byte(spec.del[0]), []byte(spec.del[1])); err != nil {
+			mr.fatalf("pebble table: %v", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		mr.fatalf("pebble table: %v", err)
+	}
+	return name
 }
 
 func addToPebble(b *pebble.Batch, w modelWrite) {

@@ -77,8 +77,9 @@ type Options struct {
 	ErrorIfExists bool
 	// Logger receives the store's log lines (slog.Default()).
 	Logger *slog.Logger
-	// EventListener is told of flushes, compactions, write stalls and
-	// background errors; see EventListener for when its functions run.
+	// EventListener is told of flushes, compactions, write stalls,
+	// background errors and ingestions; see EventListener for when its
+	// functions run.
 	EventListener EventListener
 }
 
