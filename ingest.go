@@ -398,12 +398,14 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 }
 
 // ingestLevelLocked returns the level for an ingested table with bounds m:
-// the lowest level from the base down such that no table of it or of a
-// level above overlaps m, and no running compaction writes into it or a
-// level above over m's range; level 0 when there is none (m overlaps level
-// 0 or the base level). The levels between 0 and the base hold no table,
-// and none is put there: the dynamic level targets keep them empty. d.mu is
-// held.
+// the lowest level L from the base down such that no table of levels 0 to
+// L overlaps m and no running compaction writes into L over m's range; level
+// 0 when there is none (m overlaps level 0 or the base level). As in
+// Pebble, a compaction writing into a level only keeps the table out of
+// that level: its inputs lie in the levels it reads, which m does not
+// overlap down to L, so its outputs hold no key of m's range, even if their
+// bounds span it. The levels between 0 and the base hold no table, and none
+// is put there: the dynamic level targets keep them empty. d.mu is held.
 func (d *DB) ingestLevelLocked(m *manifest.FileMetadata, lbase int) int {
 	lo, hi := m.Smallest.UserKey, m.Largest.UserKey // hi inclusive: safe for an exclusive end
 	if len(d.version.Overlapping(0, lo, hi)) > 0 {
@@ -411,13 +413,13 @@ func (d *DB) ingestLevelLocked(m *manifest.FileMetadata, lbase int) int {
 	}
 	target := 0
 	for l := 1; l < manifest.NumLevels; l++ {
+		if len(d.version.Overlapping(l, lo, hi)) > 0 {
+			break
+		}
 		busy := slices.ContainsFunc(d.running, func(c *compaction) bool {
 			return c.outputLevel == l && bytes.Compare(c.lo, hi) <= 0 && bytes.Compare(lo, c.hi) <= 0
 		})
-		if busy || len(d.version.Overlapping(l, lo, hi)) > 0 {
-			break
-		}
-		if l >= lbase {
+		if l >= lbase && !busy {
 			target = l
 		}
 	}

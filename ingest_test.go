@@ -384,8 +384,8 @@ func TestIngestLevel(t *testing.T) {
 		}
 	}
 	// A compaction writing into L6 over [d, g] (inputs from L5 and L6 with
-	// gaps between them) keeps a table in a gap at L5; one writing into
-	// L5 keeps it at level 0 (L5 is the base).
+	// a gap between them) keeps a table in the gap at L5, above its
+	// outputs.
 	d.running = []*compaction{{level: 5, outputLevel: 6, lo: []byte("d"), hi: []byte("g")}}
 	if got := d.ingestLevelLocked(tbl(99, "e1", "e2"), 5); got != 5 {
 		t.Errorf("beside a compaction into L6: L%d, want L5", got)
@@ -393,9 +393,17 @@ func TestIngestLevel(t *testing.T) {
 	if got := d.ingestLevelLocked(tbl(99, "x", "z"), 5); got != 6 {
 		t.Errorf("away from the compaction: L%d, want L6", got)
 	}
-	d.running = []*compaction{{level: 0, outputLevel: 5, lo: []byte("e"), hi: []byte("z")}}
-	if got := d.ingestLevelLocked(tbl(99, "x", "z"), 5); got != 0 {
-		t.Errorf("under a compaction into the base: L%d, want L0", got)
+	// One writing into L5 over the range keeps it out of L5 only.
+	d.running = []*compaction{{level: 4, outputLevel: 5, lo: []byte("w"), hi: []byte("z")}}
+	if got := d.ingestLevelLocked(tbl(99, "x", "y"), 5); got != 6 {
+		t.Errorf("below a compaction into L5: L%d, want L6", got)
+	}
+	if got := d.ingestLevelLocked(tbl(99, "f1", "f2"), 5); got != 5 {
+		t.Errorf("L6 overlapped, L5 written into elsewhere: L%d, want L5", got)
+	}
+	d.running = []*compaction{{level: 4, outputLevel: 5, lo: []byte("f"), hi: []byte("f3")}}
+	if got := d.ingestLevelLocked(tbl(99, "f1", "f2"), 5); got != 0 {
+		t.Errorf("L6 overlapped and L5 written into: L%d, want L0", got)
 	}
 }
 
