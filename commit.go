@@ -91,6 +91,11 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 		d.mu.Unlock()
 		return nil
 	}
+	if op := group[0].ingest; op != nil {
+		err := d.ingestStepLocked(op)
+		d.mu.Unlock()
+		return d.reportLogFailure(err)
+	}
 	if d.closed {
 		d.mu.Unlock()
 		return ErrClosed
@@ -110,11 +115,6 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 		group[0].build = d.beginDiffBuildLocked(group[0].buildEntries)
 		d.mu.Unlock()
 		return nil
-	}
-	if group[0].ingest != nil {
-		err := d.applyIngestLocked(group[0].ingest)
-		d.mu.Unlock()
-		return d.reportLogFailure(err)
 	}
 	if group[0].flush {
 		var err error

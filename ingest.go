@@ -3,7 +3,10 @@ package bloomkv
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bloomkv/bloomkv/filterblock"
@@ -66,11 +69,11 @@ func (d *DB) Ingest(paths []string) error {
 			"or Options.FormatVersion (builds that do not know it then cannot open the store): %w", FormatIngest, v, ErrUnsupportedFormat)
 	}
 	op := &ingestOp{}
-	for _, p := range paths {
-		t, err := d.loadIngestTable(p)
-		if err != nil {
-			return err
-		}
+	tables, err := d.loadIngestTables(paths)
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
 		if t != nil {
 			op.tables = append(op.tables, t)
 		}
@@ -81,16 +84,21 @@ func (d *DB) Ingest(paths []string) error {
 	if len(op.tables) == 0 {
 		return nil
 	}
+	// From the links to the edit, Close waits for the call (as for a
+	// running Compact): it must not let the store go while links no edit
+	// names are in its directory, under numbers it has not recorded.
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.bgWG.Add(1)
+	d.mu.Unlock()
+	defer d.bgWG.Done()
 	if err := d.linkIngest(op); err != nil {
 		return err
 	}
-	err := d.commit(&commitWaiter{ingest: op})
-	if err != nil {
-		if !op.edited {
-			// No edit names the tables: they go. (One whose write failed
-			// may be durable; the next Open removes them if it is not.)
-			d.removeIngested(op.tables)
-		}
+	if err := d.commit(&commitWaiter{ingest: op}); err != nil {
 		if op.bgErr != nil {
 			d.opts.EventListener.BackgroundError(op.bgErr)
 		}
@@ -160,8 +168,35 @@ type ingestTable struct {
 	level  int
 }
 
-// loadIngestTable reads and checks the table at path for Ingest, whole; an
-// empty table gives nil.
+// loadIngestTables loads the tables at paths (loadIngestTable), several at
+// once, up to one per core Go may use; the first failure in paths' order
+// is returned.
+func (d *DB) loadIngestTables(paths []string) ([]*ingestTable, error) {
+	tables := make([]*ingestTable, len(paths))
+	errs := make([]error, len(paths))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(paths), runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(paths); i = int(next.Add(1) - 1) {
+				tables[i], errs[i] = d.loadIngestTable(paths[i])
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return tables, nil
+}
+
+// loadIngestTable reads and checks the table at path for Ingest, whole, and
+// syncs it, so that the link Ingest makes of it is durable once the store's
+// directory is synced; an empty table gives nil.
 func (d *DB) loadIngestTable(path string) (*ingestTable, error) {
 	f, err := d.fs.Open(path)
 	if err != nil {
@@ -181,6 +216,9 @@ func (d *DB) loadIngestTable(path string) (*ingestTable, error) {
 	havePrev := false // not prev != nil: the empty key is a key
 	var entries, deletions uint64
 	hash := d.diff.enabled
+	if hash {
+		t.hashes = make([]uint64, 0, min(r.Properties().NumEntries, 1<<20))
+	}
 	rep := r.CheckEntries(func(k base.InternalKey, v []byte, bh sstable.BlockHandle, off int) error {
 		var why string
 		switch {
@@ -227,6 +265,13 @@ func (d *DB) loadIngestTable(path string) (*ingestTable, error) {
 	if lo == nil {
 		return nil, nil
 	}
+	// Its writer may not have synced it; a sync of a synced file is cheap,
+	// and one before the link costs less than one after: the link dirties
+	// the file's inode, whose sync then waits for a journal commit of its
+	// own, where the one directory sync after the links covers them all.
+	if err := f.Sync(); err != nil {
+		return nil, fmt.Errorf("bloomkv: Ingest: syncing %s: %w", path, err)
+	}
 	n := uint64(len(t.dels))
 	t.meta = &manifest.FileMetadata{Size: uint64(size), Smallest: *lo, Largest: *hi, Entries: entries + n, Deletions: deletions + n}
 	return t, nil
@@ -247,8 +292,9 @@ func checkDisjoint(tables []*ingestTable) error {
 }
 
 // linkIngest gives each table a file number and hard-links (or copies) it
-// into the store's directory under that number, synced with the directory.
-// On failure it removes what it added.
+// into the store's directory under that number, and syncs the directory
+// (loadIngestTable synced the contents). On failure it removes what it
+// added.
 func (d *DB) linkIngest(op *ingestOp) error {
 	d.mu.Lock()
 	for _, t := range op.tables {
@@ -259,13 +305,6 @@ func (d *DB) linkIngest(op *ingestOp) error {
 		name := d.path(tableName(t.meta.FileNum))
 		if l, ok := d.fs.(vfs.Linker); ok {
 			t.linked = l.Link(t.path, name) == nil
-		}
-		if t.linked {
-			// The caller's file may never have been synced.
-			if err := syncFile(d.fs, name); err != nil {
-				d.removeIngested(op.tables[:i+1])
-				return fmt.Errorf("bloomkv: Ingest: adding %s to the store as %s: %w", t.path, name, err)
-			}
 		}
 		if !t.linked {
 			// A copy (or a link, if it works this time), synced.
@@ -282,19 +321,6 @@ func (d *DB) linkIngest(op *ingestOp) error {
 	return nil
 }
 
-// syncFile syncs the file name.
-func syncFile(fs vfs.FS, name string) error {
-	f, err := fs.Open(name)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // removeIngested removes the store's links or copies of tables no edit
 // names.
 func (d *DB) removeIngested(tables []*ingestTable) {
@@ -303,6 +329,28 @@ func (d *DB) removeIngested(tables []*ingestTable) {
 			d.opts.Logger.Warn("bloomkv: removing a table of a failed Ingest", "file", d.path(tableName(t.meta.FileNum)), "err", err)
 		}
 	}
+}
+
+// ingestStepLocked is an Ingest's step of the commit pipeline: it installs
+// the tables (applyIngestLocked) unless the store is closed or has failed,
+// and when no edit names them, removes their links. d.mu is held, and the
+// caller leads the commit queue.
+func (d *DB) ingestStepLocked(op *ingestOp) error {
+	var err error
+	switch {
+	case d.closed:
+		err = ErrClosed
+	case d.bgErr != nil:
+		err = d.bgErr
+	default:
+		err = d.applyIngestLocked(op)
+	}
+	if err != nil && !op.edited {
+		// (An edit whose write failed may be durable: the next Open keeps
+		// the tables or removes them as the manifest it replays says.)
+		d.removeIngested(op.tables)
+	}
+	return err
 }
 
 // applyIngestLocked installs the tables of op, linked into the store, as a

@@ -530,6 +530,7 @@ func TestIngestRefusesBadTables(t *testing.T) {
 	if err := d.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	waitForCompactions(t, d) // no background edit while the files are compared below
 	want := modelOf(t, d.NewIter)
 	bad := badTables(t, mem)
 	names := slices.Sorted(stdmaps.Keys(bad))
@@ -1009,4 +1010,54 @@ func TestIngestCrash(t *testing.T) {
 		t.Fatalf("%d crash points: %d with all ingested keys, %d with none; the test should see both", total, all, none)
 	}
 	t.Logf("%d crash points: %d with every ingested key, %d with none", total, all, none)
+}
+
+// TestIngestDuringClose: an Ingest racing Close either completes before
+// the store is let go or fails with ErrClosed, leaving nothing behind; the
+// store reopens with all of its keys or none.
+func TestIngestDuringClose(t *testing.T) {
+	mem := vfs.NewMem()
+	for round := range 30 {
+		d := mustOpen(t, "/db", memOpts(mem))
+		for _, e := range sets(0, 20, "pre") {
+			d.Set([]byte(e.key), []byte(e.value), NoSync)
+		}
+		p := fmt.Sprintf("/in/%d.sst", round)
+		writeIngestTable(t, mem, p, sets(1000*round+100, 1000*round+150, "ing"))
+		done := make(chan error, 1)
+		go func() { done <- d.Ingest([]string{p}) }()
+		if err := d.Close(); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		err := <-done
+		if err != nil && !errors.Is(err, ErrClosed) {
+			t.Fatalf("round %d: Ingest: %v", round, err)
+		}
+		o := memOpts(mem)
+		o.L0CompactionThreshold, o.L0StopWritesThreshold = 100, 200 // no table written while the files are listed
+		d = mustOpen(t, "/db", o)
+		found := 0
+		for _, e := range sets(1000*round+100, 1000*round+150, "ing") {
+			if v, err := d.Get([]byte(e.key)); err == nil && string(v) == e.value {
+				found++
+			}
+		}
+		if (err == nil) != (found == 50) || found != 0 && found != 50 {
+			t.Fatalf("round %d: Ingest returned %v, and %d of 50 keys are in the store", round, err, found)
+		}
+		live := map[string]bool{}
+		tables, _ := d.SSTables()
+		for _, ts := range tables {
+			for _, ti := range ts {
+				live[ti.Name] = true
+			}
+		}
+		names, _ := mem.List("/db")
+		for _, n := range names {
+			if strings.HasSuffix(n, ".sst") && !live[n] {
+				t.Fatalf("round %d: %s in the store, in no version", round, n)
+			}
+		}
+		d.Close()
+	}
 }

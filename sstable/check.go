@@ -103,6 +103,7 @@ func (t *Reader) CheckEntries(visit func(key base.InternalKey, value []byte, bh 
 		haveSeq               bool
 		unread                bool // a block could not be read: counts are partial
 		smallest, largest     base.InternalKey
+		bufs                  blockBufs // each data block's memory, reused for the next
 	)
 	t.eachDataHandle(func(kind BlockKind, bh BlockHandle, sep []byte, err error) bool {
 		if err != nil {
@@ -125,7 +126,7 @@ func (t *Reader) CheckEntries(visit func(key base.InternalKey, value []byte, bh 
 			unread = true
 			return true
 		}
-		b, err := t.readBlock(bh, "data")
+		b, err := t.readBlockInto(bh, "data", &bufs) // read before the next block's
 		var it blockIter
 		if err == nil {
 			err = it.init(b, false, where)
