@@ -152,8 +152,9 @@ func describeEngine(name string, s settings) string {
 // ---- bloomkv
 
 type bloomkvEngine struct {
-	db *bloomkv.DB
-	wo *bloomkv.WriteOptions
+	db   *bloomkv.DB
+	wo   *bloomkv.WriteOptions
+	opts *bloomkv.Options
 }
 
 // bloomkvOptions are bloomkv's options; noDiff turns its
@@ -172,7 +173,8 @@ func bloomkvOptions(s settings, noDiff bool) *bloomkv.Options {
 }
 
 func openBloomkv(dir string, s settings, noDiff bool) (engine, error) {
-	db, err := bloomkv.Open(dir, bloomkvOptions(s, noDiff))
+	o := bloomkvOptions(s, noDiff)
+	db, err := bloomkv.Open(dir, o)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +182,7 @@ func openBloomkv(dir string, s settings, noDiff bool) (engine, error) {
 	if s.sync {
 		wo = bloomkv.Sync
 	}
-	return &bloomkvEngine{db: db, wo: wo}, nil
+	return &bloomkvEngine{db: db, wo: wo, opts: o}, nil
 }
 
 func (e *bloomkvEngine) set(k, v []byte) error { return e.db.Set(k, v, e.wo) }
@@ -263,6 +265,7 @@ type pebbleEngine struct {
 	db    *pebble.DB
 	cache interface{ Unref() }
 	wo    *pebble.WriteOptions
+	opts  *pebble.Options
 }
 
 func pebbleOptions(s settings) *pebble.Options {
@@ -297,7 +300,7 @@ func openPebble(dir string, s settings) (*pebbleEngine, error) {
 	if s.sync {
 		wo = pebble.Sync
 	}
-	return &pebbleEngine{db: db, cache: c, wo: wo}, nil
+	return &pebbleEngine{db: db, cache: c, wo: wo, opts: o}, nil
 }
 
 // The key and value are copied into Pebble's batch, so the callers' buffers

@@ -297,7 +297,7 @@ func run(cfg *config, stdout, stderr io.Writer) (err error) {
 			}
 			rep.Results = append(rep.Results, results...)
 			if !cfg.keep {
-				for _, d := range []string{dir, dir + "-fillseq", dir + "-readbase-1pct", dir + "-readbase-10pct"} {
+				for _, d := range []string{dir, dir + "-fillseq", dir + "-readbase-1pct", dir + "-readbase-10pct", dir + "-ingest", dir + "-ingest-tables"} {
 					if err := os.RemoveAll(d); err != nil {
 						return err
 					}
@@ -399,6 +399,9 @@ func (r *runner) runAll(steps []step) (results []result, err error) {
 		}
 	}()
 	for i, st := range steps {
+		if !st.w.runsOn(r.engine) {
+			continue
+		}
 		// Once only workloads on stores of their own remain, the main
 		// store is closed: its background work would run under theirs.
 		if !slices.ContainsFunc(steps[i:], func(s step) bool { return !s.w.own }) {

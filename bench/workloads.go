@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,7 +37,11 @@ type workload struct {
 	// companion names a later workload reported whenever this one is: the
 	// one a goal compares it with.
 	companion string
-	run       func(r *runner) (*measurement, error)
+	// engines lists the engines that run the workload, those that can
+	// (nil: all); the others skip it, and its ratios against them are
+	// absent.
+	engines []string
+	run     func(r *runner) (*measurement, error)
 }
 
 // workloads lists every workload in the order they run.
@@ -68,6 +73,14 @@ var workloads = []workload{
 	{name: "readbase-1pct-compacted", desc: "the readbase-1pct gets (the same keys) after compacting its store whole", needs: "readbase-1pct", own: true, diff: true,
 		run: (*runner).readBaseCompacted},
 	{name: "readbase-10pct", desc: "readbase-1pct with 10% of the keys overwritten (on the readbase store readbase-1pct-compacted left, else a new one)", own: true, diff: true, run: readBase(10)},
+	{name: "ingest", desc: fmt.Sprintf("on a store of its own: %d tables of n/%d consecutive loaded keys each (disjoint ranges; written untimed, each engine's by its own table writer), "+
+		"ingested by one Ingest call, then %d gets of their keys; ops are keys (goleveldb has no ingestion)", ingestTables, ingestTables, ingestChecks),
+		own: true, engines: ingestEngines, run: (*runner).ingest},
+}
+
+// runsOn reports whether engine runs w.
+func (w workload) runsOn(engine string) bool {
+	return w.engines == nil || slices.Contains(w.engines, engine)
 }
 
 func workloadByName(name string) (workload, bool) {
