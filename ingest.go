@@ -37,11 +37,11 @@ import (
 // number is assigned; memtables holding keys (or range deletions) in the
 // tables' ranges are flushed first. Each table goes, without a copy where
 // the file system can hard-link it into the store's directory, to the
-// lowest level from the base level down that neither it overlaps nor a
-// running compaction writes into over its range, with no overlap in the
-// levels above either; one that overlaps level 0, or the base level,
-// goes to level 0. The store records the sequence number with the table,
-// which keeps its file as written.
+// lowest level from the base level down that no table of it or of a level
+// above overlaps and no running compaction writes into over its range;
+// one that overlaps level 0, or the base level, goes to level 0. The store
+// records the sequence number with the table, whose file keeps its keys
+// as written.
 //
 // On success the files at paths are removed: the store holds its own link
 // or copy, and a file that stays a hard link of a store's table must not be

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	stdmaps "maps"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,6 +41,24 @@ func sets(from, to int, prefix string) []ingestEntry {
 		out = append(out, ingestEntry{key: string(diffKey(i)), value: fmt.Sprintf("%s-%d", prefix, i)})
 	}
 	return out
+}
+
+// overwrites returns entries for keys diffKey(from) to diffKey(to-1): every
+// del-th (i%del == 1) a deletion, the others sets to prefix-i; want takes
+// them in.
+func overwrites(from, to, del int, prefix string, want map[string]string) []ingestEntry {
+	var entries []ingestEntry
+	for i := from; i < to; i++ {
+		k := string(diffKey(i))
+		if i%del == 1 {
+			entries = append(entries, ingestEntry{key: k, del: true})
+			delete(want, k)
+		} else {
+			entries = append(entries, ingestEntry{key: k, value: fmt.Sprintf("%s-%d", prefix, i)})
+			want[k] = fmt.Sprintf("%s-%d", prefix, i)
+		}
+	}
+	return entries
 }
 
 // writeIngestTable writes a table for Ingest at name on fs, creating its
@@ -261,17 +280,7 @@ func TestIngestShadowsOlderData(t *testing.T) {
 	}
 	// Keys 25-174: new values, every sixth a deletion; a range deletion
 	// over 180-189 (memtable keys); a second table over 300-309 (new keys).
-	var entries []ingestEntry
-	for i := 25; i < 175; i++ {
-		k := string(diffKey(i))
-		if i%6 == 1 {
-			entries = append(entries, ingestEntry{key: k, del: true})
-			delete(want, k)
-		} else {
-			entries = append(entries, ingestEntry{key: k, value: fmt.Sprintf("ing-%d", i)})
-			want[k] = fmt.Sprintf("ing-%d", i)
-		}
-	}
+	entries := overwrites(25, 175, 6, "ing", want)
 	for i := 180; i < 190; i++ {
 		delete(want, string(diffKey(i)))
 	}
@@ -708,8 +717,8 @@ func TestIngestCopiesWithoutLink(t *testing.T) {
 // 0) and returns the file's bytes.
 func pebbleTable(t *testing.T, entries []ingestEntry, dels ...[2]string) []byte {
 	t.Helper()
-	pfs := pebblevfs.NewMem()
-	f, err := pfs.Create("p.sst", pebblevfs.WriteCategoryUnspecified)
+	name := filepath.Join(t.TempDir(), "p.sst")
+	f, err := pebblevfs.Default.Create(name, pebblevfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -737,17 +746,8 @@ func pebbleTable(t *testing.T, entries []ingestEntry, dels ...[2]string) []byte 
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rf, err := pfs.Open("p.sst")
+	data, err := os.ReadFile(name)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer rf.Close()
-	st, err := rf.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, st.Size())
-	if _, err := rf.ReadAt(data, 0); err != nil {
 		t.Fatal(err)
 	}
 	return data
@@ -757,17 +757,7 @@ func TestIngestPebbleTable(t *testing.T) {
 	mem := vfs.NewMem()
 	d, want := shadowStore(t, memOpts(mem))
 	defer d.Close()
-	var entries []ingestEntry
-	for i := 40; i < 160; i++ {
-		k := string(diffKey(i))
-		if i%5 == 0 {
-			entries = append(entries, ingestEntry{key: k, del: true})
-			delete(want, k)
-		} else {
-			entries = append(entries, ingestEntry{key: k, value: fmt.Sprintf("pebble-%d", i)})
-			want[k] = fmt.Sprintf("pebble-%d", i)
-		}
-	}
+	entries := overwrites(40, 160, 5, "pebble", want)
 	for i := 160; i < 170; i++ {
 		delete(want, string(diffKey(i)))
 	}

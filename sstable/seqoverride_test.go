@@ -185,3 +185,7 @@ func TestCheckEntries(t *testing.T) {
 		t.Fatal(rep.Err())
 	}
 }
+
+func BenchmarkScanKeysOverride(b *testing.B) {
+	benchmarkScanKeys(b, ReaderOptions{SeqNumOverride: 77}, 77)
+}
