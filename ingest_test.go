@@ -1051,3 +1051,35 @@ func TestIngestDuringClose(t *testing.T) {
 		d.Close()
 	}
 }
+
+// TestIngestThenCheckpoint: a checkpoint of a store holding ingested tables
+// records them with their sequence number, and its format version.
+func TestIngestThenCheckpoint(t *testing.T) {
+	mem := vfs.NewMem()
+	d, want := shadowStore(t, memOpts(mem))
+	defer d.Close()
+	entries := overwrites(30, 120, 4, "ing", want)
+	writeIngestTable(t, mem, "/in/a.sst", entries)
+	writeIngestTable(t, mem, "/in/b.sst", sets(500, 520, "far"))
+	for _, e := range sets(500, 520, "far") {
+		want[e.key] = e.value
+	}
+	if err := d.Ingest([]string{"/in/a.sst", "/in/b.sst"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Checkpoint("/ckpt"); err != nil {
+		t.Fatal(err)
+	}
+	c := mustOpen(t, "/ckpt", memOpts(mem))
+	defer c.Close()
+	if v := c.FormatVersion(); v != FormatIngest {
+		t.Fatalf("the checkpoint is at %v", v)
+	}
+	sameContents(t, "the checkpoint", c.Get, c.NewIter, want, allKeys(600))
+	if len(ingestedLevels(t, c)) == 0 {
+		t.Fatal("the checkpoint holds no ingested table")
+	}
+	if _, err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
