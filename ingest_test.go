@@ -43,6 +43,44 @@ func sets(from, to int, prefix string) []ingestEntry {
 	return out
 }
 
+// setsTable writes a table for Ingest at name of sets(from, to, prefix),
+// which want takes in.
+func setsTable(t testing.TB, fs vfs.FS, name string, from, to int, prefix string, want map[string]string) {
+	t.Helper()
+	entries := sets(from, to, prefix)
+	writeIngestTable(t, fs, name, entries)
+	for _, e := range entries {
+		want[e.key] = e.value
+	}
+}
+
+// strayTables lists the tables in the store's directory that its version
+// does not hold.
+func strayTables(t testing.TB, d *DB, fs vfs.FS) []string {
+	t.Helper()
+	live := map[string]bool{}
+	tables, err := d.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range tables {
+		for _, ti := range ts {
+			live[ti.Name] = true
+		}
+	}
+	names, err := fs.List("/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stray []string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".sst") && !live[n] {
+			stray = append(stray, n)
+		}
+	}
+	return stray
+}
+
 // overwrites returns entries for keys diffKey(from) to diffKey(to-1): every
 // del-th (i%del == 1) a deletion, the others sets to prefix-i; want takes
 // them in.
@@ -190,11 +228,8 @@ func TestIngestIntoEmptyStore(t *testing.T) {
 	var paths []string
 	for i, r := range [][2]int{{200, 300}, {0, 100}, {400, 450}} { // not in key order
 		p := fmt.Sprintf("/in/%d.sst", i)
-		writeIngestTable(t, mem, p, sets(r[0], r[1], "ing"))
+		setsTable(t, mem, p, r[0], r[1], "ing", want)
 		paths = append(paths, p)
-		for _, e := range sets(r[0], r[1], "ing") {
-			want[e.key] = e.value
-		}
 	}
 	if err := d.Ingest(paths); err != nil {
 		t.Fatal(err)
@@ -285,10 +320,7 @@ func TestIngestShadowsOlderData(t *testing.T) {
 		delete(want, string(diffKey(i)))
 	}
 	writeIngestTable(t, mem, "/in/a.sst", entries, [2]string{string(diffKey(180)), string(diffKey(190))})
-	writeIngestTable(t, mem, "/in/b.sst", sets(300, 310, "new"))
-	for _, e := range sets(300, 310, "new") {
-		want[e.key] = e.value
-	}
+	setsTable(t, mem, "/in/b.sst", 300, 310, "new", want)
 	if err := d.Ingest([]string{"/in/a.sst", "/in/b.sst"}); err != nil {
 		t.Fatal(err)
 	}
@@ -795,10 +827,7 @@ func TestIngestDiffFilter(t *testing.T) {
 		want[string(diffKey(i))] = fmt.Sprintf("ing-%d", i)
 	}
 	writeIngestTable(t, mem, "/in/over.sst", entries)
-	writeIngestTable(t, mem, "/in/beyond.sst", sets(5000, 5100, "beyond"))
-	for _, e := range sets(5000, 5100, "beyond") {
-		want[e.key] = e.value
-	}
+	setsTable(t, mem, "/in/beyond.sst", 5000, 5100, "beyond", want)
 	if err := d.Ingest([]string{"/in/over.sst", "/in/beyond.sst"}); err != nil {
 		t.Fatal(err)
 	}
@@ -980,19 +1009,9 @@ func TestIngestCrash(t *testing.T) {
 			d.Close()
 			t.Fatalf("crash after %s (point %d): %v", c.what, at, err)
 		}
-		live := map[string]bool{}
-		tables, _ := d.SSTables()
-		for _, ts := range tables {
-			for _, ti := range ts {
-				live[ti.Name] = true
-			}
-		}
-		names, _ := c.image.List("/db")
-		for _, n := range names {
-			if strings.HasSuffix(n, ".sst") && !live[n] {
-				d.Close()
-				t.Fatalf("crash after %s (point %d): %s left in the store, in no version", c.what, at, n)
-			}
+		if stray := strayTables(t, d, c.image); len(stray) > 0 {
+			d.Close()
+			t.Fatalf("crash after %s (point %d): %v left in the store, in no version", c.what, at, stray)
 		}
 		d.Close()
 	}
@@ -1035,18 +1054,8 @@ func TestIngestDuringClose(t *testing.T) {
 		if (err == nil) != (found == 50) || found != 0 && found != 50 {
 			t.Fatalf("round %d: Ingest returned %v, and %d of 50 keys are in the store", round, err, found)
 		}
-		live := map[string]bool{}
-		tables, _ := d.SSTables()
-		for _, ts := range tables {
-			for _, ti := range ts {
-				live[ti.Name] = true
-			}
-		}
-		names, _ := mem.List("/db")
-		for _, n := range names {
-			if strings.HasSuffix(n, ".sst") && !live[n] {
-				t.Fatalf("round %d: %s in the store, in no version", round, n)
-			}
+		if stray := strayTables(t, d, mem); len(stray) > 0 {
+			t.Fatalf("round %d: %v in the store, in no version", round, stray)
 		}
 		d.Close()
 	}
@@ -1060,10 +1069,7 @@ func TestIngestThenCheckpoint(t *testing.T) {
 	defer d.Close()
 	entries := overwrites(30, 120, 4, "ing", want)
 	writeIngestTable(t, mem, "/in/a.sst", entries)
-	writeIngestTable(t, mem, "/in/b.sst", sets(500, 520, "far"))
-	for _, e := range sets(500, 520, "far") {
-		want[e.key] = e.value
-	}
+	setsTable(t, mem, "/in/b.sst", 500, 520, "far", want)
 	if err := d.Ingest([]string{"/in/a.sst", "/in/b.sst"}); err != nil {
 		t.Fatal(err)
 	}

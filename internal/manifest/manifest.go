@@ -83,6 +83,7 @@ type UnsupportedFormatError struct {
 	Version uint64
 }
 
+// Error names the edit's version and the newest this package decodes.
 func (e *UnsupportedFormatError) Error() string {
 	return fmt.Sprintf("manifest: version edit records format version %d, newer than the newest this build decodes (%d)", e.Version, NewestFormat)
 }
