@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/sstable"
 )
 
 // Example opens a store in a directory, writes, reads and closes it.
@@ -254,4 +255,52 @@ func ExampleDB_Checkpoint() {
 	fmt.Printf("%s\n", v)
 	// Output:
 	// v1
+}
+
+// ExampleDB_Ingest writes a table with sstable.Writer and adds it to a
+// store whole: its keys appear at once, newer than every earlier write.
+func ExampleDB_Ingest() {
+	fs := bloomkv.NewMemFS()
+	db := must(bloomkv.Open("/db", &bloomkv.Options{FS: fs}))
+	defer db.Close()
+	db.Set([]byte("b"), []byte("old"), bloomkv.NoSync)
+
+	f, err := fs.Create("/load.sst")
+	if err != nil {
+		log.Fatal(err)
+	}
+	w, err := sstable.NewWriter(f, sstable.WriterOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, k := range []string{"a", "b", "c"} { // in increasing order
+		if err := w.Set([]byte(k), []byte("loaded")); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		log.Fatal(err)
+	}
+	f.Close()
+
+	if err := db.Ingest([]string{"/load.sst"}); err != nil {
+		log.Fatal(err)
+	}
+	v, _ := db.Get([]byte("b"))
+	fmt.Printf("b=%s, tables ingested: %d\n", v, db.Metrics().IngestedTables)
+	// Output:
+	// b=loaded, tables ingested: 1
+}
+
+// ExampleDB_FormatVersion reads the format version a new store is created
+// at, the newest this build writes.
+func ExampleDB_FormatVersion() {
+	db := openMem()
+	defer db.Close()
+	fmt.Println(db.FormatVersion() == bloomkv.FormatNewest)
+	// Output:
+	// true
 }
