@@ -202,7 +202,7 @@ func (t *Reader) checkFooterPadding(r *CheckReport, l *Layout) {
 		return
 	}
 	start := 0 // the handles' 40 bytes: after the checksum type in RocksDB's footer
-	if l.Format == TableFormatRocksDBv2 {
+	if l.Format != TableFormatLevelDB {
 		start = 1
 	}
 	handles := ft[start : start+40]

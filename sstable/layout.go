@@ -30,6 +30,8 @@ const (
 	BlockRangeDel
 	// BlockMeta is a meta block bloomkv does not interpret.
 	BlockMeta
+	// BlockRangeKey holds a Pebble table's range keys.
+	BlockRangeKey
 )
 
 func (k BlockKind) String() string {
@@ -50,6 +52,8 @@ func (k BlockKind) String() string {
 		return "range-del"
 	case BlockMeta:
 		return "meta"
+	case BlockRangeKey:
+		return "range-key"
 	}
 	return fmt.Sprintf("BlockKind(%d)", uint8(k))
 }
@@ -94,10 +98,7 @@ func (t *Reader) Blocks() *Layout { return t.layout(false) }
 
 func (t *Reader) layout(verify bool) *Layout {
 	l := &Layout{Format: t.footer.format, FormatVersion: t.footer.version}
-	l.FooterLength = levelDBFooterLen
-	if t.footer.format == TableFormatRocksDBv2 {
-		l.FooterLength = rocksDBFooterLen
-	}
+	l.FooterLength = t.footer.format.footerLen()
 	l.FooterOffset = t.size - l.FooterLength
 	type at struct {
 		off  uint64
@@ -127,6 +128,8 @@ func (t *Reader) layout(verify bool) *Layout {
 			kind = BlockProperties
 		case name == metaRangeDelName || name == metaRangeDelV1Name:
 			kind = BlockRangeDel
+		case name == metaRangeKeyName:
+			kind = BlockRangeKey
 		case strings.HasPrefix(name, "fullfilter.") || strings.HasPrefix(name, "filter.") || strings.HasPrefix(name, "partitionedfilter."):
 			kind = BlockFilter
 		}
@@ -169,6 +172,10 @@ func (t *Reader) verifyBlock(kind BlockKind, name string, bh BlockHandle) error 
 	if kind == BlockFilter {
 		// A filter format bloomkv does not read has its checksum checked only.
 		_, err := t.decodeTableFilter(name, bh, b)
+		return err
+	}
+	if kind == BlockRangeKey {
+		_, err := decodeRangeKeys(b, t.where(kind.String(), bh))
 		return err
 	}
 	var it blockIter

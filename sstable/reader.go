@@ -274,7 +274,10 @@ func (t *Reader) checkIndexFormat() error {
 	switch t.props.IndexType {
 	case indexTypeBinarySearch, indexTypeTwoLevel:
 	default:
-		return fmt.Errorf("sstable: %s: unsupported index type %d", t.opts.FileName, t.props.IndexType)
+		return unsupportedf("%s: unsupported index type %d", t.opts.FileName, t.props.IndexType)
+	}
+	if t.footer.format != TableFormatRocksDBv2 {
+		return nil
 	}
 	// RocksDB format versions 3 and up may store index keys as user keys
 	// and index values delta-encoded; reading those as this reader does
@@ -289,7 +292,7 @@ func (t *Reader) checkIndexFormat() error {
 		}
 		if ok && t.footer.version >= 3 {
 			if n, _ := binary.Uvarint(v); n != 0 {
-				return fmt.Errorf("sstable: %s: unsupported RocksDB index encoding (format version %d, %s)", t.opts.FileName, t.footer.version, name)
+				return unsupportedf("%s: unsupported RocksDB index encoding (format version %d, %s)", t.opts.FileName, t.footer.version, name)
 			}
 		}
 	}
@@ -470,7 +473,7 @@ func (t *Reader) decodeBlock(bh BlockHandle, kind string, buf []byte, bufs *bloc
 func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *blockBufs, alloc func(int) []byte) ([]byte, error) {
 	body, typ := buf[:bh.Length], buf[bh.Length]
 	stored := uint32(buf[bh.Length+1]) | uint32(buf[bh.Length+2])<<8 | uint32(buf[bh.Length+3])<<16 | uint32(buf[bh.Length+4])<<24
-	if got := maskedCRC(body, typ); got != stored {
+	if got := blockChecksum(t.footer.checksum, buf[:bh.Length+1]); got != stored {
 		return nil, corruptionf("%s: %s block %s: checksum mismatch at offset %d: stored %#x, computed %#x", t.opts.FileName, kind, bh, bh.Offset+bh.Length+1, stored, got)
 	}
 	var out []byte

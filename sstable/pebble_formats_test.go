@@ -1,0 +1,254 @@
+package sstable
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	pebble "github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
+)
+
+// flatRangeKey is one suffix of a range key, as Pebble's iterator yields it.
+type flatRangeKey struct {
+	start, end, suffix, value string
+	trailer                   base.Trailer
+}
+
+// flatten lists our range keys one suffix at a time.
+func flatten(rks []RangeKey) []flatRangeKey {
+	var out []flatRangeKey
+	for _, rk := range rks {
+		if len(rk.Suffixes) == 0 {
+			out = append(out, flatRangeKey{start: string(rk.Start), end: string(rk.End), trailer: rk.Trailer})
+		}
+		for i, s := range rk.Suffixes {
+			f := flatRangeKey{start: string(rk.Start), end: string(rk.End), suffix: string(s), trailer: rk.Trailer}
+			if rk.Values != nil {
+				f.value = string(rk.Values[i])
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// pebbleRangeKeys reads a table's range keys with Pebble's reader.
+func pebbleRangeKeys(t *testing.T, data []byte) []flatRangeKey {
+	t.Helper()
+	readable, err := pebble.NewSimpleReadable(memReadable(t, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := pebble.NewReader(context.Background(), readable, pebble.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	it, err := r.NewRawRangeKeyIter(context.Background(), pebble.NoFragmentTransforms, pebble.NoReadEnv)
+	if err != nil || it == nil {
+		t.Fatalf("Pebble's range-key iterator: %v", err)
+	}
+	defer it.Close()
+	var out []flatRangeKey
+	span, err := it.First()
+	for ; span != nil; span, err = it.Next() {
+		for _, k := range span.Keys {
+			out = append(out, flatRangeKey{start: string(span.Start), end: string(span.End), suffix: string(k.Suffix), value: string(k.Value), trailer: base.Trailer(k.Trailer)})
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// memReadable returns data as a file of a memory file system.
+func memReadable(t *testing.T, data []byte) vfs.File {
+	t.Helper()
+	fs := vfs.NewMem()
+	f, err := fs.Create("t.sst", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(bytes.Clone(data)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if f, err = fs.Open("t.sst"); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// writePebbleFormat writes spec, and in Pebblev2 some range keys, with
+// Pebble's writer in format with checksum type sum.
+func writePebbleFormat(t *testing.T, spec tableSpec, format pebble.TableFormat, sum block.ChecksumType) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), pebble.WriterOptions{
+		TableFormat:  format,
+		Compression:  pebble.SnappyCompression,
+		FilterPolicy: pebblebloom.FilterPolicy(10),
+		BlockSize:    1024,
+		Checksum:     sum,
+	})
+	for _, e := range spec.entries {
+		var k pebble.InternalKey
+		k.UserKey = e.key.UserKey
+		setPebbleTrailer(&k, e.key.Trailer)
+		if err := w.Raw().Add(k, e.value, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frags := rangedel.Fragment(spec.dels)
+	for i := 0; i < len(frags); {
+		j := i
+		var seqs []base.SeqNum
+		for ; j < len(frags) && bytes.Equal(frags[j].Start, frags[i].Start); j++ {
+			seqs = append(seqs, frags[j].SeqNum)
+		}
+		if err := w.Raw().EncodeSpan(pebbleSpan(frags[i].Start, frags[i].End, seqs)); err != nil {
+			t.Fatal(err)
+		}
+		i = j
+	}
+	if format >= pebble.TableFormatPebblev2 {
+		for _, err := range []error{
+			w.RangeKeySet([]byte("key00100"), []byte("key00300"), nil, []byte("rk-value")),
+			w.RangeKeyUnset([]byte("key00200"), []byte("key00400"), nil),
+			w.RangeKeyDelete([]byte("key00500"), []byte("key00600")),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+type nopCloser struct{ *bytes.Buffer }
+
+func (nopCloser) Close() error { return nil }
+
+// TestWeReadPebbleRowFormats reads tables Pebble writes in the formats
+// Pebblev1 and v2, with both checksum types, with our reader: the same
+// entries, range deletions and range keys, and everything else the reader
+// offers.
+func TestWeReadPebbleRowFormats(t *testing.T) {
+	formats := []pebble.TableFormat{pebble.TableFormatPebblev1, pebble.TableFormatPebblev2}
+	for i, format := range formats {
+		for _, sum := range []block.ChecksumType{block.ChecksumTypeCRC32c, block.ChecksumTypeXXHash64} {
+			r := rand.New(rand.NewPCG(uint64(i), 17))
+			spec := randomSpec(r, 3000)
+			t.Run(fmt.Sprintf("%v/%v", format, sum), func(t *testing.T) {
+				data := writePebbleFormat(t, spec, format, sum)
+				rd := openTable(t, data)
+				if got, want := rd.Properties().Format.String(), fmt.Sprintf("Pebblev%d", i+1); got != want {
+					t.Fatalf("format %s, want %s", got, want)
+				}
+				var got []entry
+				it := rd.NewIter()
+				for ok := it.First(); ok; ok = it.Next() {
+					got = append(got, entry{it.Key().Clone(), append([]byte(nil), it.Value()...)})
+				}
+				if err := it.Close(); err != nil {
+					t.Fatal(err)
+				}
+				sameEntries(t, got, spec.entries, "bloomkv reading Pebble's table")
+				sameRangeDels(t, rd.RangeDeletions(), rangedel.Fragment(spec.dels), "bloomkv reading Pebble's range deletions")
+				checkTable(t, rd, spec, r)
+
+				rks, err := rd.RangeKeys()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if format == pebble.TableFormatPebblev1 {
+					if rks != nil {
+						t.Fatalf("range keys in a Pebblev1 table: %v", rks)
+					}
+				} else {
+					ours, theirs := flatten(rks), pebbleRangeKeys(t, data)
+					if len(ours) < 4 || fmt.Sprint(ours) != fmt.Sprint(theirs) {
+						t.Fatalf("range keys:\nours   %v\nPebble %v", ours, theirs)
+					}
+				}
+				if rep := rd.Check(); rep.Err() != nil {
+					t.Fatal(rep.Err())
+				}
+				kinds := map[BlockKind]int{}
+				for _, b := range rd.Layout().Blocks {
+					if b.Err != nil {
+						t.Fatalf("layout: %v", b.Err)
+					}
+					kinds[b.Kind]++
+				}
+				dels := min(len(spec.dels), 1)
+				if want := int(format - pebble.TableFormatPebblev1); kinds[BlockRangeKey] != want || kinds[BlockFilter] != 1 || kinds[BlockRangeDel] != dels {
+					t.Fatalf("layout: kinds %v", kinds)
+				}
+			})
+		}
+	}
+}
+
+// TestUnsupportedFormats: a footer of a format this reader does not read is
+// an error wrapping ErrUnsupportedFormat that names it, never ErrCorruption;
+// a known magic number with a bad version or checksum type is corruption.
+func TestUnsupportedFormats(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	spec := randomSpec(r, 200)
+	for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev3, pebble.TableFormatPebblev4, pebble.TableFormatPebblev5, pebble.TableFormatPebblev6, pebble.TableFormatPebblev7} {
+		data := writePebbleFormat(t, spec, format, block.ChecksumTypeCRC32c)
+		_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst"})
+		want := fmt.Sprintf("unsupported table format Pebblev%d", format-pebble.TableFormatPebblev1+1)
+		if !errors.Is(err, ErrUnsupportedFormat) || errors.Is(err, ErrCorruption) || !bytes.Contains([]byte(fmt.Sprint(err)), []byte(want)) {
+			t.Fatalf("%v: %v, want %q", format, err, want)
+		}
+	}
+	data := writePebbleFormat(t, spec, pebble.TableFormatPebblev2, block.ChecksumTypeCRC32c)
+	mutate := func(off int, b byte) []byte {
+		d := bytes.Clone(data)
+		d[len(d)-off] = b
+		return d
+	}
+	for _, c := range []struct {
+		name        string
+		data        []byte
+		unsupported bool
+		msg         string
+	}{
+		{"magic", mutate(1, 0x12), true, "unknown magic number 0x12aa9ff0b3aa9ff0 at offset"},
+		{"version 0", mutate(12, 0), false, "bad Pebble table format version 0"},
+		{"version 9", mutate(12, 9), false, "bad Pebble table format version 9"},
+		{"checksum xxHash32", mutate(rocksDBFooterLen, 2), true, "unsupported checksum type 2 (xxHash32)"},
+		{"checksum 9", mutate(rocksDBFooterLen, 9), false, "unknown checksum type 9"},
+		{"xxhash64 for crc", mutate(rocksDBFooterLen, checksumXXHash64), false, "checksum mismatch"},
+	} {
+		_, err := NewReader(bytes.NewReader(c.data), int64(len(c.data)), ReaderOptions{FileName: "t.sst"})
+		if errors.Is(err, ErrUnsupportedFormat) != c.unsupported || errors.Is(err, ErrCorruption) == c.unsupported ||
+			!bytes.Contains([]byte(fmt.Sprint(err)), []byte(c.msg)) || !bytes.Contains([]byte(fmt.Sprint(err)), []byte("t.sst")) {
+			t.Errorf("%s: %v, want %q (unsupported %v)", c.name, err, c.msg, c.unsupported)
+		}
+	}
+}
+
+// refused reports whether err refuses a damaged table: as corruption, or as
+// an unknown format when the damage hit the footer's magic number (or cut the
+// table short, leaving other bytes where it was) or turned a format version
+// into one this reader knows but does not read.
+func refused(err error) bool {
+	return errors.Is(err, ErrCorruption) || errors.Is(err, ErrUnsupportedFormat)
+}
