@@ -126,3 +126,17 @@ func varstring(b []byte) (s, rest []byte, ok bool) {
 	}
 	return b[l : l+int(n)], b[l+int(n):], true
 }
+
+// DecodeRangeKey decodes one entry of a range-key block, as BlockRecords
+// yields it, into a range key whose bytes are its own.
+func DecodeRangeKey(key, value []byte) (RangeKey, error) {
+	k, ok := base.DecodeInternalKey(key)
+	if !ok {
+		return RangeKey{}, corruptionf("range key %x is not an internal key", key)
+	}
+	rk, why := decodeRangeKeyValue(k, value)
+	if why != "" {
+		return RangeKey{}, corruptionf("range key %s: %s", k, why)
+	}
+	return rk, nil
+}

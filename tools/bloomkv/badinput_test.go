@@ -69,6 +69,8 @@ func TestBadInput(t *testing.T) {
 	f := newFixture(t)
 	pebbleTable := filepath.Join(f.dir, "pebble.sst")
 	writePebbleTable(t, pebbleTable, pebble.TableFormatRocksDBv2, 300)
+	pebbleV2Table := filepath.Join(f.dir, "pebblev2.sst")
+	writePebbleTable(t, pebbleV2Table, pebble.TableFormatPebblev2, 300)
 	flips := 60
 	if testing.Short() {
 		flips = 15
@@ -77,6 +79,7 @@ func TestBadInput(t *testing.T) {
 		{"damaged table", f.table},
 		{"damaged LevelDB-format table", f.ldbTable},
 		{"damaged Pebble table", pebbleTable},
+		{"damaged Pebblev2 table", pebbleV2Table},
 		{"damaged WAL", f.wal},
 		{"damaged manifest", f.manifest},
 	} {
