@@ -32,7 +32,7 @@ const (
 )
 
 // foreignKinds names the kinds other engines' files hold (Pebble's names).
-var foreignKinds = map[Kind]string{2: "MERGE", 7: "SINGLEDEL", 18: "SETWITHDEL", 19: "RANGEKEYDEL", 20: "RANGEKEYUNSET", 21: "RANGEKEYSET", 23: "DELSIZED"}
+var foreignKinds = map[Kind]string{2: "MERGE", 3: "LOGDATA", 7: "SINGLEDEL", 22: "INGESTSST", 24: "EXCISE", 18: "SETWITHDEL", 19: "RANGEKEYDEL", 20: "RANGEKEYUNSET", 21: "RANGEKEYSET", 23: "DELSIZED"}
 
 func (k Kind) String() string {
 	switch k {

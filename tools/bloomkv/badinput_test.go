@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	pebbledb "github.com/cockroachdb/pebble/v2"
 	pebble "github.com/cockroachdb/pebble/v2/sstable"
 )
 
@@ -71,6 +72,7 @@ func TestBadInput(t *testing.T) {
 	writePebbleTable(t, pebbleTable, pebble.TableFormatRocksDBv2, 300)
 	pebbleV2Table := filepath.Join(f.dir, "pebblev2.sst")
 	writePebbleTable(t, pebbleV2Table, pebble.TableFormatPebblev2, 300)
+	ps := writePebbleStore(t, filepath.Join(f.dir, "pebbledb"), pebbledb.FormatFlushableIngest, true)
 	flips := 60
 	if testing.Short() {
 		flips = 15
@@ -81,6 +83,8 @@ func TestBadInput(t *testing.T) {
 		{"damaged Pebble table", pebbleTable},
 		{"damaged Pebblev2 table", pebbleV2Table},
 		{"damaged WAL", f.wal},
+		{"damaged Pebble WAL", ps.wal},
+		{"damaged Pebble manifest", filepath.Join(ps.dir, "MANIFEST-000001")},
 		{"damaged manifest", f.manifest},
 	} {
 		t.Run(src.name, func(t *testing.T) {

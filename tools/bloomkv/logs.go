@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,6 +15,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/batchrepr"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/record"
+	"github.com/bloomkv/bloomkv/sstable"
 )
 
 func walCmd(e *env) *cobra.Command {
@@ -47,7 +51,9 @@ build, level by level. Damage is an error naming the edit and offset.`,
 	return group("manifest", "Inspect manifests", dump)
 }
 
-// openLog opens a log-format file (WAL or manifest).
+// openLog opens a log-format file (WAL or manifest), reading the chunk
+// formats of Pebble's WALs too; a WAL's log number, which Pebble's chunks
+// carry, is taken from its name (NNNNNN.log).
 func openLog(name string) (*record.Reader, error) {
 	f, err := os.Open(name)
 	if err != nil {
@@ -57,7 +63,11 @@ func openLog(name string) (*record.Reader, error) {
 	if st, err := f.Stat(); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("%s is a directory, not a log", name)
 	}
-	return record.NewReader(f, name)
+	opts := record.Options{Pebble: true}
+	if num, ok := strings.CutSuffix(filepath.Base(name), ".log"); ok {
+		opts.LogNum, _ = strconv.ParseUint(num, 10, 64)
+	}
+	return record.NewReaderOptions(f, name, opts)
 }
 
 type walEntryOut struct {
@@ -76,14 +86,15 @@ type walRecordOut struct {
 }
 
 type logEndOut struct {
-	File     string `json:"file"`
-	End      string `json:"end"` // "clean" or "torn"
-	Records  int    `json:"records"`
-	TornAt   int64  `json:"torn_at,omitempty"`
-	TornWhy  string `json:"torn_why,omitempty"`
-	Entries  uint64 `json:"entries,omitempty"`
-	FirstSeq uint64 `json:"first_seq,omitempty"`
-	LastSeq  uint64 `json:"last_seq,omitempty"`
+	File       string `json:"file"`
+	End        string `json:"end"`                   // "clean" or "torn"
+	EOFTrailer bool   `json:"eof_trailer,omitempty"` // a Pebble log closed with its trailer
+	Records    int    `json:"records"`
+	TornAt     int64  `json:"torn_at,omitempty"`
+	TornWhy    string `json:"torn_why,omitempty"`
+	Entries    uint64 `json:"entries,omitempty"`
+	FirstSeq   uint64 `json:"first_seq,omitempty"`
+	LastSeq    uint64 `json:"last_seq,omitempty"`
 }
 
 func (e *env) walDump(name string, fm *formats) error {
@@ -104,15 +115,9 @@ func (e *env) walDump(name string, fm *formats) error {
 			return err
 		}
 		out := walRecordOut{File: name, Offset: r.Offset()}
-		seq, count, err := batchrepr.Decode(rec, func(seq base.SeqNum, en batchrepr.Entry) {
+		seq, count, err := batchrepr.DecodePebble(rec, func(seq base.SeqNum, en batchrepr.Entry) {
 			o := walEntryOut{Seq: uint64(seq), Kind: en.Kind.String(), Key: fm.k(en.Key)}
-			var v string
-			switch en.Kind {
-			case base.KindSet:
-				v = fm.v(en.Value)
-				o.Value = &v
-			case base.KindRangeDelete:
-				v = fm.k(en.Value)
+			if v, ok := walValue(seq, en, fm); ok {
 				o.Value = &v
 			}
 			out.Entries = append(out.Entries, o)
@@ -142,6 +147,7 @@ func (e *env) walDump(name string, fm *formats) error {
 			e.printf("%s\n", strings.TrimRight(fmt.Sprintf("    %-8s %s %s", en.Kind, en.Key, v), " "))
 		}
 	}
+	end.EOFTrailer = r.EOFTrailer()
 	if off, why, torn := r.TornTail(); torn {
 		if end.Records == 0 && off == 0 {
 			return fmt.Errorf("%s: not a log: no record at offset 0 (%s)", name, why)
@@ -153,6 +159,9 @@ func (e *env) walDump(name string, fm *formats) error {
 		return nil
 	}
 	e.printf("  end: %s", end.End)
+	if end.EOFTrailer {
+		e.printf(" (EOF trailer)")
+	}
 	if end.End == "torn" {
 		e.printf(" at offset %d (%s): recovery drops the tail", end.TornAt, end.TornWhy)
 	}
@@ -163,6 +172,38 @@ func (e *env) walDump(name string, fm *formats) error {
 	e.printf("\n")
 	return nil
 }
+
+// walValue describes a batch entry's value, and whether it has one: a set's
+// or merge's value, a range deletion's end, a range key's end and suffixes
+// (with values for a set), a sized deletion's size, an excise's end.
+func walValue(seq base.SeqNum, en batchrepr.Entry, fm *formats) (string, bool) {
+	switch en.Kind {
+	case base.KindSet, kindMerge:
+		return fm.v(en.Value), true
+	case base.KindRangeDelete, kindExcise:
+		return fm.k(en.Value), true
+	case sstable.KindRangeKeySet, sstable.KindRangeKeyUnset, sstable.KindRangeKeyDelete:
+		rk, err := sstable.DecodeRangeKey(base.MakeInternalKey(en.Key, seq, en.Kind).Append(nil), en.Value)
+		if err != nil {
+			return fmt.Sprintf("%s (undecodable: %v)", fm.v(en.Value), err), true
+		}
+		o := rangeKeyOut("", rk, fm)
+		return strings.TrimRight(o.End+" "+strings.Join(o.Items, " "), " "), true
+	case kindDeleteSized:
+		if n, l := binary.Uvarint(en.Value); l > 0 && l == len(en.Value) {
+			return fmt.Sprintf("size %d", n), true
+		}
+		return fm.v(en.Value), true
+	}
+	return "", false
+}
+
+// Pebble's kinds of batch entry that carry a value, besides range keys.
+const (
+	kindMerge       base.Kind = 2
+	kindDeleteSized base.Kind = 23
+	kindExcise      base.Kind = 24
+)
 
 type tableMetaOut struct {
 	Level       int    `json:"level"`
