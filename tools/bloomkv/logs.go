@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -226,6 +227,7 @@ type editOut struct {
 	Added       []tableMetaOut `json:"added,omitempty"`
 	Deleted     []tableMetaOut `json:"deleted,omitempty"`
 	ClosedLog   *closedLogOut  `json:"closed_log,omitempty"`
+	Pebble      *pebbleEditOut `json:"pebble,omitempty"`
 }
 
 // closedLogOut is a WAL's size recorded at a clean close.
@@ -236,6 +238,7 @@ type closedLogOut struct {
 
 type versionOut struct {
 	File    string           `json:"file"`
+	Format  string           `json:"format,omitempty"` // "pebble" for Pebble's manifests
 	Edits   int              `json:"edits"`
 	End     string           `json:"end"`
 	TornAt  int64            `json:"torn_at,omitempty"`
@@ -248,29 +251,179 @@ func metaOut(fm *formats, l int, f *manifest.FileMetadata) tableMetaOut {
 		SmallestSeq: uint64(f.SmallestSeq), LargestSeq: uint64(f.LargestSeq)}
 }
 
-func (e *env) manifestDump(name string, fm *formats) error {
+// manifestRecord is a manifest's record and its offset.
+type manifestRecord struct {
+	off int64
+	rec []byte
+}
+
+// readManifest reads every record of a manifest.
+func readManifest(name string) ([]manifestRecord, *record.Reader, error) {
 	r, err := openLog(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	var recs []manifestRecord
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return recs, r, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		recs = append(recs, manifestRecord{r.Offset(), bytes.Clone(rec)})
+	}
+}
+
+// decodedEdit is a manifest's edit in bloomkv's dialect or Pebble's.
+type decodedEdit struct {
+	*manifest.VersionEdit
+	pebble *manifest.PebbleEdit // nil in bloomkv's dialect
+}
+
+// decodeManifest decodes a manifest's edits in the dialect, bloomkv's or
+// Pebble's, that decodes more of them (bloomkv's on a tie); the error is
+// that dialect's, naming the edit and offset. pebble says which.
+func decodeManifest(name string, recs []manifestRecord) (edits []decodedEdit, pebble bool, err error) {
+	decodeAll := func(decode func([]byte) (decodedEdit, error)) ([]decodedEdit, error) {
+		var out []decodedEdit
+		for i, r := range recs {
+			ed, err := decode(r.rec)
+			if err != nil {
+				return out, fmt.Errorf("%s: edit %d at offset %d: %w", name, i, r.off, err)
+			}
+			out = append(out, ed)
+		}
+		return out, nil
+	}
+	ours, oursErr := decodeAll(func(b []byte) (decodedEdit, error) {
+		ed, err := manifest.Decode(b)
+		return decodedEdit{VersionEdit: ed}, err
+	})
+	if oursErr == nil {
+		return ours, false, nil
+	}
+	theirs, theirsErr := decodeAll(func(b []byte) (decodedEdit, error) {
+		ed, err := manifest.DecodePebble(b)
+		if err != nil {
+			return decodedEdit{}, err
+		}
+		return decodedEdit{VersionEdit: &ed.VersionEdit, pebble: ed}, nil
+	})
+	if len(theirs) > len(ours) || theirsErr == nil {
+		return theirs, true, theirsErr
+	}
+	return ours, false, oursErr
+}
+
+// pebbleTableOut is Pebble's metadata of a table an edit adds.
+type pebbleTableOut struct {
+	Tag                 uint64   `json:"tag"`
+	PointSmallest       string   `json:"point_smallest,omitempty"`
+	PointLargest        string   `json:"point_largest,omitempty"`
+	RangeKeySmallest    string   `json:"range_key_smallest,omitempty"`
+	RangeKeyLargest     string   `json:"range_key_largest,omitempty"`
+	CreationTime        int64    `json:"creation_time,omitempty"`
+	MarkedForCompaction bool     `json:"marked_for_compaction,omitempty"`
+	Virtual             bool     `json:"virtual,omitempty"`
+	BackingFile         uint64   `json:"backing_file,omitempty"`
+	SyntheticPrefix     string   `json:"synthetic_prefix,omitempty"`
+	SyntheticSuffix     string   `json:"synthetic_suffix,omitempty"`
+	BlobReferences      []string `json:"blob_references,omitempty"`
+}
+
+// pebbleEditOut is what a Pebble edit holds beyond bloomkv's fields.
+type pebbleEditOut struct {
+	PrevLogNumber    uint64           `json:"prev_log_number,omitempty"`
+	Tables           []pebbleTableOut `json:"tables,omitempty"`
+	CreatedBackings  []string         `json:"created_backings,omitempty"`
+	RemovedBackings  []uint64         `json:"removed_backings,omitempty"`
+	NewBlobFiles     []string         `json:"new_blob_files,omitempty"`
+	DeletedBlobFiles []string         `json:"deleted_blob_files,omitempty"`
+	CompactPointers  int              `json:"compact_pointers,omitempty"`
+}
+
+func pebbleOut(fm *formats, pe *manifest.PebbleEdit) *pebbleEditOut {
+	o := &pebbleEditOut{PrevLogNumber: pe.PrevLogNumber, RemovedBackings: pe.RemovedBackings, CompactPointers: pe.CompactPointers}
+	for _, t := range pe.Tables {
+		to := pebbleTableOut{Tag: t.Tag, CreationTime: t.CreationTime, MarkedForCompaction: t.MarkedForCompaction,
+			Virtual: t.Virtual, BackingFile: t.BackingFileNum}
+		if t.HasPointKeys {
+			to.PointSmallest, to.PointLargest = fm.ikey(t.PointSmallest), fm.ikey(t.PointLargest)
+		}
+		if t.HasRangeKeys {
+			to.RangeKeySmallest, to.RangeKeyLargest = fm.ikey(t.RangeSmallest), fm.ikey(t.RangeLargest)
+		}
+		if t.SyntheticPrefix != nil {
+			to.SyntheticPrefix = fm.k(t.SyntheticPrefix)
+		}
+		if t.SyntheticSuffix != nil {
+			to.SyntheticSuffix = fm.k(t.SyntheticSuffix)
+		}
+		for _, b := range t.BlobReferences {
+			to.BlobReferences = append(to.BlobReferences, fmt.Sprintf("blob %d: %d bytes", b.FileID, b.ValueSize))
+		}
+		o.Tables = append(o.Tables, to)
+	}
+	for _, b := range pe.CreatedBackings {
+		o.CreatedBackings = append(o.CreatedBackings, fmt.Sprintf("%06d: %d bytes", b.FileNum, b.Size))
+	}
+	for _, b := range pe.NewBlobFiles {
+		o.NewBlobFiles = append(o.NewBlobFiles, fmt.Sprintf("blob %d in %06d.blob: %d bytes, values %d bytes, created %d", b.ID, b.FileNum, b.Size, b.ValueSize, b.CreationTime))
+	}
+	for _, b := range pe.DeletedBlobFiles {
+		o.DeletedBlobFiles = append(o.DeletedBlobFiles, fmt.Sprintf("blob %d in %06d.blob", b.ID, b.FileNum))
+	}
+	return o
+}
+
+// printPebbleEdit prints what a Pebble edit holds beyond bloomkv's fields:
+// after each added table (the i-th line of adds), its Pebble details.
+func (e *env) printPebbleTable(t pebbleTableOut) {
+	var parts []string
+	if t.PointSmallest != "" && t.RangeKeySmallest != "" {
+		parts = append(parts, fmt.Sprintf("points %s .. %s", t.PointSmallest, t.PointLargest))
+	}
+	if t.RangeKeySmallest != "" {
+		parts = append(parts, fmt.Sprintf("range keys %s .. %s", t.RangeKeySmallest, t.RangeKeyLargest))
+	}
+	if t.CreationTime != 0 {
+		parts = append(parts, fmt.Sprintf("created %d", t.CreationTime))
+	}
+	if t.MarkedForCompaction {
+		parts = append(parts, "marked for compaction")
+	}
+	if t.Virtual {
+		parts = append(parts, fmt.Sprintf("virtual, backed by %06d", t.BackingFile))
+	}
+	if t.SyntheticPrefix != "" || t.SyntheticSuffix != "" {
+		parts = append(parts, fmt.Sprintf("synthetic prefix %s suffix %s", t.SyntheticPrefix, t.SyntheticSuffix))
+	}
+	parts = append(parts, t.BlobReferences...)
+	if len(parts) > 0 {
+		e.printf("             %s\n", strings.Join(parts, "; "))
+	}
+}
+
+func (e *env) manifestDump(name string, fm *formats) error {
+	recs, r, err := readManifest(name)
 	if err != nil {
 		return err
 	}
+	edits, pebble, decodeErr := decodeManifest(name, recs)
 	if !e.json {
-		e.printf("%s\n", name)
+		if pebble {
+			e.printf("%s (Pebble)\n", name)
+		} else {
+			e.printf("%s\n", name)
+		}
 	}
 	v := &manifest.Version{}
 	n := 0
-	for ; ; n++ {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		ed, err := manifest.Decode(rec)
-		if err != nil {
-			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, r.Offset(), err)
-		}
-		out := editOut{File: name, Edit: n, Offset: r.Offset(), Comparer: ed.ComparerName, LogNumber: ed.LogNumber,
+	for ; n < len(edits); n++ {
+		ed, off := edits[n], recs[n].off
+		out := editOut{File: name, Edit: n, Offset: off, Comparer: ed.ComparerName, LogNumber: ed.LogNumber,
 			NextFileNum: ed.NextFileNum, LastSeq: uint64(ed.LastSeq)}
 		for _, nf := range ed.NewFiles {
 			out.Added = append(out.Added, metaOut(fm, nf.Level, nf.Meta))
@@ -281,8 +434,11 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		if c := ed.ClosedLog; c.Num != 0 {
 			out.ClosedLog = &closedLogOut{File: c.Num, Size: c.Size}
 		}
-		if v, err = v.Apply(ed); err != nil {
-			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, r.Offset(), err)
+		if ed.pebble != nil {
+			out.Pebble = pebbleOut(fm, ed.pebble)
+		}
+		if v, err = v.Apply(ed.VersionEdit); err != nil {
+			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, off, err)
 		}
 		if e.json {
 			e.emit(out)
@@ -295,14 +451,20 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		if out.LogNumber != 0 {
 			e.printf("    log number       %d\n", out.LogNumber)
 		}
+		if p := out.Pebble; p != nil && p.PrevLogNumber != 0 {
+			e.printf("    prev log number  %d\n", p.PrevLogNumber)
+		}
 		if out.NextFileNum != 0 {
 			e.printf("    next file        %d\n", out.NextFileNum)
 		}
 		if out.LastSeq != 0 {
 			e.printf("    last sequence    %d\n", out.LastSeq)
 		}
-		for _, a := range out.Added {
+		for i, a := range out.Added {
 			e.printf("    add    L%d %06d  %d bytes  %s .. %s  seqs %d-%d\n", a.Level, a.File, a.Size, a.Smallest, a.Largest, a.SmallestSeq, a.LargestSeq)
+			if out.Pebble != nil {
+				e.printPebbleTable(out.Pebble.Tables[i])
+			}
 		}
 		for _, d := range out.Deleted {
 			e.printf("    delete L%d %06d\n", d.Level, d.File)
@@ -310,8 +472,31 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		if c := out.ClosedLog; c != nil {
 			e.printf("    closed log       %06d.log, %d bytes\n", c.File, c.Size)
 		}
+		if p := out.Pebble; p != nil {
+			for _, b := range p.CreatedBackings {
+				e.printf("    add backing      %s\n", b)
+			}
+			for _, b := range p.RemovedBackings {
+				e.printf("    remove backing   %06d\n", b)
+			}
+			for _, b := range p.NewBlobFiles {
+				e.printf("    add blob file    %s\n", b)
+			}
+			for _, b := range p.DeletedBlobFiles {
+				e.printf("    delete blob file %s\n", b)
+			}
+			if p.CompactPointers > 0 {
+				e.printf("    compaction pointers (ignored): %d\n", p.CompactPointers)
+			}
+		}
+	}
+	if decodeErr != nil {
+		return decodeErr
 	}
 	vo := versionOut{File: name, Edits: n, End: "clean", Levels: make([][]tableMetaOut, manifest.NumLevels)}
+	if pebble {
+		vo.Format = "pebble"
+	}
 	off, why, torn := r.TornTail()
 	if n == 0 {
 		if torn {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,8 @@ type pebbleStore struct {
 	dir string
 	wal string // the WAL still holding writes
 	fmv pebble.FormatMajorVersion
+	// levels are the tables Pebble lists, level by level.
+	levels [][]pebble.SSTableInfo
 }
 
 // writePebbleStore writes a store with Pebble at format major version fmv:
@@ -84,6 +87,8 @@ func writePebbleStore(t testing.TB, dir string, fmv pebble.FormatMajorVersion, w
 	must(b.Commit(pebble.Sync))
 	must(d.Set(key(2005), []byte("after the WAL's range deletion"), pebble.Sync))
 	ps := &pebbleStore{dir: dir, fmv: fmv}
+	ps.levels, err = d.SSTables()
+	must(err)
 	must(d.Close())
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	if len(logs) == 0 {
@@ -128,5 +133,51 @@ func TestPebbleWAL(t *testing.T) {
 	js, _, _ := runTool("--json", "wal", "dump", ps.wal)
 	if !strings.Contains(js, `{"seq":4422,"kind":"LOGDATA","key":"log data"}`) || !strings.Contains(js, `"eof_trailer":true`) {
 		t.Fatalf("wal dump --json:\n%s", js)
+	}
+}
+
+// TestPebbleManifest dumps a Pebble store's manifest: Pebble's edits, and
+// the version they build is the one Pebble lists.
+func TestPebbleManifest(t *testing.T) {
+	ps := writePebbleStore(t, t.TempDir(), pebble.FormatFlushableIngest, false)
+	name := filepath.Join(ps.dir, "MANIFEST-000001")
+	out, errOut, code := runTool("manifest", "dump", name)
+	if code != 0 || errOut != "" || !strings.HasPrefix(out, name+" (Pebble)\n") || !strings.Contains(out, "range keys \"pk00500\"#4415,RANGEKEYSET") {
+		t.Fatalf("exit %d, stderr %q:\n%s", code, errOut, out)
+	}
+	js, _, _ := runTool("--json", "manifest", "dump", name)
+	lines := strings.Split(strings.TrimSpace(js), "\n")
+	var v struct {
+		Format string
+		Levels [][]struct {
+			File, Size, SmallestSeq, LargestSeq uint64 `json:",omitempty"`
+			Smallest, Largest                   string
+		}
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Format != "pebble" || len(v.Levels) != len(ps.levels) {
+		t.Fatalf("version: %+v", v)
+	}
+	tables := 0
+	for l, want := range ps.levels {
+		if len(v.Levels[l]) != len(want) {
+			t.Fatalf("L%d: %d tables, Pebble lists %d", l, len(v.Levels[l]), len(want))
+		}
+		byFile := map[uint64]int{}
+		for i, g := range v.Levels[l] {
+			byFile[g.File] = i
+		}
+		for i, w := range want {
+			g := v.Levels[l][byFile[uint64(w.FileNum)]]
+			if g.File != uint64(w.FileNum) || g.Size != w.Size || g.Smallest != string(w.Smallest.UserKey)+fmt.Sprintf("#%d,%s", w.Smallest.SeqNum(), w.Smallest.Kind()) {
+				t.Fatalf("L%d table %d: %+v, Pebble: %v %d %s", l, i, g, w.FileNum, w.Size, w.Smallest)
+			}
+			tables++
+		}
+	}
+	if tables < 4 {
+		t.Fatalf("only %d tables", tables)
 	}
 }
