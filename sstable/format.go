@@ -78,9 +78,6 @@ func (f TableFormat) String() string {
 	return fmt.Sprintf("TableFormat(%d)", uint8(f))
 }
 
-// pebble reports whether f is one of Pebble's formats.
-func (f TableFormat) pebble() bool { return f == TableFormatPebblev1 || f == TableFormatPebblev2 }
-
 // footerLen returns the length of f's footer.
 func (f TableFormat) footerLen() uint64 {
 	if f == TableFormatLevelDB {

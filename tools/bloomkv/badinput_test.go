@@ -181,13 +181,14 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 	})
-	t.Run("store with a damaged file", func(t *testing.T) { storeDamage(t, f) })
+	t.Run("store with a damaged file", func(t *testing.T) { storeDamage(t, f.db, "user001") })
+	t.Run("Pebble store with a damaged file", func(t *testing.T) { storeDamage(t, ps.dir, "pk00001") })
 }
 
-// storeDamage runs the store commands on copies of the fixture's store with
-// one file damaged, a subtest for each file.
-func storeDamage(t *testing.T, f *fixture) {
-	names, err := os.ReadDir(f.db)
+// storeDamage runs the store commands on copies of the store in db with one
+// file damaged, a subtest for each file; db get asks for key.
+func storeDamage(t *testing.T, db, key string) {
+	names, err := os.ReadDir(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func storeDamage(t *testing.T, f *fixture) {
 			continue
 		}
 		t.Run(victim.Name(), func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join(f.db, victim.Name()))
+			data, err := os.ReadFile(filepath.Join(db, victim.Name()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -208,11 +209,11 @@ func storeDamage(t *testing.T, f *fixture) {
 			runs := 0
 			for i, d := range variants {
 				dir := filepath.Join(t.TempDir(), "db")
-				copyDir(t, f.db, dir)
+				copyDir(t, db, dir)
 				if err := os.WriteFile(filepath.Join(dir, victim.Name()), d, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, "user001"}, {"db", "scan", dir}, {"db", "check", dir}, {"db", "diff", dir}} {
+				for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, key}, {"db", "scan", dir}, {"db", "check", dir}, {"db", "diff", dir}} {
 					_, errOut, code := runTool(cmd...)
 					runs++
 					expectOneLine(t, cmd, dir, errOut, code)
