@@ -102,6 +102,41 @@ func writePebbleFormat(t testing.TB, spec tableSpec, format pebble.TableFormat, 
 		BlockSize:    1024,
 		Checksum:     sum,
 	})
+	addSpec(t, w, spec)
+	if format >= pebble.TableFormatPebblev2 {
+		for _, err := range []error{
+			w.RangeKeySet([]byte("key00100"), []byte("key00300"), nil, []byte("rk-value")),
+			w.RangeKeyUnset([]byte("key00200"), []byte("key00400"), nil),
+			w.RangeKeyDelete([]byte("key00500"), []byte("key00600")),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// readEntries reads every point entry of a table with our iterator.
+func readEntries(t *testing.T, rd *Reader) []entry {
+	t.Helper()
+	var got []entry
+	it := rd.NewIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		got = append(got, entry{it.Key().Clone(), append([]byte(nil), it.Value()...)})
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// addSpec adds spec's entries and range deletions to Pebble's writer w.
+func addSpec(t testing.TB, w *pebble.Writer, spec tableSpec) {
+	t.Helper()
 	for _, e := range spec.entries {
 		var k pebble.InternalKey
 		k.UserKey = e.key.UserKey
@@ -122,21 +157,6 @@ func writePebbleFormat(t testing.TB, spec tableSpec, format pebble.TableFormat, 
 		}
 		i = j
 	}
-	if format >= pebble.TableFormatPebblev2 {
-		for _, err := range []error{
-			w.RangeKeySet([]byte("key00100"), []byte("key00300"), nil, []byte("rk-value")),
-			w.RangeKeyUnset([]byte("key00200"), []byte("key00400"), nil),
-			w.RangeKeyDelete([]byte("key00500"), []byte("key00600")),
-		} {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 type nopCloser struct{ *bytes.Buffer }
@@ -159,15 +179,7 @@ func TestWeReadPebbleRowFormats(t *testing.T) {
 				if got, want := rd.Properties().Format.String(), fmt.Sprintf("Pebblev%d", i+1); got != want {
 					t.Fatalf("format %s, want %s", got, want)
 				}
-				var got []entry
-				it := rd.NewIter()
-				for ok := it.First(); ok; ok = it.Next() {
-					got = append(got, entry{it.Key().Clone(), append([]byte(nil), it.Value()...)})
-				}
-				if err := it.Close(); err != nil {
-					t.Fatal(err)
-				}
-				sameEntries(t, got, spec.entries, "bloomkv reading Pebble's table")
+				sameEntries(t, readEntries(t, rd), spec.entries, "bloomkv reading Pebble's table")
 				sameRangeDels(t, rd.RangeDeletions(), rangedel.Fragment(spec.dels), "bloomkv reading Pebble's range deletions")
 				checkTable(t, rd, spec, r)
 

@@ -18,28 +18,20 @@ import (
 	"github.com/bloomkv/bloomkv/internal/record"
 )
 
-type quiet struct{}
-
-func (quiet) Infof(string, ...any)         {}
-func (quiet) Errorf(string, ...any)        {}
-func (quiet) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
-
 // pebbleManifest writes a store with Pebble (tables on L0 and L6, one
 // ingested, range deletions and range keys) and returns its manifest's edits and the levels
 // Pebble lists.
 func pebbleManifest(t testing.TB) ([][]byte, [][]pebble.SSTableInfo) {
 	t.Helper()
 	dir := t.TempDir()
-	d, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatFlushableIngest, DisableAutomaticCompactions: true, Logger: quiet{}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	d, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatFlushableIngest, DisableAutomaticCompactions: true})
+	must(err)
 	for round := range 4 {
 		for i := range 500 {
 			must(d.Set(fmt.Appendf(nil, "k%04d", i*4+round), []byte("v"), nil))

@@ -61,23 +61,9 @@ func randomRecords(r *rand.Rand, n int) [][]byte {
 	return recs
 }
 
-// readLog reads every record of a Pebble log with our reader.
+// readPebbleLog reads every record of a Pebble log with our reader.
 func readPebbleLog(data []byte, num uint64) ([][]byte, *Reader, error) {
-	r, err := NewReaderOptions(bytes.NewReader(data), "p.log", Options{Pebble: true, LogNum: num})
-	if err != nil {
-		return nil, nil, err
-	}
-	var out [][]byte
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return out, r, nil
-		}
-		if err != nil {
-			return out, r, err
-		}
-		out = append(out, bytes.Clone(rec))
-	}
+	return readLogOptions(data, Options{Pebble: true, LogNum: num})
 }
 
 func TestPebbleLogs(t *testing.T) {

@@ -156,23 +156,38 @@ func getCmd(e *env) *cobra.Command {
 			}
 			return withDB(a[0], func(d *bloomkv.DB) error {
 				v, err := d.Get(key)
-				if errors.Is(err, bloomkv.ErrNotFound) {
-					return fmt.Errorf("%s: key %s not found", a[0], quoteKey(key))
-				}
-				if err != nil {
-					return err
-				}
-				if e.json {
-					e.emit(kvOut{Key: fm.k(key), Value: fm.v(v)})
-				} else {
-					e.printf("%s\n", fm.v(v))
-				}
-				return nil
+				return e.printGet(a[0], key, v, errors.Is(err, bloomkv.ErrNotFound), err, &fm)
 			})
 		},
 	}
 	fm.register(c, e, formatQuoted)
 	return c
+}
+
+// printGet prints the value db get found for key, or returns why there is
+// none.
+func (e *env) printGet(dir string, key, v []byte, notFound bool, err error, fm *formats) error {
+	if notFound {
+		return fmt.Errorf("%s: key %s not found", dir, quoteKey(key))
+	}
+	if err != nil {
+		return err
+	}
+	if e.json {
+		e.emit(kvOut{Key: fm.k(key), Value: fm.v(v)})
+	} else {
+		e.printf("%s\n", fm.v(v))
+	}
+	return nil
+}
+
+// printKV prints a key and value of db scan.
+func (e *env) printKV(fm *formats, k, v []byte) {
+	if e.json {
+		e.emit(kvOut{Key: fm.k(k), Value: fm.v(v)})
+		return
+	}
+	e.printf("%s\n", strings.TrimRight(fm.k(k)+" "+fm.v(v), " "))
 }
 
 func dbScanCmd(e *env) *cobra.Command {
@@ -208,11 +223,7 @@ func (e *env) dbScan(d *bloomkv.DB, fm *formats, b *bounds) error {
 	n := 0
 	for ok := it.First(); ok && (b.count == 0 || n < b.count); ok = it.Next() {
 		n++
-		if e.json {
-			e.emit(kvOut{Key: fm.k(it.Key()), Value: fm.v(it.Value())})
-			continue
-		}
-		e.printf("%s\n", strings.TrimRight(fm.k(it.Key())+" "+fm.v(it.Value()), " "))
+		e.printKV(fm, it.Key(), it.Value())
 	}
 	return it.Close()
 }

@@ -57,18 +57,7 @@ func (e *env) pebbleLSM(dir string, s *pebblestore.Store, fm *formats) error {
 
 func (e *env) pebbleGet(dir string, s *pebblestore.Store, key []byte, fm *formats) error {
 	v, err := s.Get(key)
-	if errors.Is(err, pebblestore.ErrNotFound) {
-		return fmt.Errorf("%s: key %s not found", dir, quoteKey(key))
-	}
-	if err != nil {
-		return err
-	}
-	if e.json {
-		e.emit(kvOut{Key: fm.k(key), Value: fm.v(v)})
-	} else {
-		e.printf("%s\n", fm.v(v))
-	}
-	return nil
+	return e.printGet(dir, key, v, errors.Is(err, pebblestore.ErrNotFound), err, fm)
 }
 
 func (e *env) pebbleScan(s *pebblestore.Store, fm *formats, b *bounds) error {
@@ -78,11 +67,7 @@ func (e *env) pebbleScan(s *pebblestore.Store, fm *formats, b *bounds) error {
 			return false
 		}
 		n++
-		if e.json {
-			e.emit(kvOut{Key: fm.k(k), Value: fm.v(v)})
-		} else {
-			e.printf("%s\n", strings.TrimRight(fm.k(k)+" "+fm.v(v), " "))
-		}
+		e.printKV(fm, k, v)
 		return true
 	})
 }

@@ -56,15 +56,13 @@ func writePebbleStore(t testing.TB, dir string, fmv pebble.FormatMajorVersion, w
 		opts.Levels[l].FilterPolicy = pebblebloom.FilterPolicy(10)
 	}
 	d, err := pebble.Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	must(err)
 	key := func(i int) []byte { return fmt.Appendf(nil, "pk%05d", i) }
 	// Round 1: 3000 keys, to the bottom level.
 	b := d.NewBatch()
