@@ -10,6 +10,13 @@ import (
 // format check or a checksum. Test for it with errors.Is.
 var ErrCorruption = base.ErrCorruption
 
+// ErrUnsupportedFormat is wrapped by every error that reports a file in a
+// format bloomkv recognizes as another engine's or version's (Pebble's
+// columnar tables, say), or does not recognize at all, and does not read. It
+// never marks damage on its own: a table of the store that cannot be read
+// is corruption too, as the store wrote it.
+var ErrUnsupportedFormat = base.ErrUnsupportedFormat
+
 // ErrNotFound is returned by Get for a key the store does not hold.
 var ErrNotFound = errors.New("bloomkv: not found")
 

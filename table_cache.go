@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
 	"github.com/bloomkv/bloomkv/internal/vfs"
 	"github.com/bloomkv/bloomkv/sstable"
@@ -70,6 +71,12 @@ func (tc *tableCache) getOnce(num uint64) (r *sstable.Reader, opened bool, err e
 		size, err := f.Size()
 		if err == nil {
 			t.r, err = sstable.NewReader(f, size, sstable.ReaderOptions{Cache: tc.cache, FileNum: num, FileName: name, Buffers: &tc.buffers})
+		}
+		if errors.Is(err, sstable.ErrUnsupportedFormat) {
+			// The store wrote every table it lists: one in a format
+			// the reader does not know (a flipped magic number, a cut
+			// file) is damaged.
+			err = base.CorruptionErrorf("%w (a table of the store)", err)
 		}
 		if err != nil {
 			f.Close()

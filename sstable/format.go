@@ -22,10 +22,10 @@ func corruptionf(format string, args ...any) error {
 // ErrUnsupportedFormat is wrapped by every error that reports a table in a
 // format this reader does not read: a footer of a known engine with a
 // version or checksum type it does not support, or a magic number it does not
-// know. It is the same value as bloomkv.ErrUnsupportedFormat (in
-// internal/base), and never wraps ErrCorruption: a bit flipped in a real
-// table's magic number is reported as an unknown format, as RocksDB and Pebble
-// report it.
+// know. It is the same value as bloomkv.ErrUnsupportedFormat, and never
+// wraps ErrCorruption: a bit flipped in a table's magic number reads as an
+// unknown format, as it does in RocksDB and Pebble (the store, which wrote
+// its tables, reports it as corruption too).
 var ErrUnsupportedFormat = base.ErrUnsupportedFormat
 
 func unsupportedf(format string, args ...any) error {
