@@ -3,6 +3,7 @@ package sstable
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -42,8 +43,8 @@ func flatten(rks []RangeKey) []flatRangeKey {
 	return out
 }
 
-// pebbleRangeKeys reads a table's range keys with Pebble's reader.
-func pebbleRangeKeys(t testing.TB, data []byte) []flatRangeKey {
+// openPebble opens a table with Pebble's reader.
+func openPebble(t testing.TB, data []byte) *pebble.Reader {
 	t.Helper()
 	readable, err := pebble.NewSimpleReadable(memReadable(t, data))
 	if err != nil {
@@ -53,6 +54,57 @@ func pebbleRangeKeys(t testing.TB, data []byte) []flatRangeKey {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// samePebbleProperties compares our reader's properties with Pebble's.
+func samePebbleProperties(t *testing.T, rd *Reader, data []byte) {
+	t.Helper()
+	r := openPebble(t, data)
+	defer r.Close()
+	want, err := r.ReadPropertiesBlock(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rd.Properties()
+	uvarint := func(name string) uint64 {
+		v, _ := binary.Uvarint(got.User[name])
+		return v
+	}
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"entries", got.NumEntries, want.NumEntries},
+		{"deletions", got.NumDeletions, want.NumDeletions},
+		{"range deletions", got.NumRangeDeletions, want.NumRangeDeletions},
+		{"raw key size", got.RawKeySize, want.RawKeySize},
+		{"raw value size", got.RawValueSize, want.RawValueSize},
+		{"data blocks", got.NumDataBlocks, want.NumDataBlocks},
+		{"data size", got.DataSize, want.DataSize},
+		{"index size", got.IndexSize, want.IndexSize},
+		{"filter size", got.FilterSize, want.FilterSize},
+		{"index type", got.IndexType, want.IndexType},
+		{"comparer", got.ComparerName, want.ComparerName},
+		{"compression", got.CompressionName, want.CompressionName},
+		{"filter policy", got.FilterPolicy, want.FilterPolicyName},
+		{"range-key sets", uvarint("pebble.num.range-key-sets"), want.NumRangeKeySets},
+		{"range-key unsets", uvarint("pebble.num.range-key-unsets"), want.NumRangeKeyUnsets},
+		{"range-key deletions", uvarint("pebble.num.range-key-dels"), want.NumRangeKeyDels},
+	} {
+		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+			t.Errorf("property %s: %v, Pebble %v", c.name, c.got, c.want)
+		}
+	}
+	if got.NumEntries == 0 || got.NumDataBlocks == 0 {
+		t.Fatalf("properties: %+v", got)
+	}
+}
+
+// pebbleRangeKeys reads a table's range keys with Pebble's reader.
+func pebbleRangeKeys(t testing.TB, data []byte) []flatRangeKey {
+	t.Helper()
+	r := openPebble(t, data)
 	defer r.Close()
 	it, err := r.NewRawRangeKeyIter(context.Background(), pebble.NoFragmentTransforms, pebble.NoReadEnv)
 	if err != nil || it == nil {
@@ -182,6 +234,7 @@ func TestWeReadPebbleRowFormats(t *testing.T) {
 				sameEntries(t, readEntries(t, rd), spec.entries, "bloomkv reading Pebble's table")
 				sameRangeDels(t, rd.RangeDeletions(), rangedel.Fragment(spec.dels), "bloomkv reading Pebble's range deletions")
 				checkTable(t, rd, spec, r)
+				samePebbleProperties(t, rd, data)
 
 				rks, err := rd.RangeKeys()
 				if err != nil {
