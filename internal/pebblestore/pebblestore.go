@@ -52,21 +52,41 @@ const (
 const concatenateMerger = "pebble.concatenate"
 
 // IsPebble reports whether dir holds a Pebble store: a manifest marker
-// and no CURRENT file (bloomkv's, and Pebble's before format 013).
+// and no CURRENT file (Pebble from format major version 013 on), or a
+// CURRENT file and an OPTIONS file Pebble wrote (older Pebble). bloomkv
+// writes neither markers nor OPTIONS files.
 func IsPebble(dir string) bool {
-	if _, err := os.Stat(filepath.Join(dir, "CURRENT")); err == nil {
-		return false
-	}
 	names, err := os.ReadDir(dir)
 	if err != nil {
 		return false
 	}
+	_, err = os.Stat(filepath.Join(dir, "CURRENT"))
+	current := err == nil
 	for _, n := range names {
-		if strings.HasPrefix(n.Name(), "marker.manifest.") {
+		if strings.HasPrefix(n.Name(), "marker.manifest.") && !current {
 			return true
 		}
 	}
+	if options := newestOptions(names); current && options != "" {
+		data, err := os.ReadFile(filepath.Join(dir, options))
+		return err == nil && strings.Contains(string(data), "pebble_version=")
+	}
 	return false
+}
+
+// newestOptions returns the name of the highest-numbered OPTIONS file among
+// names, or "".
+func newestOptions(names []os.DirEntry) string {
+	var best uint64
+	name := ""
+	for _, n := range names {
+		if num, ok := strings.CutPrefix(n.Name(), "OPTIONS-"); ok {
+			if v, err := strconv.ParseUint(num, 10, 64); err == nil && v >= best {
+				best, name = v, n.Name()
+			}
+		}
+	}
+	return name
 }
 
 // Table is a table of the store's current version, with Pebble's details.
@@ -124,7 +144,7 @@ func Open(dir string) (*Store, error) {
 		return nil, err
 	}
 	var manifestIter, formatIter uint64
-	var optionsNum uint64
+	s.Options = newestOptions(names)
 	for _, n := range names {
 		name := n.Name()
 		if rest, ok := strings.CutPrefix(name, "marker.manifest."); ok {
@@ -147,14 +167,21 @@ func Open(dir string) (*Store, error) {
 			if err != nil {
 				return nil, fmt.Errorf("pebblestore: %s: bad format-version marker: %w", filepath.Join(dir, name), err)
 			}
-		} else if num, ok := strings.CutPrefix(name, "OPTIONS-"); ok {
-			if n, err := strconv.ParseUint(num, 10, 64); err == nil && n >= optionsNum {
-				optionsNum, s.Options = n, name
-			}
 		}
 	}
 	if s.Manifest == "" {
-		return nil, fmt.Errorf("pebblestore: %s: no manifest marker: not a Pebble store", dir)
+		// Pebble before format major version 013 named the manifest in
+		// CURRENT.
+		current := filepath.Join(dir, "CURRENT")
+		data, err := os.ReadFile(current)
+		if err != nil {
+			return nil, fmt.Errorf("pebblestore: %s: no manifest marker and no CURRENT: not a Pebble store: %w", dir, err)
+		}
+		line, ok := strings.CutSuffix(string(data), "\n")
+		if !ok {
+			return nil, base.CorruptionErrorf("pebblestore: %s: %q is not a line", current, data)
+		}
+		s.Manifest = line
 	}
 	if strings.ContainsAny(s.Manifest, `/\`) || !strings.HasPrefix(s.Manifest, "MANIFEST-") {
 		return nil, fmt.Errorf("pebblestore: %s: the manifest marker names %q, not a manifest", dir, s.Manifest)

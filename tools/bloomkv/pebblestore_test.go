@@ -361,6 +361,34 @@ func TestPebbleStores(t *testing.T) {
 			}
 		})
 	}
+	t.Run("CURRENT instead of markers", func(t *testing.T) {
+		// As Pebble named its manifest before format major version 013.
+		ps := writePebbleStore(t, t.TempDir(), pebble.FormatFlushableIngest, false)
+		markers, _ := filepath.Glob(filepath.Join(ps.dir, "marker.*"))
+		for _, m := range markers {
+			if err := os.Remove(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(ps.dir, "CURRENT"), []byte("MANIFEST-000001\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := runTool("db", "scan", ps.dir)
+		if lines := strings.Count(out, "\n"); code != 0 || errOut != "" || lines != len(ps.entries) {
+			t.Fatalf("db scan: exit %d, %q, %d lines of %d", code, errOut, lines, len(ps.entries))
+		}
+		if out, _, code := runTool("db", "lsm", ps.dir); code != 0 || !strings.Contains(out, "format major version 000; MANIFEST-000001") {
+			t.Fatalf("db lsm: exit %d:\n%s", code, out)
+		}
+		// Without Pebble's OPTIONS file it is bloomkv's to open, and not one.
+		opts, _ := filepath.Glob(filepath.Join(ps.dir, "OPTIONS-*"))
+		for _, o := range opts {
+			os.Remove(o)
+		}
+		if _, errOut, code := runTool("db", "scan", ps.dir); code != 1 || !strings.Contains(errOut, "unknown tag 103") {
+			t.Fatalf("db scan without OPTIONS: exit %d, %q", code, errOut)
+		}
+	})
 	t.Run("Pebblev4 tables", func(t *testing.T) {
 		ps := writePebbleStore(t, t.TempDir(), pebble.FormatDeleteSizedAndObsolete, false)
 		for _, cmd := range [][]string{{"db", "scan"}, {"db", "get", "", "pk00001"}, {"db", "check"}} {
