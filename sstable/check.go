@@ -97,6 +97,7 @@ func (t *Reader) Check() *CheckReport {
 		unread                bool // a block could not be read: counts are partial
 		smallest, largest     base.InternalKey
 	)
+	values := valueBlockMemo{t: t}
 	t.eachDataHandle(func(kind BlockKind, bh BlockHandle, sep []byte, err error) bool {
 		if err != nil {
 			if !bad[bh.Offset] {
@@ -131,6 +132,7 @@ func (t *Reader) Check() *CheckReport {
 		first := true
 		for ok := it.first(); ok; ok = it.next() {
 			k, ok := base.DecodeInternalKey(it.key)
+			k = t.visibleKey(k)
 			if !ok {
 				r.problem(it.corrupt(it.offset, fmt.Sprintf("key %x is not an internal key", it.key)))
 				break
@@ -151,6 +153,12 @@ func (t *Reader) Check() *CheckReport {
 			switch k.Kind() {
 			case base.KindDelete, kindSingleDelete, kindDeleteSized:
 				deletions++
+			case base.KindSet:
+				if t.valuePrefix {
+					if _, err := t.pebbleValueFrom(it.value, values.get); err != nil {
+						r.problem(fmt.Errorf("%w (key %s, data block %s)", err, k, bh))
+					}
+				}
 			}
 			if !haveSeq {
 				r.SmallestSeq, r.LargestSeq, haveSeq = k.SeqNum(), k.SeqNum(), true

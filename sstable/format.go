@@ -48,16 +48,23 @@ const (
 	TableFormatPebblev1 TableFormat = 3
 	// TableFormatPebblev2 adds range keys (the pebble.range_key block).
 	TableFormatPebblev2 TableFormat = 4
+	// TableFormatPebblev3 adds value blocks: a prefix byte before every SET
+	// value in data blocks, which says whether the value follows or is in
+	// a value block (older versions of a key), and restart points whose
+	// high bit is Pebble's.
+	TableFormatPebblev3 TableFormat = 5
+	// TableFormatPebblev4 adds sized deletions and a bit in the kind of
+	// keys that a newer key of the table makes obsolete.
+	TableFormatPebblev4 TableFormat = 6
 )
 
 // pebbleVersions maps Pebble footer versions to the formats this reader
-// reads. Versions 3 and 4 (row blocks with value blocks: a prefix byte
-// before every SET value) and 5 and up (columnar blocks) it does not.
-var pebbleVersions = map[uint32]TableFormat{1: TableFormatPebblev1, 2: TableFormatPebblev2}
+// reads; versions 5 and up (columnar blocks) it does not.
+var pebbleVersions = map[uint32]TableFormat{1: TableFormatPebblev1, 2: TableFormatPebblev2, 3: TableFormatPebblev3, 4: TableFormatPebblev4}
 
 // pebbleUnsupported says what each Pebble footer version this reader does
 // not read adds.
-var pebbleUnsupported = map[uint32]string{3: "value blocks", 4: "value blocks, sized deletions", 5: "columnar blocks", 6: "columnar blocks, blob values", 7: "columnar blocks, blob values"}
+var pebbleUnsupported = map[uint32]string{5: "columnar blocks", 6: "columnar blocks, blob values", 7: "columnar blocks, blob values"}
 
 // maxRocksDBVersion is the newest RocksDB format version known; versions 6
 // and up checksum the footer, which this reader does not read.

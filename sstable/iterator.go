@@ -253,12 +253,20 @@ func (it *Iter) Valid() bool { return it.valid }
 // Key returns the current entry's internal key.
 func (it *Iter) Key() base.InternalKey {
 	k, _ := base.DecodeInternalKey(it.data.key)
+	if it.t.obsoleteBits {
+		return it.t.visibleKey(k)
+	}
 	return k
 }
 
 // Value returns the current entry's value; it aliases a block and must not be
 // modified.
-func (it *Iter) Value() []byte { return it.data.value }
+func (it *Iter) Value() []byte {
+	if it.t.valuePrefix {
+		return it.iterValue()
+	}
+	return it.data.value
+}
 
 // Error returns the error that stopped the iterator, if any.
 func (it *Iter) Error() error { return it.err }

@@ -220,7 +220,7 @@ func (nopCloser) Close() error { return nil }
 // entries, range deletions and range keys, and everything else the reader
 // offers.
 func TestWeReadPebbleRowFormats(t *testing.T) {
-	formats := []pebble.TableFormat{pebble.TableFormatPebblev1, pebble.TableFormatPebblev2}
+	formats := []pebble.TableFormat{pebble.TableFormatPebblev1, pebble.TableFormatPebblev2, pebble.TableFormatPebblev3, pebble.TableFormatPebblev4}
 	for i, format := range formats {
 		for _, sum := range []block.ChecksumType{block.ChecksumTypeCRC32c, block.ChecksumTypeXXHash64} {
 			r := rand.New(rand.NewPCG(uint64(i), 17))
@@ -240,7 +240,7 @@ func TestWeReadPebbleRowFormats(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if format == pebble.TableFormatPebblev1 {
+				if format < pebble.TableFormatPebblev2 {
 					if rks != nil {
 						t.Fatalf("range keys in a Pebblev1 table: %v", rks)
 					}
@@ -261,7 +261,10 @@ func TestWeReadPebbleRowFormats(t *testing.T) {
 					kinds[b.Kind]++
 				}
 				dels := min(len(spec.dels), 1)
-				if want := int(format - pebble.TableFormatPebblev1); kinds[BlockRangeKey] != want || kinds[BlockFilter] != 1 || kinds[BlockRangeDel] != dels {
+				if v3 := format >= pebble.TableFormatPebblev3; v3 != (kinds[BlockValue] > 0) || v3 != (kinds[BlockValueIndex] == 1) {
+					t.Fatalf("layout: %d value blocks, %d value indexes", kinds[BlockValue], kinds[BlockValueIndex])
+				}
+				if want := min(int(format-pebble.TableFormatPebblev1), 1); kinds[BlockRangeKey] != want || kinds[BlockFilter] != 1 || kinds[BlockRangeDel] != dels {
 					t.Fatalf("layout: kinds %v", kinds)
 				}
 			})
@@ -275,7 +278,7 @@ func TestWeReadPebbleRowFormats(t *testing.T) {
 func TestUnsupportedFormats(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	spec := randomSpec(r, 200)
-	for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev3, pebble.TableFormatPebblev4, pebble.TableFormatPebblev5, pebble.TableFormatPebblev6, pebble.TableFormatPebblev7} {
+	for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev5, pebble.TableFormatPebblev6, pebble.TableFormatPebblev7} {
 		data := writePebbleFormat(t, spec, format, block.ChecksumTypeCRC32c)
 		_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst"})
 		want := fmt.Sprintf("unsupported table format Pebblev%d", format-pebble.TableFormatPebblev1+1)
@@ -319,7 +322,7 @@ func refused(err error) bool {
 }
 
 // FuzzPebbleTable damages Pebblev2 tables (CRC32C and xxhash64 checksums,
-// range keys) at the offsets the input names: the result is refused, or it
+// range keys) and a Pebblev4 table (value blocks) at the offsets the input names: the result is refused, or it
 // reads back exactly as the original, range keys included, and its check
 // passes only then.
 func FuzzPebbleTable(f *testing.F) {
@@ -328,8 +331,9 @@ func FuzzPebbleTable(f *testing.F) {
 	var tables [][]byte
 	var wants []tableContents
 	var wantRKs [][]flatRangeKey
-	for _, sum := range []block.ChecksumType{block.ChecksumTypeCRC32c, block.ChecksumTypeXXHash64} {
-		tb := writePebbleFormat(f, spec, pebble.TableFormatPebblev2, sum)
+	for i, sum := range []block.ChecksumType{block.ChecksumTypeCRC32c, block.ChecksumTypeXXHash64, block.ChecksumTypeCRC32c} {
+		format := []pebble.TableFormat{pebble.TableFormatPebblev2, pebble.TableFormatPebblev2, pebble.TableFormatPebblev4}[i]
+		tb := writePebbleFormat(f, spec, format, sum)
 		want, err := readAll(tb, nil)
 		if err != nil {
 			f.Fatal(err)
@@ -339,6 +343,7 @@ func FuzzPebbleTable(f *testing.F) {
 	f.Add(uint8(0), []byte{0, 10, 1})
 	f.Add(uint8(1), []byte{0xff, 0xf0, 0x80})
 	f.Add(uint8(1), []byte{0xf0, 0x00, 0x04})
+	f.Add(uint8(2), []byte{0xe0, 0x00, 0x01})
 	f.Fuzz(func(t *testing.T, which uint8, flips []byte) {
 		ti := int(which) % len(tables)
 		bad := bytes.Clone(tables[ti])

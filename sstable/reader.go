@@ -95,6 +95,14 @@ type Reader struct {
 	// dataEnd bounds the data blocks: the lowest offset of the other
 	// blocks, which follow them. Read-ahead stops there.
 	dataEnd uint64
+	// Pebble's tables from Pebblev3: SET values carry a prefix byte
+	// (valueblocks.go); the value index lists the value blocks. From
+	// Pebblev4 keys' kinds may carry the obsolete bit.
+	valuePrefix, obsoleteBits bool
+	valueIndexed              bool
+	valueIndexBH              BlockHandle
+	valueIndexWidths          [3]int
+	valueBlocks               []BlockHandle
 }
 
 // NewReader opens the table of size bytes that r holds. It checks the footer
@@ -114,6 +122,7 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		t.readFilter,
 		t.readRangeDels,
 		t.readIndex,
+		t.readValueIndex,
 	} {
 		if err := step(); err != nil {
 			return nil, err
@@ -155,6 +164,8 @@ func (t *Reader) readFooter() error {
 		return err
 	}
 	t.props.Format = t.footer.format
+	t.valuePrefix = t.footer.format >= TableFormatPebblev3
+	t.obsoleteBits = t.footer.format >= TableFormatPebblev4
 	return nil
 }
 
@@ -172,6 +183,13 @@ func (t *Reader) readMetaindex() error {
 	}
 	for ok := mi.first(); ok; ok = mi.next() {
 		bh, n := decodeHandle(mi.value)
+		if string(mi.key) == metaValueIndexName && t.footer.format >= TableFormatPebblev3 {
+			var ok bool
+			if bh, t.valueIndexWidths, ok = decodeValueIndexHandle(mi.value); !ok {
+				return mi.corrupt(mi.offset, fmt.Sprintf("bad value index handle %x", mi.value))
+			}
+			t.valueIndexed, t.valueIndexBH, n = true, bh, len(mi.value)
+		}
 		if n == 0 || n != len(mi.value) {
 			return mi.corrupt(mi.offset, fmt.Sprintf("bad handle for %q", mi.key))
 		}
@@ -498,7 +516,7 @@ func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *bloc
 	default:
 		return nil, corruptionf("%s: %s block %s: unknown compression type %d at offset %d", t.opts.FileName, kind, bh, typ, bh.Offset+bh.Length)
 	}
-	if kind != "filter" {
+	if kind != "filter" && kind != kindValue && kind != kindValueIndex {
 		if err := checkBlock(out, t.where(kind, bh)); err != nil {
 			return nil, err
 		}
@@ -720,7 +738,11 @@ func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
 		return false
 	}
 	seq = min(seq, base.SeqNumMax+1) // above it every entry is visible
-	it.seek = base.MakeInternalKey(userKey, seq-1, base.KindMax).Append(it.seek[:0])
+	kind := base.KindMax
+	if it.t.obsoleteBits {
+		kind |= obsoleteBit // first among the keys at seq-1 with Pebble's bit too
+	}
+	it.seek = base.MakeInternalKey(userKey, seq-1, kind).Append(it.seek[:0])
 	return it.seekGEEncoded(it.seek) && bytes.Equal(it.Key().UserKey, userKey)
 }
 

@@ -6,8 +6,9 @@
 // never uses it. It writes nothing: files are only opened for reading.
 //
 // It reads stores whose tables are in formats the sstable reader reads
-// (Pebblev1 and v2: Pebble's default up to format major version 014) and
-// refuses, as unsupported, virtual tables, blob files, flushable ingests
+// (Pebble's row formats, Pebblev1 to v4: its default up to format major
+// version 018, and later with columnar blocks off) and refuses, as
+// unsupported, virtual tables, blob files, flushable ingests
 // still in a WAL, excises, and merges under a merger other than Pebble's
 // default concatenation.
 package pebblestore

@@ -1,7 +1,7 @@
 // Command bloomkv inspects a store's files offline: sstables (bloomkv's, and
-// those Pebble writes in the LevelDB, RocksDBv2, Pebblev1 and Pebblev2
-// formats), write-ahead logs, manifests and whole stores, bloomkv's and
-// Pebble's (up to format major version 014). It also serves a store over HTTP and
+// those Pebble writes in the LevelDB, RocksDBv2 and Pebblev1 to v4 formats),
+// write-ahead logs, manifests and whole stores, bloomkv's and Pebble's (with
+// row-based tables). It also serves a store over HTTP and
 // joins, estimates the overlap of, or diffs two stores (semijoin), each a
 // directory or a served store's URL. It only reads (serve --writable opens
 // the store as the application does, its logs replayed and flushed).
@@ -85,7 +85,7 @@ func runContext(ctx context.Context, argv []string, stdout, stderr io.Writer) in
 		Use:   "bloomkv",
 		Short: "Inspect bloomkv stores and sstables offline, serve and compare stores (read-only)",
 		Long: `bloomkv reads a store's files without the application: sstables
-(bloomkv's, and Pebble's in the LevelDB, RocksDBv2, Pebblev1 and Pebblev2
+(bloomkv's, and Pebble's in the LevelDB, RocksDBv2 and Pebblev1 to v4
 formats), write-ahead logs, manifests and whole stores, bloomkv's and
 Pebble's. It never writes to them.
 

@@ -62,10 +62,11 @@ func writePebbleTable(t *testing.T, path string, format pebble.TableFormat, n in
 }
 
 // pebbleFormats are the table formats Pebble writes that bloomkv reads.
-var pebbleFormats = []pebble.TableFormat{pebble.TableFormatLevelDB, pebble.TableFormatRocksDBv2, pebble.TableFormatPebblev1, pebble.TableFormatPebblev2}
+var pebbleFormats = []pebble.TableFormat{pebble.TableFormatLevelDB, pebble.TableFormatRocksDBv2, pebble.TableFormatPebblev1,
+	pebble.TableFormatPebblev2, pebble.TableFormatPebblev3, pebble.TableFormatPebblev4}
 
 // TestPebbleTables runs every sstable command on tables Pebble wrote in
-// the LevelDB, RocksDBv2, Pebblev1 and Pebblev2 formats.
+// the LevelDB, RocksDBv2 and Pebblev1 to v4 formats.
 func TestPebbleTables(t *testing.T) {
 	const n = 3000
 	for _, format := range pebbleFormats {

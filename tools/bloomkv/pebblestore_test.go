@@ -46,6 +46,13 @@ var probeKeys = []string{"pk00000", "pk00001", "pk00021", "pk00022", "pk00003", 
 // run but for creation times.
 func writePebbleStore(t testing.TB, dir string, fmv pebble.FormatMajorVersion, withMerge bool) *pebbleStore {
 	t.Helper()
+	return writePebbleStoreWith(t, dir, fmv, withMerge, nil)
+}
+
+// writePebbleStoreWith is writePebbleStore with options changed by tweak.
+// Columnar blocks are off unless tweak turns them on.
+func writePebbleStoreWith(t testing.TB, dir string, fmv pebble.FormatMajorVersion, withMerge bool, tweak func(*pebble.Options)) *pebbleStore {
+	t.Helper()
 	opts := &pebble.Options{
 		FormatMajorVersion:          fmv,
 		MemTableSize:                1 << 20,
@@ -54,6 +61,10 @@ func writePebbleStore(t testing.TB, dir string, fmv pebble.FormatMajorVersion, w
 	}
 	for l := range opts.Levels {
 		opts.Levels[l].FilterPolicy = pebblebloom.FilterPolicy(10)
+	}
+	opts.Experimental.EnableColumnarBlocks = func() bool { return false }
+	if tweak != nil {
+		tweak(opts)
 	}
 	d, err := pebble.Open(dir, opts)
 	must := func(err error) {
@@ -248,11 +259,13 @@ func dirState(t *testing.T, dir string) map[string]string {
 }
 
 // TestPebbleStores runs the db commands on stores Pebble wrote at format
-// major versions 013 (the oldest Pebble v2 opens) and 014: the answers are
-// Pebble's, and nothing in the directory changes. At 015 Pebble writes
-// Pebblev4 tables, which are refused as unsupported.
+// major versions 013 (the oldest Pebble v2 opens; Pebblev2 tables), 014,
+// 015 (Pebblev4 tables) and 020 (WAL-sync chunks; Pebblev4 tables with
+// columnar blocks off): the answers are Pebble's, and nothing in the
+// directory changes. Columnar tables (Pebblev5) are refused as unsupported.
 func TestPebbleStores(t *testing.T) {
-	for _, fmv := range []pebble.FormatMajorVersion{pebble.FormatFlushableIngest, pebble.FormatPrePebblev1MarkedCompacted} {
+	for _, fmv := range []pebble.FormatMajorVersion{pebble.FormatFlushableIngest, pebble.FormatPrePebblev1MarkedCompacted,
+		pebble.FormatDeleteSizedAndObsolete, pebble.FormatWALSyncChunks} {
 		t.Run(fmt.Sprint(fmv), func(t *testing.T) {
 			ps := writePebbleStore(t, t.TempDir(), fmv, true)
 			before := dirState(t, ps.dir)
@@ -389,8 +402,10 @@ func TestPebbleStores(t *testing.T) {
 			t.Fatalf("db scan without OPTIONS: exit %d, %q", code, errOut)
 		}
 	})
-	t.Run("Pebblev4 tables", func(t *testing.T) {
-		ps := writePebbleStore(t, t.TempDir(), pebble.FormatDeleteSizedAndObsolete, false)
+	t.Run("columnar tables", func(t *testing.T) {
+		ps := writePebbleStoreWith(t, t.TempDir(), pebble.FormatColumnarBlocks, false, func(o *pebble.Options) {
+			o.Experimental.EnableColumnarBlocks = func() bool { return true }
+		})
 		for _, cmd := range [][]string{{"db", "scan"}, {"db", "get", "", "pk00001"}, {"db", "check"}} {
 			args := slices.Clone(cmd)
 			if len(args) > 2 {
@@ -400,11 +415,11 @@ func TestPebbleStores(t *testing.T) {
 			}
 			_, errOut, code := runTool(args...)
 			expectOneLine(t, args, ps.dir, errOut, code)
-			if code != 1 || !strings.Contains(errOut, "unsupported table format Pebblev4") {
+			if code != 1 || !strings.Contains(errOut, "unsupported table format Pebblev5") {
 				t.Fatalf("%v: exit %d, %q", args, code, errOut)
 			}
 		}
-		if out, _, code := runTool("db", "lsm", ps.dir); code != 0 || !strings.Contains(out, "format major version 015") {
+		if out, _, code := runTool("db", "lsm", ps.dir); code != 0 || !strings.Contains(out, "format major version 019") {
 			t.Fatalf("db lsm: exit %d:\n%s", code, out)
 		}
 	})
