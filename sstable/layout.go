@@ -32,9 +32,10 @@ const (
 	BlockMeta
 	// BlockRangeKey holds a Pebble table's range keys.
 	BlockRangeKey
-	// BlockValueIndex lists a Pebble table's value blocks, which hold
-	// values of older versions of keys (BlockValue).
+	// BlockValueIndex lists a Pebble table's value blocks.
 	BlockValueIndex
+	// BlockValue holds values of older versions of a Pebble table's keys,
+	// which data blocks refer to by handles.
 	BlockValue
 )
 

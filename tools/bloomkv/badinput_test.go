@@ -72,6 +72,8 @@ func TestBadInput(t *testing.T) {
 	writePebbleTable(t, pebbleTable, pebble.TableFormatRocksDBv2, 300)
 	pebbleV2Table := filepath.Join(f.dir, "pebblev2.sst")
 	writePebbleTable(t, pebbleV2Table, pebble.TableFormatPebblev2, 300)
+	pebbleV4Table := filepath.Join(f.dir, "pebblev4.sst")
+	writePebbleTable(t, pebbleV4Table, pebble.TableFormatPebblev4, 300)
 	ps := writePebbleStore(t, filepath.Join(f.dir, "pebbledb"), pebbledb.FormatFlushableIngest, true)
 	flips := 60
 	if testing.Short() {
@@ -82,6 +84,7 @@ func TestBadInput(t *testing.T) {
 		{"damaged LevelDB-format table", f.ldbTable},
 		{"damaged Pebble table", pebbleTable},
 		{"damaged Pebblev2 table", pebbleV2Table},
+		{"damaged Pebblev4 table", pebbleV4Table},
 		{"damaged WAL", f.wal},
 		{"damaged Pebble WAL", ps.wal},
 		{"damaged Pebble manifest", filepath.Join(ps.dir, "MANIFEST-000001")},
