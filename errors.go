@@ -25,7 +25,11 @@ var ErrTooLarge = errors.New("bloomkv: too large")
 
 // ErrUnsupportedFormat is wrapped by the error Open returns for a store of a
 // newer format version than this build supports (FormatNewest), which names
-// both versions, and by the errors of calls that need a newer format than
-// the store's (Ingest) or than the build's (RatchetFormatVersion). It never
-// wraps ErrCorruption: a build that knows the format reads the store.
+// both versions; by the errors of calls that need a newer format than the
+// store's (Ingest) or than the build's (RatchetFormatVersion); and by those
+// reporting a file in a format bloomkv recognizes as another engine's or
+// version's (Pebble's columnar tables, say), or does not recognize at all,
+// and does not read. It does not mark damage on its own: a table of the
+// store that cannot be read is reported as corruption too, as the store
+// wrote it.
 var ErrUnsupportedFormat = base.ErrUnsupportedFormat

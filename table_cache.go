@@ -74,6 +74,12 @@ func (tc *tableCache) getOnce(num uint64, override base.SeqNum) (r *sstable.Read
 		if err == nil {
 			t.r, err = sstable.NewReader(f, size, sstable.ReaderOptions{Cache: tc.cache, FileNum: num, FileName: name, Buffers: &tc.buffers, SeqNumOverride: override})
 		}
+		if errors.Is(err, sstable.ErrUnsupportedFormat) {
+			// The store wrote every table it lists: one in a format
+			// the reader does not know (a flipped magic number, a cut
+			// file) is damaged.
+			err = base.CorruptionErrorf("%w (a table of the store)", err)
+		}
 		if err != nil {
 			f.Close()
 			t.err = err

@@ -157,7 +157,9 @@ func uvarint(p []byte) (uint64, int) {
 }
 
 func (it *blockIter) restart(i int) int {
-	return int(binary.LittleEndian.Uint32(it.restarts[4*i:]))
+	// The high bit is Pebble's (from Pebblev3: the key there has the
+	// previous key's prefix); no block is that long.
+	return int(binary.LittleEndian.Uint32(it.restarts[4*i:]) &^ (1 << 31))
 }
 
 func (it *blockIter) corrupt(off int, msg string) error {

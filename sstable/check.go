@@ -105,6 +105,7 @@ func (t *Reader) CheckEntries(visit func(key base.InternalKey, value []byte, bh 
 		smallest, largest     base.InternalKey
 		bufs                  blockBufs // each data block's memory, reused for the next
 	)
+	values := valueBlockMemo{t: t}
 	t.eachDataHandle(func(kind BlockKind, bh BlockHandle, sep []byte, err error) bool {
 		if err != nil {
 			if !bad[bh.Offset] {
@@ -139,6 +140,7 @@ func (t *Reader) CheckEntries(visit func(key base.InternalKey, value []byte, bh 
 		first := true
 		for ok := it.first(); ok; ok = it.next() {
 			k, ok := base.DecodeInternalKey(it.key)
+			k = t.visibleKey(k)
 			if !ok {
 				r.problem(it.corrupt(it.offset, fmt.Sprintf("key %x is not an internal key", it.key)))
 				break
@@ -164,6 +166,12 @@ func (t *Reader) CheckEntries(visit func(key base.InternalKey, value []byte, bh 
 			switch k.Kind() {
 			case base.KindDelete, kindSingleDelete, kindDeleteSized:
 				deletions++
+			case base.KindSet:
+				if t.valuePrefix {
+					if _, err := t.pebbleValueFrom(it.value, values.get); err != nil {
+						r.problem(fmt.Errorf("%w (key %s, data block %s)", err, k, bh))
+					}
+				}
 			}
 			if !haveSeq {
 				r.SmallestSeq, r.LargestSeq, haveSeq = k.SeqNum(), k.SeqNum(), true
@@ -215,7 +223,7 @@ func (t *Reader) checkFooterPadding(r *CheckReport, l *Layout) {
 		return
 	}
 	start := 0 // the handles' 40 bytes: after the checksum type in RocksDB's footer
-	if l.Format == TableFormatRocksDBv2 {
+	if l.Format != TableFormatLevelDB {
 		start = 1
 	}
 	handles := ft[start : start+40]

@@ -225,7 +225,7 @@ func corpusOf(t testing.TB, n int) ([][]byte, [][]byte) {
 }
 
 // TestBitFlipsNeverSilent flips one bit at every byte of real tables: each
-// damaged table must be refused with ErrCorruption, or read back exactly as
+// damaged table must be refused (refused), or read back exactly as
 // the original (a flip in a byte nothing reads, such as footer padding).
 func TestBitFlipsNeverSilent(t *testing.T) {
 	tables, probes := corruptionCorpus(t)
@@ -246,7 +246,7 @@ func TestBitFlipsNeverSilent(t *testing.T) {
 			got, err := readAll(bad, probes, ReaderOptions{})
 			trials++
 			switch {
-			case err != nil && errors.Is(err, ErrCorruption):
+			case err != nil && refused(err):
 				detected++
 			case err != nil:
 				t.Fatalf("table %d, flip at offset %d: error %v does not wrap ErrCorruption", ti, off, err)
@@ -264,12 +264,12 @@ func TestBitFlipsNeverSilent(t *testing.T) {
 }
 
 // TestTruncationsDetected cuts real tables at every length: each prefix is
-// refused with ErrCorruption.
+// refused (refused).
 func TestTruncationsDetected(t *testing.T) {
 	tables, probes := corruptionCorpus(t)
 	for ti, orig := range tables {
 		for n := 0; n < len(orig); n++ {
-			if _, err := readAll(orig[:n], probes, ReaderOptions{}); !errors.Is(err, ErrCorruption) {
+			if _, err := readAll(orig[:n], probes, ReaderOptions{}); !refused(err) {
 				t.Fatalf("table %d cut to %d of %d bytes: %v, want ErrCorruption", ti, n, len(orig), err)
 			}
 		}
@@ -285,7 +285,7 @@ func FuzzFooter(f *testing.F) {
 	f.Fuzz(func(t *testing.T, tail []byte) {
 		ft, err := decodeFooter(tail, uint64(len(tail))+1<<20, "fuzz.sst")
 		if err != nil {
-			if !errors.Is(err, ErrCorruption) {
+			if !refused(err) {
 				t.Fatalf("error %v does not wrap ErrCorruption", err)
 			}
 			return
@@ -312,7 +312,7 @@ func FuzzBlock(f *testing.F) {
 			err = it.init(block, false, blockWhere{file: "fuzz", kind: "data"})
 		}
 		if err != nil {
-			if !errors.Is(err, ErrCorruption) {
+			if !refused(err) {
 				t.Fatalf("error %v does not wrap ErrCorruption", err)
 			}
 			return

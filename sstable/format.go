@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"math/bits"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
@@ -15,6 +17,19 @@ var ErrCorruption = base.ErrCorruption
 
 func corruptionf(format string, args ...any) error {
 	return base.CorruptionErrorf("sstable: "+format, args...)
+}
+
+// ErrUnsupportedFormat is wrapped by every error that reports a table in a
+// format this reader does not read: a footer of a known engine with a
+// version or checksum type it does not support, or a magic number it does not
+// know. It is the same value as bloomkv.ErrUnsupportedFormat, and never
+// wraps ErrCorruption: a bit flipped in a table's magic number reads as an
+// unknown format, as it does in RocksDB and Pebble (the store, which wrote
+// its tables, reports it as corruption too).
+var ErrUnsupportedFormat = base.ErrUnsupportedFormat
+
+func unsupportedf(format string, args ...any) error {
+	return base.UnsupportedErrorf("sstable: "+format, args...)
 }
 
 // TableFormat is the footer layout of a table.
@@ -27,7 +42,33 @@ const (
 	// TableFormatRocksDBv2 is RocksDB's 53-byte footer with format version 2
 	// and a checksum-type byte; bloomkv writes it.
 	TableFormatRocksDBv2 TableFormat = 2
+	// TableFormatPebblev1 is Pebble's magic number with RocksDB's 53-byte
+	// footer layout and version 1: row blocks, index entries carrying
+	// block properties. Tables in Pebble's formats are read, not written.
+	TableFormatPebblev1 TableFormat = 3
+	// TableFormatPebblev2 adds range keys (the pebble.range_key block).
+	TableFormatPebblev2 TableFormat = 4
+	// TableFormatPebblev3 adds value blocks: a prefix byte before every SET
+	// value in data blocks, which says whether the value follows or is in
+	// a value block (older versions of a key), and restart points whose
+	// high bit is Pebble's.
+	TableFormatPebblev3 TableFormat = 5
+	// TableFormatPebblev4 adds sized deletions and a bit in the kind of
+	// keys that a newer key of the table makes obsolete.
+	TableFormatPebblev4 TableFormat = 6
 )
+
+// pebbleVersions maps Pebble footer versions to the formats this reader
+// reads; versions 5 and up (columnar blocks) it does not.
+var pebbleVersions = map[uint32]TableFormat{1: TableFormatPebblev1, 2: TableFormatPebblev2, 3: TableFormatPebblev3, 4: TableFormatPebblev4}
+
+// pebbleUnsupported says what each Pebble footer version this reader does
+// not read adds.
+var pebbleUnsupported = map[uint32]string{5: "columnar blocks", 6: "columnar blocks, blob values", 7: "columnar blocks, blob values"}
+
+// maxRocksDBVersion is the newest RocksDB format version known; versions 6
+// and up checksum the footer, which this reader does not read.
+const maxRocksDBVersion = 7
 
 func (f TableFormat) String() string {
 	switch f {
@@ -36,7 +77,20 @@ func (f TableFormat) String() string {
 	case TableFormatRocksDBv2:
 		return "rocksdb.v2"
 	}
+	for v, pf := range pebbleVersions {
+		if pf == f {
+			return fmt.Sprintf("Pebblev%d", v)
+		}
+	}
 	return fmt.Sprintf("TableFormat(%d)", uint8(f))
+}
+
+// footerLen returns the length of f's footer.
+func (f TableFormat) footerLen() uint64 {
+	if f == TableFormatLevelDB {
+		return levelDBFooterLen
+	}
+	return rocksDBFooterLen
 }
 
 const (
@@ -45,14 +99,20 @@ const (
 	maxFooterLen     = rocksDBFooterLen
 	levelDBMagic     = 0xdb4775248b80fb57
 	rocksDBMagic     = 0x88e241b785f4cff7
+	pebbleMagic      = 0xb3aa9ff0b3aa9ff0 // the bytes f0 9f aa b3 twice: two cockroaches in UTF-8
 	rocksDBVersion   = 2
 
 	// blockTrailerLen is the compression-type byte and masked CRC32C that
 	// follow every block.
 	blockTrailerLen = 5
 
-	checksumCRC32C = 1
+	checksumCRC32C   = 1
+	checksumXXHash64 = 3 // the low 32 bits of XXH64 (seed 0)
 )
+
+// checksumNames names the checksum types RocksDB defines that this reader
+// does not verify.
+var checksumNames = map[byte]string{0: "none", 2: "xxHash32", 4: "XXH3"}
 
 // Compression is a block compression algorithm, by its RocksDB code.
 type Compression uint8
@@ -122,10 +182,21 @@ func maskedCRC(data []byte, typ byte) uint32 {
 	return (c>>15 | c<<17) + 0xa282ead8
 }
 
+// blockChecksum returns the checksum of a stored block, stored (the block
+// as stored followed by its compression-type byte), as the footer's checksum
+// type computes it.
+func blockChecksum(typ byte, stored []byte) uint32 {
+	if typ == checksumXXHash64 {
+		return uint32(xxhash.Sum64(stored))
+	}
+	return maskedCRC(stored[:len(stored)-1], stored[len(stored)-1])
+}
+
 // footer is the decoded end of a table.
 type footer struct {
 	format    TableFormat
-	version   uint32 // RocksDB format version (0 for LevelDB)
+	version   uint32 // the footer's format version: RocksDB's or Pebble's (0 for LevelDB)
+	checksum  byte   // the blocks' checksum type
 	metaindex BlockHandle
 	index     BlockHandle
 }
@@ -158,26 +229,49 @@ func decodeFooter(tail []byte, size uint64, name string) (footer, error) {
 	var footerOff uint64
 	switch magic := binary.LittleEndian.Uint64(tail[len(tail)-8:]); magic {
 	case levelDBMagic:
-		f.format = TableFormatLevelDB
+		f.format, f.checksum = TableFormatLevelDB, checksumCRC32C
 		handles = tail[len(tail)-levelDBFooterLen : len(tail)-8]
 		footerOff = size - levelDBFooterLen
-	case rocksDBMagic:
+	case rocksDBMagic, pebbleMagic:
+		engine := "RocksDB"
+		if magic == pebbleMagic {
+			engine = "Pebble"
+		}
 		if len(tail) < rocksDBFooterLen {
-			return footer{}, corruptionf("%s: file of %d bytes (ending at offset %d) is too short for a RocksDB footer", name, size, size)
+			return footer{}, corruptionf("%s: file of %d bytes (ending at offset %d) is too short for a %s footer", name, size, size, engine)
 		}
 		footerOff = size - rocksDBFooterLen
 		ft := tail[len(tail)-rocksDBFooterLen:]
-		if v := binary.LittleEndian.Uint32(ft[rocksDBFooterLen-12:]); v < 1 || v > 5 {
-			return footer{}, corruptionf("%s: footer at offset %d: unsupported RocksDB format version %d", name, footerOff, v)
-		}
-		if ft[0] != checksumCRC32C {
-			return footer{}, corruptionf("%s: footer at offset %d: unsupported checksum type %d", name, footerOff, ft[0])
-		}
-		f.format = TableFormatRocksDBv2
 		f.version = binary.LittleEndian.Uint32(ft[rocksDBFooterLen-12:])
+		if magic == rocksDBMagic {
+			switch {
+			case f.version < 1 || f.version > maxRocksDBVersion:
+				return footer{}, corruptionf("%s: footer at offset %d: bad RocksDB format version %d", name, footerOff, f.version)
+			case f.version > 5:
+				return footer{}, unsupportedf("%s: footer at offset %d: unsupported RocksDB format version %d (footer checksum)", name, footerOff, f.version)
+			}
+			f.format = TableFormatRocksDBv2
+		} else {
+			var ok bool
+			if f.format, ok = pebbleVersions[f.version]; !ok {
+				what, known := pebbleUnsupported[f.version]
+				if !known {
+					return footer{}, corruptionf("%s: footer at offset %d: bad Pebble table format version %d", name, footerOff, f.version)
+				}
+				return footer{}, unsupportedf("%s: footer at offset %d: unsupported table format Pebblev%d (%s)", name, footerOff, f.version, what)
+			}
+		}
+		switch f.checksum = ft[0]; f.checksum {
+		case checksumCRC32C, checksumXXHash64:
+		default:
+			if c, ok := checksumNames[f.checksum]; ok {
+				return footer{}, unsupportedf("%s: footer at offset %d: unsupported checksum type %d (%s)", name, footerOff, f.checksum, c)
+			}
+			return footer{}, corruptionf("%s: footer at offset %d: unknown checksum type %d", name, footerOff, f.checksum)
+		}
 		handles = ft[1 : rocksDBFooterLen-12]
 	default:
-		return footer{}, corruptionf("%s: bad magic number %#x at offset %d", name, magic, size-8)
+		return footer{}, unsupportedf("%s: unknown magic number %#x at offset %d", name, magic, size-8)
 	}
 	var n int
 	if f.metaindex, n = decodeHandle(handles); n == 0 {

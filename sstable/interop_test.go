@@ -173,26 +173,7 @@ func writePebbleTable(t *testing.T, spec tableSpec, format pebble.TableFormat, s
 		FilterPolicy: pebblebloom.FilterPolicy(10),
 		BlockSize:    1024,
 	})
-	for _, e := range spec.entries {
-		var k pebble.InternalKey
-		k.UserKey = e.key.UserKey
-		setPebbleTrailer(&k, e.key.Trailer)
-		if err := w.Raw().Add(k, e.value, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	frags := rangedel.Fragment(spec.dels)
-	for i := 0; i < len(frags); {
-		j := i
-		var seqs []base.SeqNum
-		for ; j < len(frags) && bytes.Equal(frags[j].Start, frags[i].Start); j++ {
-			seqs = append(seqs, frags[j].SeqNum)
-		}
-		if err := w.Raw().EncodeSpan(pebbleSpan(frags[i].Start, frags[i].End, seqs)); err != nil {
-			t.Fatal(err)
-		}
-		i = j
-	}
+	addSpec(t, w, spec)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,15 +208,7 @@ func TestWeReadPebbleTables(t *testing.T) {
 				if _, ok, _ := rd.Filter(); ok {
 					t.Fatal("our reader claims Pebble's filter as its own")
 				}
-				var got []entry
-				it := rd.NewIter()
-				for ok := it.First(); ok; ok = it.Next() {
-					got = append(got, entry{it.Key().Clone(), append([]byte(nil), it.Value()...)})
-				}
-				if err := it.Close(); err != nil {
-					t.Fatal(err)
-				}
-				sameEntries(t, got, spec.entries, "bloomkv reading Pebble's table")
+				sameEntries(t, readEntries(t, rd), spec.entries, "bloomkv reading Pebble's table")
 				var want []RangeDeletion
 				want = append(want, rangedel.Fragment(spec.dels)...)
 				sameRangeDels(t, rd.RangeDeletions(), want, "bloomkv reading Pebble's range deletions")

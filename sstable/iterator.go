@@ -267,6 +267,9 @@ func (it *Iter) Valid() bool { return it.valid }
 // sequence-number override, if any.
 func (it *Iter) Key() base.InternalKey {
 	k, _ := base.DecodeInternalKey(it.data.key)
+	if it.t.obsoleteBits {
+		k = it.t.visibleKey(k)
+	}
 	if it.override != 0 {
 		k.Trailer = base.MakeTrailer(it.override, k.Kind())
 	}
@@ -275,7 +278,12 @@ func (it *Iter) Key() base.InternalKey {
 
 // Value returns the current entry's value; it aliases a block and must not be
 // modified.
-func (it *Iter) Value() []byte { return it.data.value }
+func (it *Iter) Value() []byte {
+	if it.t.valuePrefix {
+		return it.iterValue()
+	}
+	return it.data.value
+}
 
 // Error returns the error that stopped the iterator, if any.
 func (it *Iter) Error() error { return it.err }

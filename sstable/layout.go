@@ -30,6 +30,13 @@ const (
 	BlockRangeDel
 	// BlockMeta is a meta block bloomkv does not interpret.
 	BlockMeta
+	// BlockRangeKey holds a Pebble table's range keys.
+	BlockRangeKey
+	// BlockValueIndex lists a Pebble table's value blocks.
+	BlockValueIndex
+	// BlockValue holds values of older versions of a Pebble table's keys,
+	// which data blocks refer to by handles.
+	BlockValue
 )
 
 func (k BlockKind) String() string {
@@ -50,6 +57,12 @@ func (k BlockKind) String() string {
 		return "range-del"
 	case BlockMeta:
 		return "meta"
+	case BlockRangeKey:
+		return "range-key"
+	case BlockValueIndex:
+		return "value-index"
+	case BlockValue:
+		return "value"
 	}
 	return fmt.Sprintf("BlockKind(%d)", uint8(k))
 }
@@ -94,10 +107,7 @@ func (t *Reader) Blocks() *Layout { return t.layout(false) }
 
 func (t *Reader) layout(verify bool) *Layout {
 	l := &Layout{Format: t.footer.format, FormatVersion: t.footer.version}
-	l.FooterLength = levelDBFooterLen
-	if t.footer.format == TableFormatRocksDBv2 {
-		l.FooterLength = rocksDBFooterLen
-	}
+	l.FooterLength = t.footer.format.footerLen()
 	l.FooterOffset = t.size - l.FooterLength
 	type at struct {
 		off  uint64
@@ -127,12 +137,19 @@ func (t *Reader) layout(verify bool) *Layout {
 			kind = BlockProperties
 		case name == metaRangeDelName || name == metaRangeDelV1Name:
 			kind = BlockRangeDel
+		case name == metaRangeKeyName:
+			kind = BlockRangeKey
+		case name == metaValueIndexName && t.valueIndexed:
+			kind = BlockValueIndex
 		case strings.HasPrefix(name, "fullfilter.") || strings.HasPrefix(name, "filter.") || strings.HasPrefix(name, "partitionedfilter."):
 			kind = BlockFilter
 		}
 		add(kind, name, bh, nil)
 	}
 	add(BlockIndex, "", t.footer.index, nil)
+	for _, bh := range t.valueBlocks {
+		add(BlockValue, "", bh, nil)
+	}
 	t.eachDataHandle(func(kind BlockKind, bh BlockHandle, _ []byte, err error) bool {
 		add(kind, "", bh, err)
 		return true
@@ -162,6 +179,14 @@ func (t *Reader) inspect(kind BlockKind, name string, bh BlockHandle) BlockInfo 
 // verifyBlock reads the block at bh, checks its checksum, and decodes it as
 // a block of kind: a filter as its filter format, others entry by entry.
 func (t *Reader) verifyBlock(kind BlockKind, name string, bh BlockHandle) error {
+	switch kind {
+	case BlockValue:
+		_, err := t.readBlockRaw(bh, kindValue)
+		return err
+	case BlockValueIndex:
+		_, err := t.readBlockRaw(bh, kindValueIndex) // its entries were checked at open
+		return err
+	}
 	b, err := t.readBlock(bh, kind.String())
 	if err != nil {
 		return err
@@ -169,6 +194,10 @@ func (t *Reader) verifyBlock(kind BlockKind, name string, bh BlockHandle) error 
 	if kind == BlockFilter {
 		// A filter format bloomkv does not read has its checksum checked only.
 		_, err := t.decodeTableFilter(name, bh, b)
+		return err
+	}
+	if kind == BlockRangeKey {
+		_, err := decodeRangeKeys(b, t.where(kind.String(), bh))
 		return err
 	}
 	var it blockIter
@@ -245,10 +274,16 @@ func (t *Reader) eachDataHandle(fn func(kind BlockKind, bh BlockHandle, sep []by
 // keys in data, index and range-deletion blocks; names in the metaindex and
 // properties) and values as stored (block handles in index blocks and the
 // metaindex), until fn returns false. Filter blocks hold bits, not entries:
-// for them it returns an error. Keys and values are valid only during fn.
+// for them it returns an error; value blocks and their index hold bytes: for
+// them fn is not called. Keys and values are valid only during fn.
 func (t *Reader) BlockRecords(b BlockInfo, fn func(key, value []byte) bool) error {
-	if b.Kind == BlockFilter {
+	switch b.Kind {
+	case BlockFilter:
 		return fmt.Errorf("sstable: %s: filter block %s holds no entries", t.opts.FileName, b.Handle)
+	case BlockValue, BlockValueIndex:
+		// Bytes, not entries: none to list once the block reads.
+		_, err := t.readBlockRaw(b.Handle, b.Kind.String())
+		return err
 	}
 	data, err := t.readBlock(b.Handle, b.Kind.String())
 	if err != nil {

@@ -144,6 +144,13 @@ var rocksDBNumeric = map[string]bool{
 	"rocksdb.index.value.is.delta.encoded": true, "rocksdb.merge.operands": true, "rocksdb.oldest.key.time": true,
 	"rocksdb.num.filter_entries": true, "rocksdb.top-level.index.size": true, "rocksdb.index.partitions": true,
 	"rocksdb.external_sst_file.version": true, "rocksdb.external_sst_file.global_seqno": true,
+	// Pebble's.
+	"pebble.raw.point-tombstone.key.size": true, "pebble.raw.point-tombstone.value.size": true,
+	"pebble.num.deletions.sized": true, "pebble.num.range-key-dels": true, "pebble.num.range-key-sets": true,
+	"pebble.num.range-key-unsets": true, "pebble.value-blocks.size": true, "pebble.num.tombstone-dense-blocks": true,
+	"pebble.num.value-blocks": true, "pebble.num.values.in.value-blocks": true, "pebble.num.values.in.blob-files": true,
+	"pebble.raw.range-key.key.size": true, "pebble.raw.range-key.value.size": true, "pebble.num.snapshot-pinned-keys": true,
+	"pebble.raw.snapshot-pinned-keys.size": true, "pebble.raw.snapshot-pinned-values.size": true,
 }
 
 // DescribeProperty returns a property's stored value for display: the

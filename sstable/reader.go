@@ -104,6 +104,14 @@ type Reader struct {
 	// dataEnd bounds the data blocks: the lowest offset of the other
 	// blocks, which follow them. Read-ahead stops there.
 	dataEnd uint64
+	// Pebble's tables from Pebblev3: SET values carry a prefix byte
+	// (valueblocks.go); the value index lists the value blocks. From
+	// Pebblev4 keys' kinds may carry the obsolete bit.
+	valuePrefix, obsoleteBits bool
+	valueIndexed              bool
+	valueIndexBH              BlockHandle
+	valueIndexWidths          [3]int
+	valueBlocks               []BlockHandle
 }
 
 // NewReader opens the table of size bytes that r holds. It checks the footer
@@ -123,6 +131,7 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		t.readFilter,
 		t.readRangeDels,
 		t.readIndex,
+		t.readValueIndex,
 	} {
 		if err := step(); err != nil {
 			return nil, err
@@ -182,6 +191,8 @@ func (t *Reader) readFooter() error {
 		return err
 	}
 	t.props.Format = t.footer.format
+	t.valuePrefix = t.footer.format >= TableFormatPebblev3
+	t.obsoleteBits = t.footer.format >= TableFormatPebblev4
 	return nil
 }
 
@@ -199,6 +210,13 @@ func (t *Reader) readMetaindex() error {
 	}
 	for ok := mi.first(); ok; ok = mi.next() {
 		bh, n := decodeHandle(mi.value)
+		if string(mi.key) == metaValueIndexName && t.footer.format >= TableFormatPebblev3 {
+			var ok bool
+			if bh, t.valueIndexWidths, ok = decodeValueIndexHandle(mi.value); !ok {
+				return mi.corrupt(mi.offset, fmt.Sprintf("bad value index handle %x", mi.value))
+			}
+			t.valueIndexed, t.valueIndexBH, n = true, bh, len(mi.value)
+		}
 		if n == 0 || n != len(mi.value) {
 			return mi.corrupt(mi.offset, fmt.Sprintf("bad handle for %q", mi.key))
 		}
@@ -301,7 +319,10 @@ func (t *Reader) checkIndexFormat() error {
 	switch t.props.IndexType {
 	case indexTypeBinarySearch, indexTypeTwoLevel:
 	default:
-		return fmt.Errorf("sstable: %s: unsupported index type %d", t.opts.FileName, t.props.IndexType)
+		return unsupportedf("%s: unsupported index type %d", t.opts.FileName, t.props.IndexType)
+	}
+	if t.footer.format != TableFormatRocksDBv2 {
+		return nil
 	}
 	// RocksDB format versions 3 and up may store index keys as user keys
 	// and index values delta-encoded; reading those as this reader does
@@ -316,7 +337,7 @@ func (t *Reader) checkIndexFormat() error {
 		}
 		if ok && t.footer.version >= 3 {
 			if n, _ := binary.Uvarint(v); n != 0 {
-				return fmt.Errorf("sstable: %s: unsupported RocksDB index encoding (format version %d, %s)", t.opts.FileName, t.footer.version, name)
+				return unsupportedf("%s: unsupported RocksDB index encoding (format version %d, %s)", t.opts.FileName, t.footer.version, name)
 			}
 		}
 	}
@@ -497,7 +518,7 @@ func (t *Reader) decodeBlock(bh BlockHandle, kind string, buf []byte, bufs *bloc
 func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *blockBufs, alloc func(int) []byte) ([]byte, error) {
 	body, typ := buf[:bh.Length], buf[bh.Length]
 	stored := uint32(buf[bh.Length+1]) | uint32(buf[bh.Length+2])<<8 | uint32(buf[bh.Length+3])<<16 | uint32(buf[bh.Length+4])<<24
-	if got := maskedCRC(body, typ); got != stored {
+	if got := blockChecksum(t.footer.checksum, buf[:bh.Length+1]); got != stored {
 		return nil, corruptionf("%s: %s block %s: checksum mismatch at offset %d: stored %#x, computed %#x", t.opts.FileName, kind, bh, bh.Offset+bh.Length+1, stored, got)
 	}
 	var out []byte
@@ -522,7 +543,7 @@ func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *bloc
 	default:
 		return nil, corruptionf("%s: %s block %s: unknown compression type %d at offset %d", t.opts.FileName, kind, bh, typ, bh.Offset+bh.Length)
 	}
-	if kind != "filter" {
+	if kind != "filter" && kind != kindValue && kind != kindValueIndex {
 		if err := checkBlock(out, t.where(kind, bh)); err != nil {
 			return nil, err
 		}
@@ -744,7 +765,11 @@ func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
 		return false // a read at seq sees no key of the table
 	}
 	seq = min(seq, base.SeqNumMax+1) // above it every entry is visible
-	it.seek = base.MakeInternalKey(userKey, seq-1, base.KindMax).Append(it.seek[:0])
+	kind := base.KindMax
+	if it.t.obsoleteBits {
+		kind |= obsoleteBit // first among the keys at seq-1 with Pebble's bit too
+	}
+	it.seek = base.MakeInternalKey(userKey, seq-1, kind).Append(it.seek[:0])
 	return it.seekGEEncoded(it.seek) && bytes.Equal(it.Key().UserKey, userKey)
 }
 

@@ -31,6 +31,9 @@ const (
 	KindMax Kind = 24
 )
 
+// foreignKinds names the kinds other engines' files hold (Pebble's names).
+var foreignKinds = map[Kind]string{2: "MERGE", 3: "LOGDATA", 7: "SINGLEDEL", 22: "INGESTSST", 24: "EXCISE", 18: "SETWITHDEL", 19: "RANGEKEYDEL", 20: "RANGEKEYUNSET", 21: "RANGEKEYSET", 23: "DELSIZED"}
+
 func (k Kind) String() string {
 	switch k {
 	case KindDelete:
@@ -39,6 +42,9 @@ func (k Kind) String() string {
 		return "SET"
 	case KindRangeDelete:
 		return "RANGEDEL"
+	}
+	if name, ok := foreignKinds[k]; ok {
+		return name
 	}
 	return fmt.Sprintf("KIND(%d)", uint8(k))
 }

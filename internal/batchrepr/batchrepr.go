@@ -30,6 +30,31 @@ type Entry struct {
 // sequence number and its count. Errors wrap base.ErrCorruption and name the
 // offset within the record.
 func Decode(data []byte, fn func(seq base.SeqNum, e Entry)) (base.SeqNum, uint32, error) {
+	return decode(data, fn, false)
+}
+
+// kindLogData is Pebble's log data: written to the WAL only, it takes no
+// sequence number and is not counted in the header.
+const kindLogData base.Kind = 3
+
+// pebbleKinds are the kinds of entry Pebble's batches hold, each with whether
+// a value follows its key: DEL, SET, MERGE, LOGDATA, SINGLEDEL, RANGEDEL,
+// RANGEKEYDEL, RANGEKEYUNSET, RANGEKEYSET, INGESTSST, DELSIZED, EXCISE.
+var pebbleKinds = map[base.Kind]bool{
+	0: false, 1: true, 2: true, 3: false, 7: false, 15: true,
+	19: true, 20: true, 21: true, 22: false, 23: true, 24: true,
+}
+
+// DecodePebble is Decode for the batches Pebble writes to its WAL, with
+// Pebble's kinds of entry besides bloomkv's: MERGE, SINGLEDEL, range keys
+// (their values as stored), DELSIZED, log data (passed to fn with the
+// sequence number of the entry after it, as it takes none), INGESTSST and
+// EXCISE. The count is of the entries that take sequence numbers.
+func DecodePebble(data []byte, fn func(seq base.SeqNum, e Entry)) (base.SeqNum, uint32, error) {
+	return decode(data, fn, true)
+}
+
+func decode(data []byte, fn func(seq base.SeqNum, e Entry), pebble bool) (base.SeqNum, uint32, error) {
 	if len(data) < HeaderLen {
 		return 0, 0, base.CorruptionErrorf("batch of %d bytes is shorter than its header", len(data))
 	}
@@ -39,13 +64,20 @@ func Decode(data []byte, fn func(seq base.SeqNum, e Entry)) (base.SeqNum, uint32
 		return 0, 0, base.CorruptionErrorf("batch sequence numbers %d+%d out of range", seq, count)
 	}
 	off := HeaderLen
-	for i := uint32(0); i < count; i++ {
+	for i := uint32(0); i < count || (pebble && off < len(data)); {
 		if off >= len(data) {
 			return 0, 0, base.CorruptionErrorf("batch ends after %d of %d entries at offset %d", i, count, off)
 		}
 		kind := base.Kind(data[off])
-		if kind != base.KindSet && kind != base.KindDelete && kind != base.KindRangeDelete {
+		hasValue, known := kind != base.KindDelete, kind == base.KindSet || kind == base.KindDelete || kind == base.KindRangeDelete
+		if pebble {
+			hasValue, known = pebbleKinds[kind]
+		}
+		if !known {
 			return 0, 0, base.CorruptionErrorf("batch entry %d: unknown kind %d at offset %d", i, kind, off)
+		}
+		if kind != kindLogData && i == count {
+			return 0, 0, base.CorruptionErrorf("batch holds more than its %d entries: entry at offset %d", count, off)
 		}
 		off++
 		key, n, err := lengthPrefixed(data, off)
@@ -54,7 +86,7 @@ func Decode(data []byte, fn func(seq base.SeqNum, e Entry)) (base.SeqNum, uint32
 		}
 		off = n
 		var value []byte
-		if kind != base.KindDelete {
+		if hasValue {
 			if value, n, err = lengthPrefixed(data, off); err != nil {
 				return 0, 0, base.CorruptionErrorf("batch entry %d value: %w", i, err)
 			}
@@ -65,6 +97,9 @@ func Decode(data []byte, fn func(seq base.SeqNum, e Entry)) (base.SeqNum, uint32
 		}
 		if fn != nil {
 			fn(seq+base.SeqNum(i), Entry{kind, key, value})
+		}
+		if kind != kindLogData {
+			i++
 		}
 	}
 	if off != len(data) {

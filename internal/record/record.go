@@ -9,6 +9,14 @@
 // followed by a valid chunk later in the file is corruption in the middle of
 // the log: the reader returns an error wrapping ErrCorruption that names the
 // file and offset.
+//
+// A Reader made with Options.Pebble also reads the chunk formats Pebble
+// writes to its write-ahead logs: recyclable chunks, whose header adds the
+// low 32 bits of the log's number (so that a log file reused under a new
+// number ends where the new log's chunks end), and WAL-sync chunks, which add
+// the offset up to which the writer had synced the log. Pebble ends a log it
+// closes with an EOF trailer: an empty recyclable chunk of the next log
+// number.
 package record
 
 import (
@@ -30,9 +38,33 @@ const (
 	typeFirst  = 2
 	typeMiddle = 3
 	typeLast   = 4
+
+	// Pebble's chunk types: the recyclable ones (5-8) and the WAL-sync
+	// ones (9-12) are the four above plus 4 and 8, with longer headers.
+	typeRecyclableFull = 5
+	typeMaxPebble      = 12
+	recyclableHeader   = HeaderSize + 4 // and the log number
+	walSyncHeader      = recyclableHeader + 8
 )
 
+// Options configure a Reader.
+type Options struct {
+	// Pebble accepts Pebble's recyclable and WAL-sync chunks besides
+	// LevelDB's.
+	Pebble bool
+	// LogNum is the log's file number, whose low 32 bits recyclable chunks
+	// carry: a chunk of another number ends the log (the tail of the file's
+	// previous use). Zero takes the first such chunk's number.
+	LogNum uint64
+}
+
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// maskedCRC is the masked CRC32C of b.
+func maskedCRC(b []byte) uint32 {
+	c := crc32.Checksum(b, crcTable)
+	return (c>>15 | c<<17) + 0xa282ead8
+}
 
 // chunkCRC is the masked CRC32C of a chunk's type byte and payload.
 func chunkCRC(typ byte, payload []byte) uint32 {
@@ -138,17 +170,31 @@ type Reader struct {
 	rec      []byte
 	recOff   int64
 	finished bool
+	opts     Options
+	logNum   uint32 // the low 32 bits of opts.LogNum, or the first recyclable chunk's
+	haveNum  bool
+	trailer  bool // the log ended at Pebble's EOF trailer
 }
 
 // NewReader returns a Reader of the log r, named name in errors. It reads the
 // whole log into memory.
 func NewReader(r io.Reader, name string) (*Reader, error) {
+	return NewReaderOptions(r, name, Options{})
+}
+
+// NewReaderOptions returns a Reader of the log r, named name in errors,
+// configured by o. It reads the whole log into memory.
+func NewReaderOptions(r io.Reader, name string, o Options) (*Reader, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("record: reading %s: %w", name, err)
 	}
-	return &Reader{data: data, name: name}, nil
+	return &Reader{data: data, name: name, opts: o, logNum: uint32(o.LogNum), haveNum: o.LogNum != 0}, nil
 }
+
+// EOFTrailer reports whether the log ended at Pebble's EOF trailer, the
+// mark Pebble writes when it closes a log.
+func (r *Reader) EOFTrailer() bool { return r.trailer }
 
 // TornTail reports whether the log ended in a torn record (a write cut off by
 // a crash), at which offset, and why the tail was not a record.
@@ -174,6 +220,10 @@ func (r *Reader) Next() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if c.trailer && !inRecord {
+			r.trailer, r.finished = true, true
+			return nil, io.EOF
+		}
 		if c.eof {
 			if inRecord {
 				return nil, r.tear(recStart, "log ends inside a record")
@@ -183,6 +233,9 @@ func (r *Reader) Next() ([]byte, error) {
 		}
 		if c.bad != "" {
 			return nil, r.tear(c.at, c.bad)
+		}
+		if c.typ >= typeRecyclableFull {
+			c.typ = (c.typ-1)%4 + 1 // Pebble's: as LevelDB's of the same position
 		}
 		switch c.typ {
 		case typeFull, typeFirst:
@@ -214,6 +267,7 @@ type chunk struct {
 	payload []byte
 	at      int
 	eof     bool
+	trailer bool // Pebble's EOF trailer
 	bad     string
 }
 
@@ -224,7 +278,7 @@ func (r *Reader) chunk() (chunk, error) {
 			return chunk{eof: true}, nil
 		}
 		blockLeft := BlockSize - r.off%BlockSize
-		if blockLeft < HeaderSize { // padding
+		if blockLeft < HeaderSize || (r.opts.Pebble && blockLeft < walSyncHeader && allZero(r.data[r.off:min(r.off+blockLeft, len(r.data))])) { // padding
 			if !allZero(r.data[r.off:min(r.off+blockLeft, len(r.data))]) {
 				return chunk{at: r.off, bad: "non-zero block padding"}, nil
 			}
@@ -242,21 +296,43 @@ func (r *Reader) chunk() (chunk, error) {
 			// unless a chunk follows.
 			return chunk{at: r.off, bad: "zeroed space"}, nil
 		}
-		if typ < typeFull || typ > typeLast {
+		hl := HeaderSize
+		switch {
+		case typ >= typeFull && typ <= typeLast:
+		case r.opts.Pebble && typ >= typeRecyclableFull && typ <= typeMaxPebble:
+			hl = recyclableHeader
+			if typ > typeRecyclableFull+3 {
+				hl = walSyncHeader
+			}
+		default:
 			return chunk{at: r.off, bad: fmt.Sprintf("unknown chunk type %d", typ)}, nil
 		}
-		if HeaderSize+n > blockLeft {
+		if hl > blockLeft || r.off+hl > len(r.data) {
+			return chunk{at: r.off, bad: "truncated chunk header"}, nil
+		}
+		if hl > HeaderSize {
+			num := binary.LittleEndian.Uint32(r.data[r.off+HeaderSize:])
+			if !r.haveNum {
+				r.logNum, r.haveNum = num, true
+			}
+			if num != r.logNum {
+				if num == r.logNum+1 && n == 0 && typ == typeRecyclableFull {
+					return chunk{at: r.off, trailer: true, eof: true}, nil
+				}
+				return chunk{at: r.off, bad: fmt.Sprintf("chunk of log %d, not %d (the file's previous use)", num, r.logNum)}, nil
+			}
+		}
+		if hl+n > blockLeft {
 			return chunk{at: r.off, bad: fmt.Sprintf("chunk of %d bytes crosses its block", n)}, nil
 		}
-		if r.off+HeaderSize+n > len(r.data) {
+		if r.off+hl+n > len(r.data) {
 			return chunk{at: r.off, bad: "truncated chunk"}, nil
 		}
-		payload := r.data[r.off+HeaderSize : r.off+HeaderSize+n]
-		if binary.LittleEndian.Uint32(h) != chunkCRC(typ, payload) {
+		if binary.LittleEndian.Uint32(h) != maskedCRC(r.data[r.off+6:r.off+hl+n]) {
 			return chunk{at: r.off, bad: "checksum mismatch"}, nil
 		}
-		c := chunk{typ: typ, payload: payload, at: r.off}
-		r.off += HeaderSize + n
+		c := chunk{typ: typ, payload: r.data[r.off+hl : r.off+hl+n], at: r.off}
+		r.off += hl + n
 		return c, nil
 	}
 }
@@ -275,12 +351,16 @@ func (r *Reader) tear(off int, why string) error {
 // off: at any later block boundary (every block that holds data begins with a
 // chunk), or at a plausible header later in off's own block.
 func (r *Reader) validChunkAfter(off int) (int, bool) {
-	probe := Reader{data: r.data}
+	probe := Reader{data: r.data, opts: r.opts, logNum: r.logNum, haveNum: r.haveNum}
+	maxType := byte(typeLast)
+	if r.opts.Pebble {
+		maxType = typeMaxPebble
+	}
 	blockEnd := (off/BlockSize + 1) * BlockSize
 	for at := off + 1; at+HeaderSize <= min(blockEnd, len(r.data)); at++ {
 		h := r.data[at : at+HeaderSize]
 		n := int(binary.LittleEndian.Uint16(h[4:]))
-		if h[6] < typeFull || h[6] > typeLast || at%BlockSize+HeaderSize+n > BlockSize || at+HeaderSize+n > len(r.data) {
+		if h[6] < typeFull || h[6] > maxType || at%BlockSize+HeaderSize+n > BlockSize || at+HeaderSize+n > len(r.data) {
 			continue // not a plausible header: skip the checksum
 		}
 		probe.off = at

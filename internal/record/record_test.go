@@ -57,7 +57,12 @@ func writeLog(t testing.TB, recs [][]byte) ([]byte, []int64) {
 
 // readLog returns the records of data and the reader's final error.
 func readLog(data []byte) ([][]byte, *Reader, error) {
-	r, err := NewReader(bytes.NewReader(data), "test.log")
+	return readLogOptions(data, Options{})
+}
+
+// readLogOptions is readLog with a Reader configured by o.
+func readLogOptions(data []byte, o Options) ([][]byte, *Reader, error) {
+	r, err := NewReaderOptions(bytes.NewReader(data), "test.log", o)
 	if err != nil {
 		return nil, nil, err
 	}

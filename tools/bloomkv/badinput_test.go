@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	pebbledb "github.com/cockroachdb/pebble/v2"
 	pebble "github.com/cockroachdb/pebble/v2/sstable"
 )
 
@@ -69,6 +70,11 @@ func TestBadInput(t *testing.T) {
 	f := newFixture(t)
 	pebbleTable := filepath.Join(f.dir, "pebble.sst")
 	writePebbleTable(t, pebbleTable, pebble.TableFormatRocksDBv2, 300)
+	pebbleV2Table := filepath.Join(f.dir, "pebblev2.sst")
+	writePebbleTable(t, pebbleV2Table, pebble.TableFormatPebblev2, 300)
+	pebbleV4Table := filepath.Join(f.dir, "pebblev4.sst")
+	writePebbleTable(t, pebbleV4Table, pebble.TableFormatPebblev4, 300)
+	ps := writePebbleStore(t, filepath.Join(f.dir, "pebbledb"), pebbledb.FormatFlushableIngest, true)
 	flips := 60
 	if testing.Short() {
 		flips = 15
@@ -77,7 +83,11 @@ func TestBadInput(t *testing.T) {
 		{"damaged table", f.table},
 		{"damaged LevelDB-format table", f.ldbTable},
 		{"damaged Pebble table", pebbleTable},
+		{"damaged Pebblev2 table", pebbleV2Table},
+		{"damaged Pebblev4 table", pebbleV4Table},
 		{"damaged WAL", f.wal},
+		{"damaged Pebble WAL", ps.wal},
+		{"damaged Pebble manifest", filepath.Join(ps.dir, "MANIFEST-000001")},
 		{"damaged manifest", f.manifest},
 	} {
 		t.Run(src.name, func(t *testing.T) {
@@ -174,13 +184,14 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 	})
-	t.Run("store with a damaged file", func(t *testing.T) { storeDamage(t, f) })
+	t.Run("store with a damaged file", func(t *testing.T) { storeDamage(t, f.db, "user001") })
+	t.Run("Pebble store with a damaged file", func(t *testing.T) { storeDamage(t, ps.dir, "pk00001") })
 }
 
-// storeDamage runs the store commands on copies of the fixture's store with
-// one file damaged, a subtest for each file.
-func storeDamage(t *testing.T, f *fixture) {
-	names, err := os.ReadDir(f.db)
+// storeDamage runs the store commands on copies of the store in db with one
+// file damaged, a subtest for each file; db get asks for key.
+func storeDamage(t *testing.T, db, key string) {
+	names, err := os.ReadDir(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +200,7 @@ func storeDamage(t *testing.T, f *fixture) {
 			continue
 		}
 		t.Run(victim.Name(), func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join(f.db, victim.Name()))
+			data, err := os.ReadFile(filepath.Join(db, victim.Name()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,11 +212,11 @@ func storeDamage(t *testing.T, f *fixture) {
 			runs := 0
 			for i, d := range variants {
 				dir := filepath.Join(t.TempDir(), "db")
-				copyDir(t, f.db, dir)
+				copyDir(t, db, dir)
 				if err := os.WriteFile(filepath.Join(dir, victim.Name()), d, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, "user001"}, {"db", "scan", dir}, {"db", "check", dir}, {"db", "diff", dir}} {
+				for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, key}, {"db", "scan", dir}, {"db", "check", dir}, {"db", "diff", dir}} {
 					_, errOut, code := runTool(cmd...)
 					runs++
 					expectOneLine(t, cmd, dir, errOut, code)

@@ -11,12 +11,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/humanize"
+	"github.com/bloomkv/bloomkv/internal/pebblestore"
 )
 
 func dbCmd(e *env) *cobra.Command {
-	return group("db", "Inspect a whole store, read-only (it must not be open elsewhere)",
-		lsmCmd(e), getCmd(e), dbScanCmd(e), dbCheckCmd(e), dbDiffCmd(e))
+	return group("db", "Inspect a whole store, bloomkv's or Pebble's, read-only (it must not be open elsewhere)",
+		lsmCmd(e), getCmd(e), dbScanCmd(e), dbCheckCmd(e), dbDiffCmd(e), optionsCmd(e))
 }
 
 // openDB opens the store in dir read-only. Nothing is written: the
@@ -28,6 +30,9 @@ func openDB(dir string) (*bloomkv.DB, error) {
 	}
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	if pebblestore.IsPebble(dir) {
+		return nil, base.UnsupportedErrorf("%s is a Pebble store: db lsm, get, scan, check and options read it, this command does not", dir)
 	}
 	return bloomkv.Open(dir, &bloomkv.Options{
 		ReadOnly: true,
@@ -65,10 +70,17 @@ type lsmLevelOut struct {
 }
 
 type lsmOut struct {
-	Dir    string        `json:"dir"`
-	Tables int           `json:"tables"`
-	Size   uint64        `json:"size"`
-	Levels []lsmLevelOut `json:"levels"`
+	Dir string `json:"dir"`
+	// Pebble's stores: "pebble", the format major version, the manifest,
+	// OPTIONS file and WALs in use.
+	Format        string        `json:"format,omitempty"`
+	FormatVersion uint64        `json:"format_major_version,omitempty"`
+	Manifest      string        `json:"manifest,omitempty"`
+	OptionsFile   string        `json:"options_file,omitempty"`
+	WALs          []string      `json:"wals,omitempty"`
+	Tables        int           `json:"tables"`
+	Size          uint64        `json:"size"`
+	Levels        []lsmLevelOut `json:"levels"`
 }
 
 func lsmCmd(e *env) *cobra.Command {
@@ -78,6 +90,9 @@ func lsmCmd(e *env) *cobra.Command {
 		Short: "Print the store's levels: tables, sizes and key ranges",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
+			if pebblestore.IsPebble(a[0]) {
+				return withPebble(a[0], func(s *pebblestore.Store) error { return e.pebbleLSM(a[0], s, &fm) })
+			}
 			return withDB(a[0], func(d *bloomkv.DB) error { return e.lsm(a[0], d, &fm) })
 		},
 	}
@@ -106,7 +121,13 @@ func (e *env) lsm(dir string, d *bloomkv.DB, fm *formats) error {
 		e.emit(out)
 		return nil
 	}
-	e.printf("%s: %s, %d bytes (%s)\n", dir, plural(out.Tables, "table"), out.Size, humanize.Bytes(out.Size))
+	e.printLSM(out)
+	return nil
+}
+
+// printLSM prints the levels of a store.
+func (e *env) printLSM(out lsmOut) {
+	e.printf("%s: %s, %d bytes (%s)\n", out.Dir, plural(out.Tables, "table"), out.Size, humanize.Bytes(out.Size))
 	for _, l := range out.Levels {
 		e.printf("  L%d: %s, %d bytes\n", l.Level, plural(len(l.Tables), "table"), l.Size)
 		for _, t := range l.Tables {
@@ -117,7 +138,6 @@ func (e *env) lsm(dir string, d *bloomkv.DB, fm *formats) error {
 			e.printf("    %s  %8d bytes  [%s, %s%s  seqs %d-%d\n", t.File, t.Size, t.Smallest, t.Largest, end, t.SmallestSeq, t.LargestSeq)
 		}
 	}
-	return nil
 }
 
 func getCmd(e *env) *cobra.Command {
@@ -131,25 +151,43 @@ func getCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if pebblestore.IsPebble(a[0]) {
+				return withPebble(a[0], func(s *pebblestore.Store) error { return e.pebbleGet(a[0], s, key, &fm) })
+			}
 			return withDB(a[0], func(d *bloomkv.DB) error {
 				v, err := d.Get(key)
-				if errors.Is(err, bloomkv.ErrNotFound) {
-					return fmt.Errorf("%s: key %s not found", a[0], quoteKey(key))
-				}
-				if err != nil {
-					return err
-				}
-				if e.json {
-					e.emit(kvOut{Key: fm.k(key), Value: fm.v(v)})
-				} else {
-					e.printf("%s\n", fm.v(v))
-				}
-				return nil
+				return e.printGet(a[0], key, v, errors.Is(err, bloomkv.ErrNotFound), err, &fm)
 			})
 		},
 	}
 	fm.register(c, e, formatQuoted)
 	return c
+}
+
+// printGet prints the value db get found for key, or returns why there is
+// none.
+func (e *env) printGet(dir string, key, v []byte, notFound bool, err error, fm *formats) error {
+	if notFound {
+		return fmt.Errorf("%s: key %s not found", dir, quoteKey(key))
+	}
+	if err != nil {
+		return err
+	}
+	if e.json {
+		e.emit(kvOut{Key: fm.k(key), Value: fm.v(v)})
+	} else {
+		e.printf("%s\n", fm.v(v))
+	}
+	return nil
+}
+
+// printKV prints a key and value of db scan.
+func (e *env) printKV(fm *formats, k, v []byte) {
+	if e.json {
+		e.emit(kvOut{Key: fm.k(k), Value: fm.v(v)})
+		return
+	}
+	e.printf("%s\n", strings.TrimRight(fm.k(k)+" "+fm.v(v), " "))
 }
 
 func dbScanCmd(e *env) *cobra.Command {
@@ -165,6 +203,9 @@ deletions applied) from --start (inclusive) to --end (exclusive), at most
 		RunE: func(c *cobra.Command, a []string) error {
 			if err := b.parse(c); err != nil {
 				return err
+			}
+			if pebblestore.IsPebble(a[0]) {
+				return withPebble(a[0], func(s *pebblestore.Store) error { return e.pebbleScan(s, &fm, &b) })
 			}
 			return withDB(a[0], func(d *bloomkv.DB) error { return e.dbScan(d, &fm, &b) })
 		},
@@ -182,11 +223,7 @@ func (e *env) dbScan(d *bloomkv.DB, fm *formats, b *bounds) error {
 	n := 0
 	for ok := it.First(); ok && (b.count == 0 || n < b.count); ok = it.Next() {
 		n++
-		if e.json {
-			e.emit(kvOut{Key: fm.k(it.Key()), Value: fm.v(it.Value())})
-			continue
-		}
-		e.printf("%s\n", strings.TrimRight(fm.k(it.Key())+" "+fm.v(it.Value()), " "))
+		e.printKV(fm, it.Key(), it.Value())
 	}
 	return it.Close()
 }
@@ -220,6 +257,9 @@ that a full scan returns keys in order. Problems are reported on stderr (the
 first and how many more; -v lists them all on stdout); the exit status is 1.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
+			if pebblestore.IsPebble(a[0]) {
+				return withPebble(a[0], func(s *pebblestore.Store) error { return e.pebbleCheck(a[0], s, verbose) })
+			}
 			return withDB(a[0], func(d *bloomkv.DB) error {
 				st, err := d.Check()
 				out := dbCheckOut{Dir: a[0], OK: err == nil, Tables: st.Tables, Blocks: st.Blocks, Entries: st.Entries,
@@ -232,21 +272,7 @@ first and how many more; -v lists them all on stdout); the exit status is 1.`,
 				} else if err != nil {
 					return err
 				}
-				if e.json {
-					e.emit(out)
-				} else {
-					status := "ok"
-					if !out.OK {
-						status = plural(len(out.Problems), "problem")
-					}
-					e.printf("%s: %s: %s, %s, %s, %s, %s\n", out.Dir, status, plural(out.Tables, "table"), plural(out.Blocks, "block"),
-						plural(out.Entries, "entry"), plural(out.RangeDeletions, "range deletion"), plural(out.LiveKeys, "live key"))
-					if verbose {
-						for _, p := range out.Problems {
-							e.printf("  %s\n", p)
-						}
-					}
-				}
+				e.printCheck(out, verbose)
 				if err != nil {
 					e.fail(err)
 				}
@@ -256,4 +282,23 @@ first and how many more; -v lists them all on stdout); the exit status is 1.`,
 	}
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every problem")
 	return c
+}
+
+// printCheck prints the result of a store's check.
+func (e *env) printCheck(out dbCheckOut, verbose bool) {
+	if e.json {
+		e.emit(out)
+		return
+	}
+	status := "ok"
+	if !out.OK {
+		status = plural(len(out.Problems), "problem")
+	}
+	e.printf("%s: %s: %s, %s, %s, %s, %s\n", out.Dir, status, plural(out.Tables, "table"), plural(out.Blocks, "block"),
+		plural(out.Entries, "entry"), plural(out.RangeDeletions, "range deletion"), plural(out.LiveKeys, "live key"))
+	if verbose {
+		for _, p := range out.Problems {
+			e.printf("  %s\n", p)
+		}
+	}
 }

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,6 +17,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/batchrepr"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/record"
+	"github.com/bloomkv/bloomkv/sstable"
 )
 
 func walCmd(e *env) *cobra.Command {
@@ -48,7 +53,9 @@ build, level by level. Damage is an error naming the edit and offset.`,
 	return group("manifest", "Inspect manifests", dump)
 }
 
-// openLog opens a log-format file (WAL or manifest).
+// openLog opens a log-format file (WAL or manifest), reading the chunk
+// formats of Pebble's WALs too; a WAL's log number, which Pebble's chunks
+// carry, is taken from its name (NNNNNN.log).
 func openLog(name string) (*record.Reader, error) {
 	f, err := os.Open(name)
 	if err != nil {
@@ -58,7 +65,11 @@ func openLog(name string) (*record.Reader, error) {
 	if st, err := f.Stat(); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("%s is a directory, not a log", name)
 	}
-	return record.NewReader(f, name)
+	opts := record.Options{Pebble: true}
+	if num, ok := strings.CutSuffix(filepath.Base(name), ".log"); ok {
+		opts.LogNum, _ = strconv.ParseUint(num, 10, 64)
+	}
+	return record.NewReaderOptions(f, name, opts)
 }
 
 type walEntryOut struct {
@@ -77,14 +88,15 @@ type walRecordOut struct {
 }
 
 type logEndOut struct {
-	File     string `json:"file"`
-	End      string `json:"end"` // "clean" or "torn"
-	Records  int    `json:"records"`
-	TornAt   int64  `json:"torn_at,omitempty"`
-	TornWhy  string `json:"torn_why,omitempty"`
-	Entries  uint64 `json:"entries,omitempty"`
-	FirstSeq uint64 `json:"first_seq,omitempty"`
-	LastSeq  uint64 `json:"last_seq,omitempty"`
+	File       string `json:"file"`
+	End        string `json:"end"`                   // "clean" or "torn"
+	EOFTrailer bool   `json:"eof_trailer,omitempty"` // a Pebble log closed with its trailer
+	Records    int    `json:"records"`
+	TornAt     int64  `json:"torn_at,omitempty"`
+	TornWhy    string `json:"torn_why,omitempty"`
+	Entries    uint64 `json:"entries,omitempty"`
+	FirstSeq   uint64 `json:"first_seq,omitempty"`
+	LastSeq    uint64 `json:"last_seq,omitempty"`
 }
 
 func (e *env) walDump(name string, fm *formats) error {
@@ -105,15 +117,9 @@ func (e *env) walDump(name string, fm *formats) error {
 			return err
 		}
 		out := walRecordOut{File: name, Offset: r.Offset()}
-		seq, count, err := batchrepr.Decode(rec, func(seq base.SeqNum, en batchrepr.Entry) {
+		seq, count, err := batchrepr.DecodePebble(rec, func(seq base.SeqNum, en batchrepr.Entry) {
 			o := walEntryOut{Seq: uint64(seq), Kind: en.Kind.String(), Key: fm.k(en.Key)}
-			var v string
-			switch en.Kind {
-			case base.KindSet:
-				v = fm.v(en.Value)
-				o.Value = &v
-			case base.KindRangeDelete:
-				v = fm.k(en.Value)
+			if v, ok := walValue(seq, en, fm); ok {
 				o.Value = &v
 			}
 			out.Entries = append(out.Entries, o)
@@ -143,6 +149,7 @@ func (e *env) walDump(name string, fm *formats) error {
 			e.printf("%s\n", strings.TrimRight(fmt.Sprintf("    %-8s %s %s", en.Kind, en.Key, v), " "))
 		}
 	}
+	end.EOFTrailer = r.EOFTrailer()
 	if off, why, torn := r.TornTail(); torn {
 		if end.Records == 0 && off == 0 {
 			return fmt.Errorf("%s: not a log: no record at offset 0 (%s)", name, why)
@@ -154,6 +161,9 @@ func (e *env) walDump(name string, fm *formats) error {
 		return nil
 	}
 	e.printf("  end: %s", end.End)
+	if end.EOFTrailer {
+		e.printf(" (EOF trailer)")
+	}
 	if end.End == "torn" {
 		e.printf(" at offset %d (%s): recovery drops the tail", end.TornAt, end.TornWhy)
 	}
@@ -164,6 +174,38 @@ func (e *env) walDump(name string, fm *formats) error {
 	e.printf("\n")
 	return nil
 }
+
+// walValue describes a batch entry's value, and whether it has one: a set's
+// or merge's value, a range deletion's end, a range key's end and suffixes
+// (with values for a set), a sized deletion's size, an excise's end.
+func walValue(seq base.SeqNum, en batchrepr.Entry, fm *formats) (string, bool) {
+	switch en.Kind {
+	case base.KindSet, kindMerge:
+		return fm.v(en.Value), true
+	case base.KindRangeDelete, kindExcise:
+		return fm.k(en.Value), true
+	case sstable.KindRangeKeySet, sstable.KindRangeKeyUnset, sstable.KindRangeKeyDelete:
+		rk, err := sstable.DecodeRangeKey(base.MakeInternalKey(en.Key, seq, en.Kind).Append(nil), en.Value)
+		if err != nil {
+			return fmt.Sprintf("%s (undecodable: %v)", fm.v(en.Value), err), true
+		}
+		o := rangeKeyOut("", rk, fm)
+		return strings.TrimRight(o.End+" "+strings.Join(o.Items, " "), " "), true
+	case kindDeleteSized:
+		if n, l := binary.Uvarint(en.Value); l > 0 && l == len(en.Value) {
+			return fmt.Sprintf("size %d", n), true
+		}
+		return fm.v(en.Value), true
+	}
+	return "", false
+}
+
+// Pebble's kinds of batch entry that carry a value, besides range keys.
+const (
+	kindMerge       base.Kind = 2
+	kindDeleteSized base.Kind = 23
+	kindExcise      base.Kind = 24
+)
 
 type tableMetaOut struct {
 	Level       int    `json:"level"`
@@ -192,6 +234,7 @@ type editOut struct {
 	Added         []tableMetaOut `json:"added,omitempty"`
 	Deleted       []tableMetaOut `json:"deleted,omitempty"`
 	ClosedLog     *closedLogOut  `json:"closed_log,omitempty"`
+	Pebble        *pebbleEditOut `json:"pebble,omitempty"`
 }
 
 // closedLogOut is a WAL's size recorded at a clean close.
@@ -202,12 +245,13 @@ type closedLogOut struct {
 
 type versionOut struct {
 	File    string `json:"file"`
+	Format  string `json:"format,omitempty"` // "pebble" for Pebble's manifests
 	Edits   int    `json:"edits"`
 	End     string `json:"end"`
 	TornAt  int64  `json:"torn_at,omitempty"`
 	TornWhy string `json:"torn_why,omitempty"`
 	// FormatVersion is the store's format version after the edits.
-	FormatVersion uint64           `json:"format_version"`
+	FormatVersion uint64           `json:"format_version,omitempty"` // 0 for Pebble's
 	Levels        [][]tableMetaOut `json:"levels"`
 }
 
@@ -224,30 +268,180 @@ func metaOut(fm *formats, l int, f *manifest.FileMetadata) tableMetaOut {
 		SmallestSeq: uint64(f.SmallestSeq), LargestSeq: uint64(f.LargestSeq), SeqNumOverride: uint64(f.SeqNumOverride)}
 }
 
-func (e *env) manifestDump(name string, fm *formats) error {
+// manifestRecord is a manifest's record and its offset.
+type manifestRecord struct {
+	off int64
+	rec []byte
+}
+
+// readManifest reads every record of a manifest.
+func readManifest(name string) ([]manifestRecord, *record.Reader, error) {
 	r, err := openLog(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	var recs []manifestRecord
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return recs, r, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		recs = append(recs, manifestRecord{r.Offset(), bytes.Clone(rec)})
+	}
+}
+
+// decodedEdit is a manifest's edit in bloomkv's dialect or Pebble's.
+type decodedEdit struct {
+	*manifest.VersionEdit
+	pebble *manifest.PebbleEdit // nil in bloomkv's dialect
+}
+
+// decodeManifest decodes a manifest's edits in the dialect, bloomkv's or
+// Pebble's, that decodes more of them (bloomkv's on a tie); the error is
+// that dialect's, naming the edit and offset. pebble says which.
+func decodeManifest(name string, recs []manifestRecord) (edits []decodedEdit, pebble bool, err error) {
+	decodeAll := func(decode func([]byte) (decodedEdit, error)) ([]decodedEdit, error) {
+		var out []decodedEdit
+		for i, r := range recs {
+			ed, err := decode(r.rec)
+			if err != nil {
+				return out, fmt.Errorf("%s: edit %d at offset %d: %w", name, i, r.off, err)
+			}
+			out = append(out, ed)
+		}
+		return out, nil
+	}
+	ours, oursErr := decodeAll(func(b []byte) (decodedEdit, error) {
+		ed, err := manifest.Decode(b)
+		return decodedEdit{VersionEdit: ed}, err
+	})
+	if oursErr == nil {
+		return ours, false, nil
+	}
+	theirs, theirsErr := decodeAll(func(b []byte) (decodedEdit, error) {
+		ed, err := manifest.DecodePebble(b)
+		if err != nil {
+			return decodedEdit{}, err
+		}
+		return decodedEdit{VersionEdit: &ed.VersionEdit, pebble: ed}, nil
+	})
+	if len(theirs) > len(ours) || theirsErr == nil {
+		return theirs, true, theirsErr
+	}
+	return ours, false, oursErr
+}
+
+// pebbleTableOut is Pebble's metadata of a table an edit adds.
+type pebbleTableOut struct {
+	Tag                 uint64   `json:"tag"`
+	PointSmallest       string   `json:"point_smallest,omitempty"`
+	PointLargest        string   `json:"point_largest,omitempty"`
+	RangeKeySmallest    string   `json:"range_key_smallest,omitempty"`
+	RangeKeyLargest     string   `json:"range_key_largest,omitempty"`
+	CreationTime        int64    `json:"creation_time,omitempty"`
+	MarkedForCompaction bool     `json:"marked_for_compaction,omitempty"`
+	Virtual             bool     `json:"virtual,omitempty"`
+	BackingFile         uint64   `json:"backing_file,omitempty"`
+	SyntheticPrefix     string   `json:"synthetic_prefix,omitempty"`
+	SyntheticSuffix     string   `json:"synthetic_suffix,omitempty"`
+	BlobReferences      []string `json:"blob_references,omitempty"`
+}
+
+// pebbleEditOut is what a Pebble edit holds beyond bloomkv's fields.
+type pebbleEditOut struct {
+	PrevLogNumber    uint64           `json:"prev_log_number,omitempty"`
+	Tables           []pebbleTableOut `json:"tables,omitempty"`
+	CreatedBackings  []string         `json:"created_backings,omitempty"`
+	RemovedBackings  []uint64         `json:"removed_backings,omitempty"`
+	NewBlobFiles     []string         `json:"new_blob_files,omitempty"`
+	DeletedBlobFiles []string         `json:"deleted_blob_files,omitempty"`
+	CompactPointers  int              `json:"compact_pointers,omitempty"`
+}
+
+func pebbleOut(fm *formats, pe *manifest.PebbleEdit) *pebbleEditOut {
+	o := &pebbleEditOut{PrevLogNumber: pe.PrevLogNumber, RemovedBackings: pe.RemovedBackings, CompactPointers: pe.CompactPointers}
+	for _, t := range pe.Tables {
+		to := pebbleTableOut{Tag: t.Tag, CreationTime: t.CreationTime, MarkedForCompaction: t.MarkedForCompaction,
+			Virtual: t.Virtual, BackingFile: t.BackingFileNum}
+		if t.HasPointKeys {
+			to.PointSmallest, to.PointLargest = fm.ikey(t.PointSmallest), fm.ikey(t.PointLargest)
+		}
+		if t.HasRangeKeys {
+			to.RangeKeySmallest, to.RangeKeyLargest = fm.ikey(t.RangeSmallest), fm.ikey(t.RangeLargest)
+		}
+		if t.SyntheticPrefix != nil {
+			to.SyntheticPrefix = fm.k(t.SyntheticPrefix)
+		}
+		if t.SyntheticSuffix != nil {
+			to.SyntheticSuffix = fm.k(t.SyntheticSuffix)
+		}
+		for _, b := range t.BlobReferences {
+			to.BlobReferences = append(to.BlobReferences, fmt.Sprintf("blob %d: %d bytes", b.FileID, b.ValueSize))
+		}
+		o.Tables = append(o.Tables, to)
+	}
+	for _, b := range pe.CreatedBackings {
+		o.CreatedBackings = append(o.CreatedBackings, fmt.Sprintf("%06d: %d bytes", b.FileNum, b.Size))
+	}
+	for _, b := range pe.NewBlobFiles {
+		o.NewBlobFiles = append(o.NewBlobFiles, fmt.Sprintf("blob %d in %06d.blob: %d bytes, values %d bytes, created %d", b.ID, b.FileNum, b.Size, b.ValueSize, b.CreationTime))
+	}
+	for _, b := range pe.DeletedBlobFiles {
+		o.DeletedBlobFiles = append(o.DeletedBlobFiles, fmt.Sprintf("blob %d in %06d.blob", b.ID, b.FileNum))
+	}
+	return o
+}
+
+// printPebbleEdit prints what a Pebble edit holds beyond bloomkv's fields:
+// after each added table (the i-th line of adds), its Pebble details.
+func (e *env) printPebbleTable(t pebbleTableOut) {
+	var parts []string
+	if t.PointSmallest != "" && t.RangeKeySmallest != "" {
+		parts = append(parts, fmt.Sprintf("points %s .. %s", t.PointSmallest, t.PointLargest))
+	}
+	if t.RangeKeySmallest != "" {
+		parts = append(parts, fmt.Sprintf("range keys %s .. %s", t.RangeKeySmallest, t.RangeKeyLargest))
+	}
+	if t.CreationTime != 0 {
+		parts = append(parts, fmt.Sprintf("created %d", t.CreationTime))
+	}
+	if t.MarkedForCompaction {
+		parts = append(parts, "marked for compaction")
+	}
+	if t.Virtual {
+		parts = append(parts, fmt.Sprintf("virtual, backed by %06d", t.BackingFile))
+	}
+	if t.SyntheticPrefix != "" || t.SyntheticSuffix != "" {
+		parts = append(parts, fmt.Sprintf("synthetic prefix %s suffix %s", t.SyntheticPrefix, t.SyntheticSuffix))
+	}
+	parts = append(parts, t.BlobReferences...)
+	if len(parts) > 0 {
+		e.printf("             %s\n", strings.Join(parts, "; "))
+	}
+}
+
+func (e *env) manifestDump(name string, fm *formats) error {
+	recs, r, err := readManifest(name)
 	if err != nil {
 		return err
 	}
+	edits, pebble, decodeErr := decodeManifest(name, recs)
 	if !e.json {
-		e.printf("%s\n", name)
+		if pebble {
+			e.printf("%s (Pebble)\n", name)
+		} else {
+			e.printf("%s\n", name)
+		}
 	}
 	v := &manifest.Version{}
 	format := uint64(manifest.FormatOriginal)
 	n := 0
-	for ; ; n++ {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		ed, err := manifest.Decode(rec)
-		if err != nil {
-			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, r.Offset(), err)
-		}
-		out := editOut{File: name, Edit: n, Offset: r.Offset(), FormatVersion: ed.FormatVersion, Comparer: ed.ComparerName, LogNumber: ed.LogNumber,
+	for ; n < len(edits); n++ {
+		ed, off := edits[n], recs[n].off
+		out := editOut{File: name, Edit: n, Offset: off, FormatVersion: ed.FormatVersion, Comparer: ed.ComparerName, LogNumber: ed.LogNumber,
 			NextFileNum: ed.NextFileNum, LastSeq: uint64(ed.LastSeq)}
 		for _, nf := range ed.NewFiles {
 			out.Added = append(out.Added, metaOut(fm, nf.Level, nf.Meta))
@@ -258,8 +452,11 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		if c := ed.ClosedLog; c.Num != 0 {
 			out.ClosedLog = &closedLogOut{File: c.Num, Size: c.Size}
 		}
-		if v, err = v.Apply(ed); err != nil {
-			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, r.Offset(), err)
+		if ed.pebble != nil {
+			out.Pebble = pebbleOut(fm, ed.pebble)
+		}
+		if v, err = v.Apply(ed.VersionEdit); err != nil {
+			return fmt.Errorf("%s: edit %d at offset %d: %w", name, n, off, err)
 		}
 		if ed.FormatVersion != 0 {
 			format = ed.FormatVersion
@@ -278,14 +475,20 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		if out.LogNumber != 0 {
 			e.printf("    log number       %d\n", out.LogNumber)
 		}
+		if p := out.Pebble; p != nil && p.PrevLogNumber != 0 {
+			e.printf("    prev log number  %d\n", p.PrevLogNumber)
+		}
 		if out.NextFileNum != 0 {
 			e.printf("    next file        %d\n", out.NextFileNum)
 		}
 		if out.LastSeq != 0 {
 			e.printf("    last sequence    %d\n", out.LastSeq)
 		}
-		for _, a := range out.Added {
+		for i, a := range out.Added {
 			e.printf("    add    L%d %06d  %d bytes  %s .. %s  seqs %d-%d%s\n", a.Level, a.File, a.Size, a.Smallest, a.Largest, a.SmallestSeq, a.LargestSeq, a.ingested())
+			if out.Pebble != nil {
+				e.printPebbleTable(out.Pebble.Tables[i])
+			}
 		}
 		for _, d := range out.Deleted {
 			e.printf("    delete L%d %06d\n", d.Level, d.File)
@@ -293,8 +496,31 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		if c := out.ClosedLog; c != nil {
 			e.printf("    closed log       %06d.log, %d bytes\n", c.File, c.Size)
 		}
+		if p := out.Pebble; p != nil {
+			for _, b := range p.CreatedBackings {
+				e.printf("    add backing      %s\n", b)
+			}
+			for _, b := range p.RemovedBackings {
+				e.printf("    remove backing   %06d\n", b)
+			}
+			for _, b := range p.NewBlobFiles {
+				e.printf("    add blob file    %s\n", b)
+			}
+			for _, b := range p.DeletedBlobFiles {
+				e.printf("    delete blob file %s\n", b)
+			}
+			if p.CompactPointers > 0 {
+				e.printf("    compaction pointers (ignored): %d\n", p.CompactPointers)
+			}
+		}
+	}
+	if decodeErr != nil {
+		return decodeErr
 	}
 	vo := versionOut{File: name, Edits: n, End: "clean", FormatVersion: format, Levels: make([][]tableMetaOut, manifest.NumLevels)}
+	if pebble {
+		vo.Format, vo.FormatVersion = "pebble", 0
+	}
 	off, why, torn := r.TornTail()
 	if n == 0 {
 		if torn {
@@ -319,7 +545,10 @@ func (e *env) manifestDump(name string, fm *formats) error {
 	if vo.End == "torn" {
 		e.printf(" at offset %d (%s): recovery drops the tail", vo.TornAt, vo.TornWhy)
 	}
-	e.printf("\n  format version: %v\n", bloomkv.FormatVersion(vo.FormatVersion))
+	e.printf("\n")
+	if !pebble {
+		e.printf("  format version: %v\n", bloomkv.FormatVersion(vo.FormatVersion))
+	}
 	e.printf("  version after %d edits:\n", n)
 	for l, files := range vo.Levels {
 		if len(files) == 0 {

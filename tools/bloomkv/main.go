@@ -1,6 +1,7 @@
 // Command bloomkv inspects a store's files offline: sstables (bloomkv's, and
-// those Pebble writes in the LevelDB and RocksDBv2 formats), write-ahead
-// logs, manifests and whole stores. It also serves a store over HTTP and
+// those Pebble writes in the LevelDB, RocksDBv2 and Pebblev1 to v4 formats),
+// write-ahead logs, manifests and whole stores, bloomkv's and Pebble's (with
+// row-based tables). It also serves a store over HTTP and
 // joins, estimates the overlap of, or diffs two stores (semijoin), each a
 // directory or a served store's URL. It only reads (serve --writable opens
 // the store as the application does, its logs replayed and flushed).
@@ -16,6 +17,7 @@
 //	go run ./tools/bloomkv db get DIR KEY
 //	go run ./tools/bloomkv db scan DIR [--start K] [--end K] [--count N]
 //	go run ./tools/bloomkv db diff DIR [--sample N]
+//	go run ./tools/bloomkv db options DIR
 //	go run ./tools/bloomkv serve [--addr ADDR] [--writable] DIR
 //	go run ./tools/bloomkv join [--strategy S] [--semi] [--start K] [--end K] [--limit N] A B
 //	go run ./tools/bloomkv estimate [--bits-per-key N] [--start K] [--end K] A B
@@ -83,8 +85,9 @@ func runContext(ctx context.Context, argv []string, stdout, stderr io.Writer) in
 		Use:   "bloomkv",
 		Short: "Inspect bloomkv stores and sstables offline, serve and compare stores (read-only)",
 		Long: `bloomkv reads a store's files without the application: sstables
-(bloomkv's, and Pebble's in the LevelDB and RocksDBv2 formats), write-ahead
-logs, manifests and whole stores. It never writes to them.
+(bloomkv's, and Pebble's in the LevelDB, RocksDBv2 and Pebblev1 to v4
+formats), write-ahead logs, manifests and whole stores, bloomkv's and
+Pebble's. It never writes to them.
 
 serve serves a store over HTTP (read-only unless --writable); join, estimate
 and diff compare two stores, each a directory or the http:// URL of a served

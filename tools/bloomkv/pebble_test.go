@@ -46,22 +46,39 @@ func writePebbleTable(t *testing.T, path string, format pebble.TableFormat, n in
 			t.Fatal(err)
 		}
 	}
+	if format >= pebble.TableFormatPebblev2 {
+		// Range keys: a set over a part of the range deletion, and a
+		// deletion of range keys after it.
+		if err := w.RangeKeySet([]byte("pk00150"), []byte("pk00250"), nil, []byte("rk")); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.RangeKeyDelete([]byte("pk00300"), []byte("pk00301")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
 
+// pebbleFormats are the table formats Pebble writes that bloomkv reads.
+var pebbleFormats = []pebble.TableFormat{pebble.TableFormatLevelDB, pebble.TableFormatRocksDBv2, pebble.TableFormatPebblev1,
+	pebble.TableFormatPebblev2, pebble.TableFormatPebblev3, pebble.TableFormatPebblev4}
+
 // TestPebbleTables runs every sstable command on tables Pebble wrote in
-// the LevelDB and RocksDBv2 formats.
+// the LevelDB, RocksDBv2 and Pebblev1 to v4 formats.
 func TestPebbleTables(t *testing.T) {
 	const n = 3000
-	for _, format := range []pebble.TableFormat{pebble.TableFormatLevelDB, pebble.TableFormatRocksDBv2} {
+	for _, format := range pebbleFormats {
 		t.Run(format.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "pebble.sst")
 			writePebbleTable(t, path, format, n)
-			dels, index, parts := 0, "single block", 0
+			dels, index, parts, rangeKeys := 0, "single block", 0, 0
 			if format != pebble.TableFormatLevelDB {
 				dels, index, parts = 1, "two-level", 2 // LevelDB's format has one index block
+			}
+			if format >= pebble.TableFormatPebblev2 {
+				rangeKeys = 2
 			}
 			jsonOf := func(args ...string) map[string]any {
 				t.Helper()
@@ -99,14 +116,36 @@ func TestPebbleTables(t *testing.T) {
 					records += len(bm["records"].([]any))
 				}
 			}
-			if records != n || kinds["index-partition"] < parts || kinds["filter"] != 1 || kinds["properties"] != 1 || kinds["range-del"] != dels || kinds["footer"] != 1 {
+			if records != n || kinds["index-partition"] < parts || kinds["filter"] != 1 || kinds["properties"] != 1 || kinds["range-del"] != dels ||
+				kinds["range-key"] != min(rangeKeys, 1) || kinds["footer"] != 1 {
 				t.Fatalf("layout: %d data records, kinds %v", records, kinds)
 			}
 
 			out, errOut, code := runTool("sstable", "scan", path)
 			lines := strings.Split(strings.TrimSpace(out), "\n")
-			if code != 0 || errOut != "" || len(lines) != 1+n+dels || !strings.Contains(out, `"pk00001"#0,SET "pebble-value-1"`) {
+			if code != 0 || errOut != "" || len(lines) != 1+n+dels+rangeKeys || !strings.Contains(out, `"pk00001"#0,SET "pebble-value-1"`) {
 				t.Fatalf("scan: exit %d, %q, %d lines", code, errOut, len(lines))
+			}
+			if rangeKeys > 0 {
+				// The range deletion, then the range key set inside it,
+				// then the points.
+				for _, want := range []string{
+					"  [\"pk00100\", \"pk00200\")#0,RANGEDEL\n  \"pk00100\"#0,DEL\n",
+					"  [\"pk00150\", \"pk00250\")#0,RANGEKEYSET \"\"=\"rk\"\n  \"pk00150\"#0,DEL\n",
+					"  [\"pk00300\", \"pk00301\")#0,RANGEKEYDEL\n  \"pk00300\"#0,DEL\n",
+				} {
+					if !strings.Contains(out, want) {
+						t.Fatalf("scan lacks %q", want)
+					}
+				}
+				out, _, _ := runTool("sstable", "scan", "--start", "pk00299", "--count", "2", path)
+				if want := "  [\"pk00300\", \"pk00301\")#0,RANGEKEYDEL\n"; !strings.Contains(out, "\"pk00299\"#0,SET") || !strings.Contains(out, want) {
+					t.Fatalf("scan from pk00299: %q", out)
+				}
+				out, _, _ = runTool("--json", "sstable", "layout", "-v", "--value-format", "quoted", path)
+				if !strings.Contains(out, `"kind":"range-key"`) || !strings.Contains(out, `"key":"[pk00150, pk00250) #0,RANGEKEYSET","value":"=rk"`) {
+					t.Fatalf("layout -v: no range keys (%d bytes of output)", len(out))
+				}
 			}
 
 			c := jsonOf("sstable", "check", path)
@@ -134,7 +173,7 @@ func TestPebbleTables(t *testing.T) {
 // table without point keys (only range deletions, or nothing); every
 // command reads it as a sound table.
 func TestPebbleTablesWithoutPoints(t *testing.T) {
-	for _, format := range []pebble.TableFormat{pebble.TableFormatLevelDB, pebble.TableFormatRocksDBv2} {
+	for _, format := range pebbleFormats {
 		path := filepath.Join(t.TempDir(), "pebble.sst")
 		writePebbleTable(t, path, format, 0)
 		for _, cmd := range fileCommands[:4] {

@@ -154,8 +154,9 @@ func (e *env) properties(t *table, fm *formats) error {
 		File: t.name, Format: l.Format.String(), FormatVersion: l.FormatVersion, FileSize: r.Size(),
 		DataSize: sizes[sstable.BlockData], IndexSize: sizes[sstable.BlockIndex] + sizes[sstable.BlockIndexPartition],
 		FilterSize: sizes[sstable.BlockFilter],
-		MetaSize:   sizes[sstable.BlockMetaindex] + sizes[sstable.BlockProperties] + sizes[sstable.BlockRangeDel] + sizes[sstable.BlockMeta],
-		IndexType:  "single block", Entries: p.NumEntries, Deletions: p.NumDeletions, RangeDeletions: p.NumRangeDeletions,
+		MetaSize: sizes[sstable.BlockMetaindex] + sizes[sstable.BlockProperties] + sizes[sstable.BlockRangeDel] +
+			sizes[sstable.BlockMeta] + sizes[sstable.BlockRangeKey],
+		IndexType: "single block", Entries: p.NumEntries, Deletions: p.NumDeletions, RangeDeletions: p.NumRangeDeletions,
 		RawKeySize: p.RawKeySize, RawValueSize: p.RawValueSize, Compression: p.CompressionName, Comparer: p.ComparerName,
 		FilterPolicy: p.FilterPolicy, Properties: map[string]string{},
 	}
@@ -382,6 +383,14 @@ func blockRecords(t *table, b sstable.BlockInfo, fm *formats) ([]recordOut, erro
 		case sstable.BlockRangeDel:
 			ik, _ := base.DecodeInternalKey(k)
 			out = append(out, recordOut{fmt.Sprintf("[%s, %s) #%d", fm.k(ik.UserKey), fm.k(v), ik.SeqNum()), ""})
+		case sstable.BlockRangeKey:
+			rk, err := sstable.DecodeRangeKey(k, v)
+			if err != nil {
+				ferr = fmt.Errorf("%s: %s block %s: %w", t.name, b.Kind, b.Handle, err)
+				return false
+			}
+			o := rangeKeyOut(t.name, rk, fm)
+			out = append(out, recordOut{fmt.Sprintf("[%s, %s) #%d,%s", o.Key, o.End, o.Seq, o.Kind), strings.Join(o.Items, " ")})
 		default:
 			out = append(out, recordOut{quoteKey(k), fm.v(v)})
 		}
@@ -399,7 +408,22 @@ type scanOut struct {
 	Seq   uint64  `json:"seq"`
 	Kind  string  `json:"kind"`
 	Value *string `json:"value,omitempty"` // nil for a deletion
-	End   string  `json:"end,omitempty"`   // a range deletion's exclusive end
+	End   string  `json:"end,omitempty"`   // a range deletion's or range key's exclusive end
+	// Items are a range key's suffixes, each =value for a RANGEKEYSET.
+	Items []string `json:"items,omitempty"`
+}
+
+// rangeKeyOut describes a range key for scan and layout -v.
+func rangeKeyOut(file string, rk sstable.RangeKey, fm *formats) scanOut {
+	o := scanOut{File: file, Key: fm.k(rk.Start), End: fm.k(rk.End), Seq: uint64(rk.Trailer.SeqNum()), Kind: rk.Trailer.Kind().String()}
+	for i, s := range rk.Suffixes {
+		item := fm.k(s)
+		if rk.Values != nil {
+			item += "=" + fm.v(rk.Values[i])
+		}
+		o.Items = append(o.Items, item)
+	}
+	return o
 }
 
 func scanCmd(e *env) *cobra.Command {
@@ -408,9 +432,11 @@ func scanCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "scan FILE...",
 		Short: "Print a table's entries and range deletions in key order",
-		Long: `Print a table's point entries (key#seq,kind and value) and range
-deletions ([start, end)#seq) in key order, from --start (inclusive) to --end
-(exclusive), at most --count of them.`,
+		Long: `Print a table's point entries (key#seq,kind and value), range
+deletions ([start, end)#seq,RANGEDEL) and, in Pebble's tables, range keys
+([start, end)#seq,RANGEKEYSET suffix=value...; RANGEKEYUNSET suffix...;
+RANGEKEYDEL) in key order, from --start (inclusive) to --end (exclusive), at
+most --count of them.`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, files []string) error {
 			if err := b.parse(c); err != nil {
@@ -427,12 +453,33 @@ deletions ([start, end)#seq) in key order, from --start (inclusive) to --end
 
 func (e *env) scan(t *table, fm *formats, b *bounds) error {
 	r := t.r
-	var dels []sstable.RangeDeletion
+	overlaps := func(start, end []byte) bool {
+		return (b.end == nil || bytes.Compare(start, b.end) < 0) && (b.start == nil || bytes.Compare(end, b.start) > 0)
+	}
+	var spans []scanOut // range deletions, then range keys, each in order
+	var starts [][]byte
 	for _, d := range r.RangeDeletions() {
-		if (b.end == nil || bytes.Compare(d.Start, b.end) < 0) && (b.start == nil || bytes.Compare(d.End, b.start) > 0) {
-			dels = append(dels, d)
+		if overlaps(d.Start, d.End) {
+			spans = append(spans, scanOut{File: t.name, Key: fm.k(d.Start), End: fm.k(d.End), Seq: uint64(d.SeqNum), Kind: base.KindRangeDelete.String()})
+			starts = append(starts, d.Start)
 		}
 	}
+	rks, err := r.RangeKeys()
+	if err != nil {
+		return err
+	}
+	for _, rk := range rks {
+		if overlaps(rk.Start, rk.End) {
+			spans = append(spans, rangeKeyOut(t.name, rk, fm))
+			starts = append(starts, rk.Start)
+		}
+	}
+	// In start order; a range deletion before a range key at the same start.
+	order := make([]int, len(spans))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return bytes.Compare(starts[i], starts[j]) })
 	it := r.NewIter()
 	ok := false
 	if b.start != nil {
@@ -454,7 +501,7 @@ func (e *env) scan(t *table, fm *formats, b *bounds) error {
 		key := fmt.Sprintf("%s#%d,%s", o.Key, o.Seq, o.Kind)
 		switch {
 		case o.End != "":
-			e.printf("  [%s, %s)#%d,%s\n", o.Key, o.End, o.Seq, o.Kind)
+			e.printf("%s\n", strings.TrimRight(fmt.Sprintf("  [%s, %s)#%d,%s %s", o.Key, o.End, o.Seq, o.Kind, strings.Join(o.Items, " ")), " "))
 		case o.Value != nil:
 			e.printf("%s\n", strings.TrimRight("  "+key+" "+*o.Value, " "))
 		default:
@@ -463,11 +510,10 @@ func (e *env) scan(t *table, fm *formats, b *bounds) error {
 	}
 	for more() {
 		ok = ok && (b.end == nil || bytes.Compare(it.Key().UserKey, b.end) < 0)
-		// Range deletions come before the points at or after their start.
-		if len(dels) > 0 && (!ok || bytes.Compare(dels[0].Start, it.Key().UserKey) <= 0) {
-			d := dels[0]
-			dels = dels[1:]
-			print(scanOut{File: t.name, Key: fm.k(d.Start), End: fm.k(d.End), Seq: uint64(d.SeqNum), Kind: base.KindRangeDelete.String()})
+		// Spans come before the points at or after their start.
+		if len(order) > 0 && (!ok || bytes.Compare(starts[order[0]], it.Key().UserKey) <= 0) {
+			print(spans[order[0]])
+			order = order[1:]
 			continue
 		}
 		if !ok {

@@ -1,0 +1,377 @@
+package sstable
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	pebble "github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
+)
+
+// flatRangeKey is one suffix of a range key, as Pebble's iterator yields it.
+type flatRangeKey struct {
+	start, end, suffix, value string
+	trailer                   base.Trailer
+}
+
+// flatten lists our range keys one suffix at a time.
+func flatten(rks []RangeKey) []flatRangeKey {
+	var out []flatRangeKey
+	for _, rk := range rks {
+		if len(rk.Suffixes) == 0 {
+			out = append(out, flatRangeKey{start: string(rk.Start), end: string(rk.End), trailer: rk.Trailer})
+		}
+		for i, s := range rk.Suffixes {
+			f := flatRangeKey{start: string(rk.Start), end: string(rk.End), suffix: string(s), trailer: rk.Trailer}
+			if rk.Values != nil {
+				f.value = string(rk.Values[i])
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// openPebble opens a table with Pebble's reader.
+func openPebble(t testing.TB, data []byte) *pebble.Reader {
+	t.Helper()
+	readable, err := pebble.NewSimpleReadable(memReadable(t, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := pebble.NewReader(context.Background(), readable, pebble.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// samePebbleProperties compares our reader's properties with Pebble's.
+func samePebbleProperties(t *testing.T, rd *Reader, data []byte) {
+	t.Helper()
+	r := openPebble(t, data)
+	defer r.Close()
+	want, err := r.ReadPropertiesBlock(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rd.Properties()
+	uvarint := func(name string) uint64 {
+		v, _ := binary.Uvarint(got.User[name])
+		return v
+	}
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"entries", got.NumEntries, want.NumEntries},
+		{"deletions", got.NumDeletions, want.NumDeletions},
+		{"range deletions", got.NumRangeDeletions, want.NumRangeDeletions},
+		{"raw key size", got.RawKeySize, want.RawKeySize},
+		{"raw value size", got.RawValueSize, want.RawValueSize},
+		{"data blocks", got.NumDataBlocks, want.NumDataBlocks},
+		{"data size", got.DataSize, want.DataSize},
+		{"index size", got.IndexSize, want.IndexSize},
+		{"filter size", got.FilterSize, want.FilterSize},
+		{"index type", got.IndexType, want.IndexType},
+		{"comparer", got.ComparerName, want.ComparerName},
+		{"compression", got.CompressionName, want.CompressionName},
+		{"filter policy", got.FilterPolicy, want.FilterPolicyName},
+		{"range-key sets", uvarint("pebble.num.range-key-sets"), want.NumRangeKeySets},
+		{"range-key unsets", uvarint("pebble.num.range-key-unsets"), want.NumRangeKeyUnsets},
+		{"range-key deletions", uvarint("pebble.num.range-key-dels"), want.NumRangeKeyDels},
+	} {
+		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+			t.Errorf("property %s: %v, Pebble %v", c.name, c.got, c.want)
+		}
+	}
+	if got.NumEntries == 0 || got.NumDataBlocks == 0 {
+		t.Fatalf("properties: %+v", got)
+	}
+}
+
+// pebbleRangeKeys reads a table's range keys with Pebble's reader.
+func pebbleRangeKeys(t testing.TB, data []byte) []flatRangeKey {
+	t.Helper()
+	r := openPebble(t, data)
+	defer r.Close()
+	it, err := r.NewRawRangeKeyIter(context.Background(), pebble.NoFragmentTransforms, pebble.NoReadEnv)
+	if err != nil || it == nil {
+		t.Fatalf("Pebble's range-key iterator: %v", err)
+	}
+	defer it.Close()
+	var out []flatRangeKey
+	span, err := it.First()
+	for ; span != nil; span, err = it.Next() {
+		for _, k := range span.Keys {
+			out = append(out, flatRangeKey{start: string(span.Start), end: string(span.End), suffix: string(k.Suffix), value: string(k.Value), trailer: base.Trailer(k.Trailer)})
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// memReadable returns data as a file of a memory file system.
+func memReadable(t testing.TB, data []byte) vfs.File {
+	t.Helper()
+	fs := vfs.NewMem()
+	f, err := fs.Create("t.sst", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(bytes.Clone(data)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if f, err = fs.Open("t.sst"); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// writePebbleFormat writes spec, and in Pebblev2 some range keys, with
+// Pebble's writer in format with checksum type sum.
+func writePebbleFormat(t testing.TB, spec tableSpec, format pebble.TableFormat, sum block.ChecksumType) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), pebble.WriterOptions{
+		TableFormat:  format,
+		Compression:  pebble.SnappyCompression,
+		FilterPolicy: pebblebloom.FilterPolicy(10),
+		BlockSize:    1024,
+		Checksum:     sum,
+	})
+	addSpec(t, w, spec)
+	if format >= pebble.TableFormatPebblev2 {
+		for _, err := range []error{
+			w.RangeKeySet([]byte("key00100"), []byte("key00300"), nil, []byte("rk-value")),
+			w.RangeKeyUnset([]byte("key00200"), []byte("key00400"), nil),
+			w.RangeKeyDelete([]byte("key00500"), []byte("key00600")),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// readEntries reads every point entry of a table with our iterator.
+func readEntries(t *testing.T, rd *Reader) []entry {
+	t.Helper()
+	var got []entry
+	it := rd.NewIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		got = append(got, entry{it.Key().Clone(), append([]byte(nil), it.Value()...)})
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// addSpec adds spec's entries and range deletions to Pebble's writer w.
+func addSpec(t testing.TB, w *pebble.Writer, spec tableSpec) {
+	t.Helper()
+	for _, e := range spec.entries {
+		var k pebble.InternalKey
+		k.UserKey = e.key.UserKey
+		setPebbleTrailer(&k, e.key.Trailer)
+		if err := w.Raw().Add(k, e.value, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frags := rangedel.Fragment(spec.dels)
+	for i := 0; i < len(frags); {
+		j := i
+		var seqs []base.SeqNum
+		for ; j < len(frags) && bytes.Equal(frags[j].Start, frags[i].Start); j++ {
+			seqs = append(seqs, frags[j].SeqNum)
+		}
+		if err := w.Raw().EncodeSpan(pebbleSpan(frags[i].Start, frags[i].End, seqs)); err != nil {
+			t.Fatal(err)
+		}
+		i = j
+	}
+}
+
+type nopCloser struct{ *bytes.Buffer }
+
+func (nopCloser) Close() error { return nil }
+
+// TestWeReadPebbleRowFormats reads tables Pebble writes in the formats
+// Pebblev1 and v2, with both checksum types, with our reader: the same
+// entries, range deletions and range keys, and everything else the reader
+// offers.
+func TestWeReadPebbleRowFormats(t *testing.T) {
+	formats := []pebble.TableFormat{pebble.TableFormatPebblev1, pebble.TableFormatPebblev2, pebble.TableFormatPebblev3, pebble.TableFormatPebblev4}
+	for i, format := range formats {
+		for _, sum := range []block.ChecksumType{block.ChecksumTypeCRC32c, block.ChecksumTypeXXHash64} {
+			r := rand.New(rand.NewPCG(uint64(i), 17))
+			spec := randomSpec(r, 3000)
+			t.Run(fmt.Sprintf("%v/%v", format, sum), func(t *testing.T) {
+				data := writePebbleFormat(t, spec, format, sum)
+				rd := openTable(t, data)
+				if got, want := rd.Properties().Format.String(), fmt.Sprintf("Pebblev%d", i+1); got != want {
+					t.Fatalf("format %s, want %s", got, want)
+				}
+				sameEntries(t, readEntries(t, rd), spec.entries, "bloomkv reading Pebble's table")
+				sameRangeDels(t, rd.RangeDeletions(), rangedel.Fragment(spec.dels), "bloomkv reading Pebble's range deletions")
+				checkTable(t, rd, spec, r)
+				samePebbleProperties(t, rd, data)
+
+				rks, err := rd.RangeKeys()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if format < pebble.TableFormatPebblev2 {
+					if rks != nil {
+						t.Fatalf("range keys in a Pebblev1 table: %v", rks)
+					}
+				} else {
+					ours, theirs := flatten(rks), pebbleRangeKeys(t, data)
+					if len(ours) < 4 || fmt.Sprint(ours) != fmt.Sprint(theirs) {
+						t.Fatalf("range keys:\nours   %v\nPebble %v", ours, theirs)
+					}
+				}
+				if rep := rd.Check(); rep.Err() != nil {
+					t.Fatal(rep.Err())
+				}
+				kinds := map[BlockKind]int{}
+				for _, b := range rd.Layout().Blocks {
+					if b.Err != nil {
+						t.Fatalf("layout: %v", b.Err)
+					}
+					kinds[b.Kind]++
+				}
+				dels := min(len(spec.dels), 1)
+				if v3 := format >= pebble.TableFormatPebblev3; v3 != (kinds[BlockValue] > 0) || v3 != (kinds[BlockValueIndex] == 1) {
+					t.Fatalf("layout: %d value blocks, %d value indexes", kinds[BlockValue], kinds[BlockValueIndex])
+				}
+				if want := min(int(format-pebble.TableFormatPebblev1), 1); kinds[BlockRangeKey] != want || kinds[BlockFilter] != 1 || kinds[BlockRangeDel] != dels {
+					t.Fatalf("layout: kinds %v", kinds)
+				}
+			})
+		}
+	}
+}
+
+// TestUnsupportedFormats: a footer of a format this reader does not read is
+// an error wrapping ErrUnsupportedFormat that names it, never ErrCorruption;
+// a known magic number with a bad version or checksum type is corruption.
+func TestUnsupportedFormats(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	spec := randomSpec(r, 200)
+	for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev5, pebble.TableFormatPebblev6, pebble.TableFormatPebblev7} {
+		data := writePebbleFormat(t, spec, format, block.ChecksumTypeCRC32c)
+		_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst"})
+		want := fmt.Sprintf("unsupported table format Pebblev%d", format-pebble.TableFormatPebblev1+1)
+		if !errors.Is(err, ErrUnsupportedFormat) || errors.Is(err, ErrCorruption) || !bytes.Contains([]byte(fmt.Sprint(err)), []byte(want)) {
+			t.Fatalf("%v: %v, want %q", format, err, want)
+		}
+	}
+	data := writePebbleFormat(t, spec, pebble.TableFormatPebblev2, block.ChecksumTypeCRC32c)
+	mutate := func(off int, b byte) []byte {
+		d := bytes.Clone(data)
+		d[len(d)-off] = b
+		return d
+	}
+	for _, c := range []struct {
+		name        string
+		data        []byte
+		unsupported bool
+		msg         string
+	}{
+		{"magic", mutate(1, 0x12), true, "unknown magic number 0x12aa9ff0b3aa9ff0 at offset"},
+		{"version 0", mutate(12, 0), false, "bad Pebble table format version 0"},
+		{"version 9", mutate(12, 9), false, "bad Pebble table format version 9"},
+		{"checksum xxHash32", mutate(rocksDBFooterLen, 2), true, "unsupported checksum type 2 (xxHash32)"},
+		{"checksum 9", mutate(rocksDBFooterLen, 9), false, "unknown checksum type 9"},
+		{"xxhash64 for crc", mutate(rocksDBFooterLen, checksumXXHash64), false, "checksum mismatch"},
+	} {
+		_, err := NewReader(bytes.NewReader(c.data), int64(len(c.data)), ReaderOptions{FileName: "t.sst"})
+		if errors.Is(err, ErrUnsupportedFormat) != c.unsupported || errors.Is(err, ErrCorruption) == c.unsupported ||
+			!bytes.Contains([]byte(fmt.Sprint(err)), []byte(c.msg)) || !bytes.Contains([]byte(fmt.Sprint(err)), []byte("t.sst")) {
+			t.Errorf("%s: %v, want %q (unsupported %v)", c.name, err, c.msg, c.unsupported)
+		}
+	}
+}
+
+// refused reports whether err refuses a damaged table: as corruption, or as
+// an unknown format when the damage hit the footer's magic number (or cut the
+// table short, leaving other bytes where it was) or turned a format version
+// into one this reader knows but does not read.
+func refused(err error) bool {
+	return errors.Is(err, ErrCorruption) || errors.Is(err, ErrUnsupportedFormat)
+}
+
+// FuzzPebbleTable damages Pebblev2 tables (CRC32C and xxhash64 checksums,
+// range keys) and a Pebblev4 table (value blocks) at the offsets the input names: the result is refused, or it
+// reads back exactly as the original, range keys included, and its check
+// passes only then.
+func FuzzPebbleTable(f *testing.F) {
+	r := rand.New(rand.NewPCG(3, 4))
+	spec := randomSpec(r, 150)
+	var tables [][]byte
+	var wants []tableContents
+	var wantRKs [][]flatRangeKey
+	for i, sum := range []block.ChecksumType{block.ChecksumTypeCRC32c, block.ChecksumTypeXXHash64, block.ChecksumTypeCRC32c} {
+		format := []pebble.TableFormat{pebble.TableFormatPebblev2, pebble.TableFormatPebblev2, pebble.TableFormatPebblev4}[i]
+		tb := writePebbleFormat(f, spec, format, sum)
+		want, err := readAll(tb, nil, ReaderOptions{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		tables, wants, wantRKs = append(tables, tb), append(wants, want), append(wantRKs, pebbleRangeKeys(f, tb))
+	}
+	f.Add(uint8(0), []byte{0, 10, 1})
+	f.Add(uint8(1), []byte{0xff, 0xf0, 0x80})
+	f.Add(uint8(1), []byte{0xf0, 0x00, 0x04})
+	f.Add(uint8(2), []byte{0xe0, 0x00, 0x01})
+	f.Fuzz(func(t *testing.T, which uint8, flips []byte) {
+		ti := int(which) % len(tables)
+		bad := bytes.Clone(tables[ti])
+		// Each 3 bytes name an offset (2 bytes, scaled) and an XOR mask.
+		for i := 0; i+3 <= len(flips); i += 3 {
+			off := (int(flips[i])<<8 | int(flips[i+1])) * len(bad) / 65536
+			bad[off] ^= flips[i+2]
+		}
+		got, err := readAll(bad, nil, ReaderOptions{})
+		if err != nil {
+			if !refused(err) {
+				t.Fatalf("error %v is neither corruption nor an unsupported format", err)
+			}
+			return
+		}
+		rd, err := NewReader(bytes.NewReader(bad), int64(len(bad)), ReaderOptions{FileName: "fuzz.sst"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rks, rkErr := rd.RangeKeys()
+		switch {
+		case rkErr != nil && !refused(rkErr):
+			t.Fatalf("range keys: error %v is not corruption", rkErr)
+		case rkErr == nil && (!sameContents(got, wants[ti]) || fmt.Sprint(flatten(rks)) != fmt.Sprint(wantRKs[ti])):
+			t.Fatal("damaged table read back different contents without an error")
+		}
+		if rep := rd.Check(); rep.Err() != nil && !refused(rep.Err()) {
+			t.Fatalf("check: %v is not corruption", rep.Err())
+		}
+	})
+}
