@@ -44,7 +44,9 @@ const (
 	TableFormatRocksDBv2 TableFormat = 2
 	// TableFormatPebblev1 is Pebble's magic number with RocksDB's 53-byte
 	// footer layout and version 1: row blocks, index entries carrying
-	// block properties. Tables in Pebble's formats are read, not written.
+	// block properties. The Writer writes it (with no block properties) for
+	// tables to hand to Pebble's Ingest, which refuses RocksDBv2; the later
+	// Pebble formats are read, not written.
 	TableFormatPebblev1 TableFormat = 3
 	// TableFormatPebblev2 adds range keys (the pebble.range_key block).
 	TableFormatPebblev2 TableFormat = 4
@@ -212,8 +214,12 @@ func (f footer) encode() []byte {
 		buf := make([]byte, rocksDBFooterLen)
 		buf[0] = checksumCRC32C
 		f.index.append(f.metaindex.append(buf[1:1]))
-		binary.LittleEndian.PutUint32(buf[rocksDBFooterLen-12:], rocksDBVersion)
-		binary.LittleEndian.PutUint64(buf[rocksDBFooterLen-8:], rocksDBMagic)
+		version, magic := uint32(rocksDBVersion), uint64(rocksDBMagic)
+		if f.format == TableFormatPebblev1 {
+			version, magic = 1, pebbleMagic
+		}
+		binary.LittleEndian.PutUint32(buf[rocksDBFooterLen-12:], version)
+		binary.LittleEndian.PutUint64(buf[rocksDBFooterLen-8:], magic)
 		return buf
 	}
 }

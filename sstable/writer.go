@@ -48,7 +48,9 @@ type WriterOptions struct {
 	// DisableCompression stores blocks uncompressed.
 	DisableCompression bool
 	// TableFormat is the footer to write (TableFormatRocksDBv2). The LevelDB
-	// format cannot hold range deletions.
+	// format cannot hold range deletions; TableFormatPebblev1 makes a table
+	// Pebble's Ingest takes (keys at sequence number 0: Set, Delete,
+	// DeleteRange at 0).
 	TableFormat TableFormat
 	// Parallel compresses and writes the data blocks on a second goroutine,
 	// so that a table is built faster when a core is free. The Writer is
@@ -83,7 +85,7 @@ func (o WriterOptions) withDefaults() (WriterOptions, error) {
 		return o, fmt.Errorf("sstable: block restart interval %d must be positive", o.BlockRestartInterval)
 	case o.Compression != NoCompression && o.Compression != SnappyCompression:
 		return o, fmt.Errorf("sstable: unsupported compression %v", o.Compression)
-	case o.TableFormat != TableFormatLevelDB && o.TableFormat != TableFormatRocksDBv2:
+	case o.TableFormat != TableFormatLevelDB && o.TableFormat != TableFormatRocksDBv2 && o.TableFormat != TableFormatPebblev1:
 		return o, fmt.Errorf("sstable: unknown table format %v", o.TableFormat)
 	}
 	if o.BloomBitsPerKey > 0 {
