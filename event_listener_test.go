@@ -177,12 +177,21 @@ func TestCloseReportsAWALFailureWithNoLockHeld(t *testing.T) {
 	var calls, locked int
 	o.EventListener.BackgroundError = func(error) {
 		calls++
+		// Another goroutine must be able to take each lock: a background
+		// goroutine may hold one for a moment (a TryLock here would count
+		// that), but one the caller holds stays held while it waits.
 		for _, mu := range []*sync.Mutex{&d.mu, &d.commitMu} {
-			if !mu.TryLock() {
-				locked++
-				continue
+			took := make(chan struct{})
+			go func() {
+				mu.Lock()
+				mu.Unlock()
+				close(took)
+			}()
+			select {
+			case <-took:
+			case <-time.After(10 * time.Second):
+				locked++ // the caller holds it: the goroutine is left to take it once it returns
 			}
-			mu.Unlock()
 		}
 	}
 	d = mustOpen(t, "/db", o)
