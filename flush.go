@@ -101,12 +101,24 @@ func (d *DB) flushOldestLocked() error {
 	// table no published state counted would never be deleted
 	// (releaseFilesLocked). Reads of this state find m's entries in m and in
 	// the table alike.
+	//
+	// Until m leaves d.imm, no compaction takes the table (it is marked
+	// busy): moved or merged into the base, its versions would leave the
+	// differential-file filter while states holding m, the same versions in
+	// a memtable, are still being published, and the filter must pass
+	// every memtable entry of every state.
+	if meta != nil {
+		d.busy[meta.FileNum] = true
+	}
 	d.publishLocked()
 	// FlushEnd runs before m leaves d.imm, so that a Flush waiting for m
 	// returns after it. Only the flusher takes memtables out of d.imm, so m
 	// is still its first when d.mu comes back.
 	d.unlocked(func() { d.opts.EventListener.FlushEnd(info) })
 	d.imm = d.imm[1:]
+	if meta != nil {
+		delete(d.busy, meta.FileNum)
+	}
 	d.publishLocked()
 	d.metrics.flushes.Add(1)
 	if meta != nil {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,4 +157,69 @@ func TestFlushLeavesNoUnreferencedTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoLeftovers(t, fs, "/db")
+}
+
+// TestFlushedTableWaitsForItsMemtable: while a flush's FlushEnd runs, the
+// state holds the flushed memtable and its new level-0 table both. No
+// compaction may take that table then: moved into the base (as level-0
+// tables overlapping nothing are), its versions would leave the
+// differential-file filter while a state still holds them in a memtable,
+// whose entries the filter must all pass. The table is busy until the
+// memtable leaves.
+func TestFlushedTableWaitsForItsMemtable(t *testing.T) {
+	fs := vfs.NewMem()
+	o := memOpts(fs)
+	var d *DB
+	var armed atomic.Bool
+	var mu sync.Mutex
+	var movable []uint64
+	var flushed uint64
+	var violations []string
+	o.EventListener.FlushEnd = func(info FlushInfo) {
+		if !armed.Load() {
+			return
+		}
+		d.mu.Lock()
+		for _, f := range l0Movable(d.version, d.levelTargets(d.version, d.running).base, d.busy) {
+			movable = append(movable, f.FileNum)
+		}
+		d.mu.Unlock()
+		s := d.acquire()
+		bad := diffViolations(d, s)
+		d.release(s)
+		mu.Lock()
+		flushed = info.FileNum
+		violations = append(violations, bad...)
+		mu.Unlock()
+	}
+	d = mustOpen(t, "/db", o)
+	defer d.Close()
+	for i := range 200 {
+		if err := d.Set(fmt.Appendf(nil, "a%03d", i), []byte("v"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Compact(nil, nil); err != nil { // the base, level 6
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	for i := range 200 { // keys after the base's: a table that could move into it
+		if err := d.Set(fmt.Appendf(nil, "z%03d", i), []byte("v"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if flushed == 0 {
+		t.Fatal("FlushEnd did not run")
+	}
+	if slices.Contains(movable, flushed) {
+		t.Fatalf("while FlushEnd ran, the flushed table %06d could move into the base (movable: %v)", flushed, movable)
+	}
+	if len(violations) > 0 {
+		t.Fatalf("the differential-file filter misses versions above the base: %v", violations)
+	}
 }
