@@ -13,7 +13,8 @@
 //	go run ./tools/bloomkv sstable filter [--probes N] FILE...
 //	go run ./tools/bloomkv sstable space [--start K] [--end K] FILE...
 //	go run ./tools/bloomkv wal dump FILE
-//	go run ./tools/bloomkv manifest dump|summarize|check FILE
+//	go run ./tools/bloomkv manifest dump|check FILE
+//	go run ./tools/bloomkv manifest summarize [--edits N] FILE
 //	go run ./tools/bloomkv db lsm|check|properties DIR
 //	go run ./tools/bloomkv db space DIR [--start K] [--end K]
 //	go run ./tools/bloomkv find KEY DIR

@@ -61,6 +61,7 @@ type summaryOut struct {
 	Levels      []levelSummaryOut `json:"levels"`
 	Tables      int               `json:"tables"`
 	Size        uint64            `json:"size"`
+	Buckets     []bucketOut       `json:"buckets,omitempty"` // with --edits
 }
 
 // replayed is a manifest read and decoded.
@@ -99,20 +100,38 @@ func replayManifest(name string) (*replayed, error) {
 }
 
 func manifestSummarizeCmd(e *env) *cobra.Command {
-	return &cobra.Command{
+	var per int
+	c := &cobra.Command{
 		Use:   "summarize FILE",
 		Short: "Count a manifest's edits and the tables and bytes they add and delete per level",
 		Long: `Replay a manifest (bloomkv's or Pebble's) and count its edits by kind
 (snapshot: a first edit naming the comparer; flush: tables added with a
 log number; ingest: tables added without one; compaction: tables deleted,
 others added or moved), and per level the tables added and deleted, the
-bytes added (by kind of edit) and deleted, and the final shape of the LSM.`,
+bytes added (by kind of edit) and deleted, and the final shape of the LSM.
+With --edits N, also the bytes added and deleted per level in each run of N
+edits.`,
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(c *cobra.Command, a []string) error { return e.manifestSummarize(a[0]) },
+		RunE: func(c *cobra.Command, a []string) error {
+			if per < 0 {
+				return usageError{fmt.Errorf("--edits %d is negative", per)}
+			}
+			return e.manifestSummarize(a[0], per)
+		},
 	}
+	c.Flags().IntVar(&per, "edits", 0, "also summarize each run of this many edits (0: the whole manifest only)")
+	return c
 }
 
-func (e *env) manifestSummarize(name string) error {
+// bucketOut is what a run of edits added and deleted, per level.
+type bucketOut struct {
+	FirstEdit    int                        `json:"first_edit"`
+	LastEdit     int                        `json:"last_edit"`
+	BytesAdded   [manifest.NumLevels]uint64 `json:"bytes_added"`
+	BytesDeleted [manifest.NumLevels]uint64 `json:"bytes_deleted"`
+}
+
+func (e *env) manifestSummarize(name string, per int) error {
 	rp, err := replayManifest(name)
 	if err != nil {
 		return err
@@ -135,20 +154,40 @@ func (e *env) manifestSummarize(name string) error {
 	for i, ed := range rp.edits {
 		kind := editKind(ed.VersionEdit)
 		out.EditsByKind[kind]++
+		var b *bucketOut
+		if per > 0 {
+			if i%per == 0 {
+				out.Buckets = append(out.Buckets, bucketOut{FirstEdit: i})
+			}
+			b = &out.Buckets[len(out.Buckets)-1]
+			b.LastEdit = i
+		}
 		for _, d := range ed.DeletedFiles {
+			if d.Level < 0 || d.Level >= manifest.NumLevels {
+				continue // Apply below reports it
+			}
 			levels[d.Level].Deleted++
 			for f := range v.Level(d.Level) {
 				if f.FileNum == d.FileNum {
 					levels[d.Level].BytesDeleted += f.Size
+					if b != nil {
+						b.BytesDeleted[d.Level] += f.Size
+					}
 				}
 			}
 		}
 		for _, nf := range ed.NewFiles {
+			if nf.Level < 0 || nf.Level >= manifest.NumLevels {
+				continue
+			}
 			ls := &levels[nf.Level]
 			ls.Added++
 			ls.BytesAdded += nf.Meta.Size
 			ls.BytesAddedBy[kind] += nf.Meta.Size
 			ls.TablesAddedBy[kind]++
+			if b != nil {
+				b.BytesAdded[nf.Level] += nf.Meta.Size
+			}
 		}
 		if v, err = v.Apply(ed.VersionEdit); err != nil {
 			return fmt.Errorf("%s: edit %d at offset %d: %w (manifest check lists every problem)", name, i, rp.recs[i].off, err)
@@ -188,6 +227,18 @@ func (e *env) manifestSummarize(name string) error {
 		e.printf("  L%-4d %7d %9d %12d %12d  %-44s %s, %d bytes\n", ls.Level, ls.Added, ls.Deleted, ls.BytesAdded, ls.BytesDeleted, by, plural(ls.Tables, "table"), ls.Size)
 	}
 	e.printf("  final version: %s, %d bytes (%s)\n", plural(out.Tables, "table"), out.Size, humanize.Bytes(out.Size))
+	if len(out.Buckets) > 0 {
+		e.printf("  bytes added +, deleted - per level, by runs of %s:\n", plural(per, "edit"))
+		for _, b := range out.Buckets {
+			e.printf("    edits %d-%d:", b.FirstEdit, b.LastEdit)
+			for l := range manifest.NumLevels {
+				if b.BytesAdded[l] != 0 || b.BytesDeleted[l] != 0 {
+					e.printf("  L%d +%d -%d", l, b.BytesAdded[l], b.BytesDeleted[l])
+				}
+			}
+			e.printf("\n")
+		}
+	}
 	return nil
 }
 

@@ -329,7 +329,20 @@ func TestManifestSummarize(t *testing.T) {
 	f := newFixture(t)
 	ps := writePebbleStore(t, filepath.Join(f.dir, "pebbledb"), pebble.FormatFlushableIngest, true)
 	for _, c := range []struct{ dir, manifest string }{{f.db, f.manifest}, {ps.dir, filepath.Join(ps.dir, "MANIFEST-000001")}} {
-		sum := jsonLines[summaryOut](t, "manifest", "summarize", c.manifest)[0]
+		sum := jsonLines[summaryOut](t, "manifest", "summarize", "--edits", "2", c.manifest)[0]
+		if len(sum.Buckets) != (sum.Edits+1)/2 {
+			t.Fatalf("%s: %d edits in %d runs of 2", c.manifest, sum.Edits, len(sum.Buckets))
+		}
+		for l := range manifest.NumLevels {
+			var added, deleted uint64
+			for _, b := range sum.Buckets {
+				added += b.BytesAdded[l]
+				deleted += b.BytesDeleted[l]
+			}
+			if added != sum.Levels[l].BytesAdded || deleted != sum.Levels[l].BytesDeleted {
+				t.Fatalf("%s: L%d: runs add %d and delete %d bytes, the whole %d and %d", c.manifest, l, added, deleted, sum.Levels[l].BytesAdded, sum.Levels[l].BytesDeleted)
+			}
+		}
 		dump := jsonLines[map[string]any](t, "manifest", "dump", c.manifest)
 		if sum.Edits != len(dump)-1 {
 			t.Fatalf("%s: %d edits, manifest dump has %d", c.manifest, sum.Edits, len(dump)-1)
