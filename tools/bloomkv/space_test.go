@@ -20,6 +20,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/record"
+	"github.com/bloomkv/bloomkv/sstable"
 )
 
 // jsonLines runs a command with --json, which must succeed, and decodes
@@ -135,6 +136,45 @@ func TestFind(t *testing.T) {
 			t.Fatalf("find absent: exit %d, stderr %q", code, errOut)
 		}
 	})
+	t.Run("bloomkv ingested", func(t *testing.T) {
+		// An ingested table's keys are stored at 0 and read at the
+		// sequence number the ingestion assigned.
+		dir := filepath.Join(t.TempDir(), "db")
+		d, err := bloomkv.Open(dir, &bloomkv.Options{FormatVersion: bloomkv.FormatNewest, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := d.Set([]byte("k"), []byte("set"), bloomkv.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var buf bytes.Buffer
+		w, err := sstable.NewWriter(&buf, sstable.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Set([]byte("k"), []byte("ingested")); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ingest := filepath.Join(t.TempDir(), "ingest.sst")
+		if err := os.WriteFile(ingest, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Ingest([]string{ingest}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got := jsonLines[foundOut](t, "find", "k", dir)
+		if len(got) == 0 || got[0].Value != "ingested" || got[0].Seq <= 3 || got[0].Level == nil {
+			t.Fatalf("find k: %+v", got)
+		}
+	})
 	t.Run("pebble", func(t *testing.T) {
 		ps := writePebbleStore(t, filepath.Join(t.TempDir(), "pebbledb"), pebble.FormatFlushableIngest, true)
 		// pk00007: v1 compacted to L6, v2 flushed to L0, then in the WAL.
@@ -150,6 +190,12 @@ func TestFind(t *testing.T) {
 			}) {
 				t.Fatalf("%s is not in Pebble's L%d: %+v", got[i+1].File, level, ps.levels[level])
 			}
+		}
+		// pk00025: in L6, deleted in L0, then ingested: read at the
+		// ingestion's sequence number, not the 0 its file stores.
+		got = jsonLines[foundOut](t, "find", "pk00025", ps.dir)
+		if len(got) != 3 || got[0].Value != "ingested-25" || got[0].Seq <= got[1].Seq || got[1].Kind != "DEL" || got[2].Value != "v1-25" || got[2].Seq == 0 {
+			t.Fatalf("find pk00025: %+v", got)
 		}
 		// pk01050: in L6, overwritten in L0, range-deleted, then set again
 		// (both in one L0 table, and in the WAL that was flushed to it).
@@ -384,5 +430,37 @@ func TestManifestSummarize(t *testing.T) {
 	sum := jsonLines[summaryOut](t, "manifest", "summarize", filepath.Join(ps.dir, "MANIFEST-000001"))[0]
 	if sum.EditsByKind["ingest"] != 1 || sum.EditsByKind["compaction"] < 1 {
 		t.Fatalf("Pebble manifest: %v", sum.EditsByKind)
+	}
+}
+
+// TestSSTableSpacePebble runs sstable space on Pebble's tables, whose
+// indexes have two levels (but in the LevelDB format): the whole range is the data, and a range split
+// in two counts at most the block holding the split twice.
+func TestSSTableSpacePebble(t *testing.T) {
+	dir := t.TempDir()
+	twoLevel := 0
+	for _, format := range pebbleFormats {
+		path := filepath.Join(dir, format.String()+".sst")
+		writePebbleTable(t, path, format, 2000)
+		pr := jsonLines[propertiesOut](t, "sstable", "properties", path)[0]
+		all := jsonLines[spaceOut](t, "sstable", "space", path)[0]
+		if pr.IndexType == "two-level" {
+			twoLevel++
+		}
+		if all.Size != pr.DataSize || all.DataBlocks != pr.DataBlocks || pr.DataBlocks < 20 {
+			t.Fatalf("%s: sstable space %+v, properties %+v", format, all, pr)
+		}
+		lo := jsonLines[spaceOut](t, "sstable", "space", "--end", "pk01000", path)[0]
+		hi := jsonLines[spaceOut](t, "sstable", "space", "--start", "pk01000", path)[0]
+		if lo.DataBlocks+hi.DataBlocks < all.DataBlocks || lo.DataBlocks+hi.DataBlocks > all.DataBlocks+1 || lo.DataBlocks < all.DataBlocks/3 || hi.DataBlocks < all.DataBlocks/3 {
+			t.Fatalf("%s: halves %+v and %+v of %+v", format, lo, hi, all)
+		}
+		narrow := jsonLines[spaceOut](t, "sstable", "space", "--start", "pk01000", "--end", "pk01001", path)[0]
+		if narrow.DataBlocks != 1 {
+			t.Fatalf("%s: one key's range: %+v", format, narrow)
+		}
+	}
+	if twoLevel < len(pebbleFormats)-1 {
+		t.Fatalf("%d tables of %d with two-level indexes", twoLevel, len(pebbleFormats))
 	}
 }
