@@ -413,9 +413,9 @@ func findCmd(e *env) *cobra.Command {
 tables (the current version's, with their level, and any other table file
 lying in the directory, "not in the current version") and its WALs (with
 the batch's offset; a Pebble WAL older than the manifest's log number, kept
-for reuse and already flushed, is an "obsolete WAL"), each with the version's kind and sequence number. A
-range deletion covering KEY counts as a version (kind RANGEDEL, its span).
-Exit status 1 when no file holds KEY.`,
+for reuse and already flushed, is an "obsolete WAL"), each with the
+version's kind and sequence number. A range deletion covering KEY counts as
+a version (kind RANGEDEL, its span). Exit status 1 when no file holds KEY.`,
 		Args: args(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, a []string) error {
 			key, err := parseKey(a[0])
