@@ -22,6 +22,9 @@ var fileCommands = [][]string{
 	{"sstable", "filter", "--probes", "200"},
 	{"wal", "dump"},
 	{"manifest", "dump"},
+	{"manifest", "summarize"},
+	{"manifest", "check"},
+	{"sstable", "space", "--start", "key050", "--end", "pk01000"},
 }
 
 // expectOneLine asserts that a run either succeeded quietly or failed with
@@ -166,7 +169,8 @@ func TestBadInput(t *testing.T) {
 	t.Run("directory holding no store", func(t *testing.T) {
 		// An error, and nothing written there.
 		emptyDir := t.TempDir()
-		for _, cmd := range [][]string{{"db", "lsm", emptyDir}, {"db", "check", emptyDir}, {"db", "get", emptyDir, "k"}, {"db", "diff", emptyDir}} {
+		for _, cmd := range [][]string{{"db", "lsm", emptyDir}, {"db", "check", emptyDir}, {"db", "get", emptyDir, "k"}, {"db", "diff", emptyDir},
+			{"db", "space", emptyDir}, {"db", "properties", emptyDir}, {"find", "k", emptyDir}} {
 			_, errOut, code := runTool(cmd...)
 			expectOneLine(t, cmd, emptyDir, errOut, code)
 			if names, _ := os.ReadDir(emptyDir); code != 1 || len(names) != 0 {
@@ -216,7 +220,8 @@ func storeDamage(t *testing.T, db, key string) {
 				if err := os.WriteFile(filepath.Join(dir, victim.Name()), d, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, key}, {"db", "scan", dir}, {"db", "check", dir}, {"db", "diff", dir}} {
+				for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, key}, {"db", "scan", dir}, {"db", "check", dir}, {"db", "diff", dir},
+					{"db", "space", dir}, {"db", "properties", dir}, {"find", key, dir}} {
 					_, errOut, code := runTool(cmd...)
 					runs++
 					expectOneLine(t, cmd, dir, errOut, code)

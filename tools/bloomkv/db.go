@@ -18,7 +18,7 @@ import (
 
 func dbCmd(e *env) *cobra.Command {
 	return group("db", "Inspect a whole store, bloomkv's or Pebble's, read-only (it must not be open elsewhere)",
-		lsmCmd(e), getCmd(e), dbScanCmd(e), dbCheckCmd(e), dbDiffCmd(e), optionsCmd(e))
+		lsmCmd(e), getCmd(e), dbScanCmd(e), dbCheckCmd(e), dbDiffCmd(e), optionsCmd(e), dbSpaceCmd(e), dbPropertiesCmd(e))
 }
 
 // openDB opens the store in dir read-only. Nothing is written: the
@@ -32,7 +32,7 @@ func openDB(dir string) (*bloomkv.DB, error) {
 		return nil, fmt.Errorf("%s is not a directory", dir)
 	}
 	if pebblestore.IsPebble(dir) {
-		return nil, base.UnsupportedErrorf("%s is a Pebble store: db lsm, get, scan, check and options read it, this command does not", dir)
+		return nil, base.UnsupportedErrorf("%s is a Pebble store: db lsm, get, scan, check, options, space, properties and find read it, this command does not", dir)
 	}
 	return bloomkv.Open(dir, &bloomkv.Options{
 		ReadOnly: true,

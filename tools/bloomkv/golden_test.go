@@ -36,6 +36,12 @@ func (f *fixture) goldenCases() []struct {
 		{"db-get", []string{"db", "get", f.db, "user000"}},
 		{"db-scan", []string{"db", "scan", "--start", "user000", "--end", "user030", f.db}},
 		{"db-check", []string{"db", "check", f.db}},
+		{"manifest-summarize", []string{"manifest", "summarize", "--edits", "2", f.manifest}},
+		{"manifest-check", []string{"manifest", "check", f.manifest}},
+		{"find", []string{"find", "user000", f.db}},
+		{"db-space", []string{"db", "space", "--start", "user010", "--end", "user040", f.db}},
+		{"db-properties", []string{"db", "properties", f.db}},
+		{"sstable-space", []string{"sstable", "space", "--start", "key050", "--end", "key060", f.table}},
 	}
 }
 
@@ -60,6 +66,12 @@ func pebbleGoldenCases(ps *pebbleStore) []struct {
 		{"pebble-sstable-properties", []string{"sstable", "properties", table}},
 		{"pebble-sstable-scan", []string{"sstable", "scan", table}},
 		{"pebble-sstable-layout-v", []string{"sstable", "layout", "-v", "--value-format", "quoted", table}},
+		{"pebble-manifest-summarize", []string{"manifest", "summarize", "--edits", "3", filepath.Join(ps.dir, "MANIFEST-000001")}},
+		{"pebble-manifest-check", []string{"manifest", "check", filepath.Join(ps.dir, "MANIFEST-000001")}},
+		{"pebble-find", []string{"find", "pk01050", ps.dir}},
+		{"pebble-db-space", []string{"db", "space", "--start", "pk00500", "--end", "pk01500", ps.dir}},
+		{"pebble-db-properties", []string{"db", "properties", ps.dir}},
+		{"pebble-sstable-space", []string{"sstable", "space", "--start", "pk01000", "--end", "pk01100", table}},
 	}
 }
 

@@ -11,9 +11,13 @@
 //	go run ./tools/bloomkv sstable scan [--start K] [--end K] [--count N] FILE...
 //	go run ./tools/bloomkv sstable check FILE...
 //	go run ./tools/bloomkv sstable filter [--probes N] FILE...
+//	go run ./tools/bloomkv sstable space [--start K] [--end K] FILE...
 //	go run ./tools/bloomkv wal dump FILE
-//	go run ./tools/bloomkv manifest dump FILE
-//	go run ./tools/bloomkv db lsm|check DIR
+//	go run ./tools/bloomkv manifest dump|check FILE
+//	go run ./tools/bloomkv manifest summarize [--edits N] FILE
+//	go run ./tools/bloomkv db lsm|check|properties DIR
+//	go run ./tools/bloomkv db space DIR [--start K] [--end K]
+//	go run ./tools/bloomkv find KEY DIR
 //	go run ./tools/bloomkv db get DIR KEY
 //	go run ./tools/bloomkv db scan DIR [--start K] [--end K] [--count N]
 //	go run ./tools/bloomkv db diff DIR [--sample N]
@@ -111,7 +115,7 @@ status is 1; a usage mistake exits with 2.`,
 	root.SetArgs(argv)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(sstableCmd(e), walCmd(e), manifestCmd(e), dbCmd(e), serveCmd(e), joinCmd(e), estimateCmd(e), diffCmd(e))
+	root.AddCommand(sstableCmd(e), walCmd(e), manifestCmd(e), dbCmd(e), findCmd(e), serveCmd(e), joinCmd(e), estimateCmd(e), diffCmd(e))
 
 	err := root.Execute()
 	switch {

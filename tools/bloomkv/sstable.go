@@ -17,7 +17,7 @@ import (
 
 func sstableCmd(e *env) *cobra.Command {
 	return group("sstable", "Inspect sstables: properties, layout, scan, check, filter",
-		propertiesCmd(e), layoutCmd(e), scanCmd(e), checkCmd(e), filterCmd(e))
+		propertiesCmd(e), layoutCmd(e), scanCmd(e), checkCmd(e), filterCmd(e), sstableSpaceCmd(e))
 }
 
 // table is an open sstable file.
@@ -27,7 +27,11 @@ type table struct {
 	r    *sstable.Reader
 }
 
-func openTable(name string) (*table, error) {
+func openTable(name string) (*table, error) { return openTableAt(name, 0) }
+
+// openTableAt opens a table whose keys all read at sequence number ov (an
+// ingested table's; 0: as stored).
+func openTableAt(name string, ov base.SeqNum) (*table, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
@@ -41,7 +45,7 @@ func openTable(name string) (*table, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is a directory, not a table", name)
 	}
-	r, err := sstable.NewReader(f, st.Size(), sstable.ReaderOptions{FileName: name})
+	r, err := sstable.NewReader(f, st.Size(), sstable.ReaderOptions{FileName: name, SeqNumOverride: ov})
 	if err != nil {
 		f.Close()
 		return nil, err

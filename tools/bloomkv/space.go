@@ -1,0 +1,548 @@
+package main
+
+// find, db space, db properties and sstable space: questions about a
+// store's tables and WALs, bloomkv's or Pebble's, answered from the files.
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batchrepr"
+	"github.com/bloomkv/bloomkv/internal/humanize"
+	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/pebblestore"
+	"github.com/bloomkv/bloomkv/sstable"
+)
+
+// storeTable is a table of a store's current version.
+type storeTable struct {
+	level int
+	path  string
+	size  uint64
+	// ov is the sequence number every key of the table reads at (an
+	// ingested table's); 0: as stored.
+	ov base.SeqNum
+}
+
+// storeFiles are a store's current tables, level by level (level 0 newest
+// first, the others in key order).
+type storeFiles struct {
+	dir    string
+	pebble bool
+	tables []storeTable
+	// wals are the WALs holding writes not in tables, when the store says
+	// (Pebble's); nil: every WAL in the directory.
+	wals map[string]bool
+}
+
+// currentTables opens the store in dir read-only, as the db commands do,
+// and returns its current tables.
+func currentTables(dir string) (*storeFiles, error) {
+	sf := &storeFiles{dir: dir}
+	if pebblestore.IsPebble(dir) {
+		sf.pebble = true
+		err := withPebble(dir, func(s *pebblestore.Store) error {
+			sf.wals = map[string]bool{}
+			for _, w := range s.WALs {
+				sf.wals[filepath.Base(w)] = true
+			}
+			for l := range s.Tables {
+				for _, t := range s.Tables[l] {
+					st := storeTable{level: l, path: t.Path, size: t.Meta.Size}
+					if t.Meta.SmallestSeq == t.Meta.LargestSeq {
+						st.ov = t.Meta.SmallestSeq // as Pebble reads an ingested table
+					}
+					sf.tables = append(sf.tables, st)
+				}
+			}
+			return nil
+		})
+		return sf, err
+	}
+	err := withDB(dir, func(d *bloomkv.DB) error {
+		levels, err := d.SSTables()
+		if err != nil {
+			return err
+		}
+		for l, tables := range levels {
+			for _, t := range tables {
+				st := storeTable{level: l, path: filepath.Join(dir, t.Name), size: t.Size}
+				if t.Ingested {
+					st.ov = base.SeqNum(t.SmallestSeq)
+				}
+				sf.tables = append(sf.tables, st)
+			}
+		}
+		return nil
+	})
+	return sf, err
+}
+
+// eachCurrentTable opens each current table of the store in dir in turn
+// and calls fn with its level, stopping at the first error.
+func eachCurrentTable(dir string, fn func(level int, t *table) error) error {
+	sf, err := currentTables(dir)
+	if err != nil {
+		return err
+	}
+	for _, st := range sf.tables {
+		t, err := openTable(st.path)
+		if err != nil {
+			return err
+		}
+		err = fn(st.level, t)
+		t.f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rangeBytes returns the bytes (trailers included) of a table's data
+// blocks that may hold keys in [start, end) (nil: unbounded), as its index
+// places them, and how many of its data blocks those are of how many.
+func rangeBytes(t *table, start, end []byte) (size uint64, blocks, total int, err error) {
+	// Block i holds keys after separator i-1 and up to separator i.
+	var prev []byte
+	first := true
+	visit := func(sep []byte, bh sstable.BlockHandle) {
+		total++
+		lo, hi := prev, sep
+		overlaps := (start == nil || hi == nil || bytes.Compare(hi, start) >= 0) &&
+			(end == nil || first || bytes.Compare(lo, end) < 0)
+		if overlaps {
+			blocks++
+			size += bh.Length + sstable.BlockTrailerLen
+		}
+		prev, first = sep, false
+	}
+	l := t.r.Blocks()
+	var index []sstable.BlockInfo
+	for _, b := range l.Blocks {
+		if b.Err != nil {
+			return 0, 0, 0, b.Err
+		}
+		if b.Kind == sstable.BlockIndexPartition || (b.Kind == sstable.BlockIndex && !twoLevel(l)) {
+			index = append(index, b)
+		}
+	}
+	// Partitions lie in file order, which is their key order.
+	for _, b := range index {
+		var bad error
+		err := t.r.BlockRecords(b, func(k, v []byte) bool {
+			bh, n := sstable.DecodeBlockHandle(v)
+			if n == 0 {
+				bad = fmt.Errorf("%s: %s block %s: bad block handle %x", t.name, b.Kind, b.Handle, v)
+				return false
+			}
+			visit(bytes.Clone(userKey(k)), bh)
+			return true
+		})
+		if err == nil {
+			err = bad
+		}
+		if err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	return size, blocks, total, nil
+}
+
+// twoLevel reports whether a table's index is partitioned.
+func twoLevel(l *sstable.Layout) bool {
+	for _, b := range l.Blocks {
+		if b.Kind == sstable.BlockIndexPartition {
+			return true
+		}
+	}
+	return false
+}
+
+// userKey is the user key of an encoded internal key (the whole of a
+// shorter one).
+func userKey(k []byte) []byte {
+	if len(k) < 8 {
+		return k
+	}
+	return k[:len(k)-8]
+}
+
+type spaceOut struct {
+	File       string `json:"file"`
+	Start      string `json:"start,omitempty"`
+	End        string `json:"end,omitempty"`
+	Size       uint64 `json:"size"`
+	DataBlocks int    `json:"data_blocks"`
+	OfBlocks   int    `json:"of_data_blocks"`
+	FileSize   uint64 `json:"file_size"`
+}
+
+// describe prints the range in text output.
+func (f *rangeFlags) describe() string {
+	s, e := "-inf", "+inf"
+	if f.r.Start != nil {
+		s = quoteKey(f.r.Start)
+	}
+	if f.r.End != nil {
+		e = quoteKey(f.r.End)
+	}
+	return "[" + s + ", " + e + ")"
+}
+
+// out formats the range for JSON output ("" when unbounded).
+func (f *rangeFlags) out(fm *formats) (start, end string) {
+	if f.r.Start != nil {
+		start = fm.k(f.r.Start)
+	}
+	if f.r.End != nil {
+		end = fm.k(f.r.End)
+	}
+	return start, end
+}
+
+func sstableSpaceCmd(e *env) *cobra.Command {
+	var fm formats
+	var b rangeFlags
+	c := &cobra.Command{
+		Use:   "space FILE... [--start K] [--end K]",
+		Short: "Print the bytes of a table's data blocks that overlap a key range",
+		Long: `Print the bytes (with their trailers) of the table's data blocks that may
+hold keys from --start (inclusive) to --end (exclusive), as the index places
+them: a block overlaps when the keys between its separator and the one
+before meet the range. Without bounds, every data block.`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, files []string) error {
+			if err := b.parse(c); err != nil {
+				return err
+			}
+			e.eachTable(files, func(t *table) error {
+				size, n, total, err := rangeBytes(t, b.r.Start, b.r.End)
+				if err != nil {
+					return err
+				}
+				out := spaceOut{File: t.name, Size: size, DataBlocks: n, OfBlocks: total, FileSize: t.r.Size()}
+				out.Start, out.End = b.out(&fm)
+				if e.json {
+					e.emit(out)
+					return nil
+				}
+				e.printf("%s: %s: %d bytes (%s) in %d of %s; file %d bytes\n", t.name, b.describe(), size, humanize.Bytes(size), n, plural(total, "data block"), out.FileSize)
+				return nil
+			})
+			return nil
+		},
+	}
+	b.register(c)
+	fm.register(c, e, formatQuoted)
+	return c
+}
+
+type levelSpaceOut struct {
+	Level  int    `json:"level"`
+	Tables int    `json:"tables"` // holding data blocks in the range
+	Size   uint64 `json:"size"`
+}
+
+type dbSpaceOut struct {
+	Dir    string          `json:"dir"`
+	Start  string          `json:"start,omitempty"`
+	End    string          `json:"end,omitempty"`
+	Levels []levelSpaceOut `json:"levels"`
+	Tables int             `json:"tables"`
+	Size   uint64          `json:"size"`
+}
+
+func dbSpaceCmd(e *env) *cobra.Command {
+	var fm formats
+	var b rangeFlags
+	c := &cobra.Command{
+		Use:   "space DIR [--start K] [--end K]",
+		Short: "Print the bytes of each level's tables within a key range",
+		Long: `Print, level by level and in total, the bytes of the store's current
+tables within the key range from --start (inclusive) to --end (exclusive):
+the data blocks each table's index places in the range (sstable space),
+summed. Without bounds, all data blocks.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, a []string) error {
+			if err := b.parse(c); err != nil {
+				return err
+			}
+			out := dbSpaceOut{Dir: a[0]}
+			out.Start, out.End = b.out(&fm)
+			for l := range manifest.NumLevels {
+				out.Levels = append(out.Levels, levelSpaceOut{Level: l})
+			}
+			err := eachCurrentTable(a[0], func(level int, t *table) error {
+				size, n, _, err := rangeBytes(t, b.r.Start, b.r.End)
+				if err == nil && n > 0 {
+					out.Levels[level].Tables++
+					out.Levels[level].Size += size
+					out.Tables++
+					out.Size += size
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if e.json {
+				e.emit(out)
+				return nil
+			}
+			e.printf("%s: %s: %d bytes (%s) in %s\n", a[0], b.describe(), out.Size, humanize.Bytes(out.Size), plural(out.Tables, "table"))
+			for _, l := range out.Levels {
+				e.printf("  L%d: %d bytes in %s\n", l.Level, l.Size, plural(l.Tables, "table"))
+			}
+			return nil
+		},
+	}
+	b.register(c)
+	fm.register(c, e, formatQuoted)
+	return c
+}
+
+// propSums are table properties summed over tables.
+type propSums struct {
+	Level          int    `json:"level"` // -1: all levels
+	Tables         int    `json:"tables"`
+	FileSize       uint64 `json:"file_size"`
+	DataSize       uint64 `json:"data_size"`
+	IndexSize      uint64 `json:"index_size"`
+	FilterSize     uint64 `json:"filter_size"`
+	Entries        uint64 `json:"entries"`
+	Deletions      uint64 `json:"deletions"`
+	RangeDeletions uint64 `json:"range_deletions"`
+	RawKeySize     uint64 `json:"raw_key_size"`
+	RawValueSize   uint64 `json:"raw_value_size"`
+}
+
+// add adds a table's properties, measured as sstable properties measures
+// them.
+func (s *propSums) add(r *sstable.Reader) {
+	p := r.Properties()
+	sizes := blockSizes(r.Blocks())
+	s.Tables++
+	s.FileSize += r.Size()
+	s.DataSize += sizes[sstable.BlockData]
+	s.IndexSize += sizes[sstable.BlockIndex] + sizes[sstable.BlockIndexPartition]
+	s.FilterSize += sizes[sstable.BlockFilter]
+	s.Entries += p.NumEntries
+	s.Deletions += p.NumDeletions
+	s.RangeDeletions += p.NumRangeDeletions
+	s.RawKeySize += p.RawKeySize
+	s.RawValueSize += p.RawValueSize
+}
+
+type dbPropertiesOut struct {
+	Dir    string     `json:"dir"`
+	Levels []propSums `json:"levels"`
+	Total  propSums   `json:"total"`
+}
+
+func dbPropertiesCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "properties DIR",
+		Short: "Print the current tables' properties summed per level and in total",
+		Long: `Print the properties of the store's current tables (as sstable
+properties gives them) summed per level and over all levels: tables, file,
+data, index and filter sizes, entries, deletions, range deletions, raw key
+and value sizes.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, a []string) error {
+			out := dbPropertiesOut{Dir: a[0], Total: propSums{Level: -1}}
+			for l := range manifest.NumLevels {
+				out.Levels = append(out.Levels, propSums{Level: l})
+			}
+			err := eachCurrentTable(a[0], func(level int, t *table) error {
+				out.Levels[level].add(t.r)
+				out.Total.add(t.r)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if e.json {
+				e.emit(out)
+				return nil
+			}
+			e.printf("%s\n", a[0])
+			e.printf("  %-5s %6s %10s %10s %8s %8s %9s %9s %9s %10s %10s\n", "level", "tables", "file", "data", "index", "filter",
+				"entries", "deletions", "rangedels", "raw keys", "raw values")
+			for _, s := range append(out.Levels, out.Total) {
+				name := fmt.Sprintf("L%d", s.Level)
+				if s.Level < 0 {
+					name = "total"
+				}
+				e.printf("  %-5s %6d %10d %10d %8d %8d %9d %9d %9d %10d %10d\n", name, s.Tables, s.FileSize, s.DataSize, s.IndexSize, s.FilterSize,
+					s.Entries, s.Deletions, s.RangeDeletions, s.RawKeySize, s.RawValueSize)
+			}
+			return nil
+		},
+	}
+}
+
+// foundOut is a version of a key in a file.
+type foundOut struct {
+	File  string `json:"file"`
+	Where string `json:"where"`           // "L3", "not in the current version", "WAL", "obsolete WAL"
+	Level *int   `json:"level,omitempty"` // a current table's level
+	// Offset is the WAL record's offset (nil for a table).
+	Offset *int64 `json:"offset,omitempty"`
+	Seq    uint64 `json:"seq"`
+	Kind   string `json:"kind"`
+	Value  string `json:"value,omitempty"` // a set's value, a range deletion's span
+}
+
+func findCmd(e *env) *cobra.Command {
+	var fm formats
+	c := &cobra.Command{
+		Use:   "find KEY DIR",
+		Short: "List every file of a store that holds a version of KEY, newest first",
+		Long: `List every version of KEY in the store's files, newest first: in its
+tables (the current version's, with their level, and any other table file
+lying in the directory, "not in the current version") and its WALs (with
+the batch's offset; a Pebble WAL older than the manifest's log number, kept
+for reuse and already flushed, is an "obsolete WAL"), each with the
+version's kind and sequence number. A range deletion covering KEY counts as
+a version (kind RANGEDEL, its span). Exit status 1 when no file holds KEY.`,
+		Args: args(cobra.ExactArgs(2)),
+		RunE: func(c *cobra.Command, a []string) error {
+			key, err := parseKey(a[0])
+			if err != nil {
+				return err
+			}
+			return e.find(key, a[1], &fm)
+		},
+	}
+	fm.register(c, e, formatQuoted)
+	return c
+}
+
+func (e *env) find(key []byte, dir string, fm *formats) error {
+	sf, err := currentTables(dir)
+	if err != nil {
+		return err
+	}
+	var found []foundOut
+	current := map[string]bool{}
+	lookIn := func(st storeTable, where string, level *int) error {
+		t, err := openTableAt(st.path, st.ov)
+		if err != nil {
+			return err
+		}
+		defer t.f.Close()
+		it := t.r.NewIter()
+		for ok := it.SeekGE(key); ok && bytes.Equal(it.Key().UserKey, key); ok = it.Next() {
+			k := it.Key()
+			f := foundOut{File: filepath.Base(st.path), Where: where, Level: level, Seq: uint64(k.SeqNum()), Kind: k.Kind().String()}
+			if k.Kind() == base.KindSet || k.Kind() == kindMerge {
+				f.Value = fm.v(it.Value())
+			}
+			found = append(found, f)
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		for _, d := range t.r.RangeDeletions() {
+			if d.Covers(key) {
+				found = append(found, foundOut{File: filepath.Base(st.path), Where: where, Level: level, Seq: uint64(d.SeqNum),
+					Kind: base.KindRangeDelete.String(), Value: fmt.Sprintf("[%s, %s)", fm.k(d.Start), fm.k(d.End))})
+			}
+		}
+		return nil
+	}
+	for _, st := range sf.tables {
+		current[filepath.Base(st.path)] = true
+		l := st.level
+		if err := lookIn(st, fmt.Sprintf("L%d", l), &l); err != nil {
+			return err
+		}
+	}
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		switch name := n.Name(); {
+		case strings.HasSuffix(name, ".sst") && !current[name]:
+			if err := lookIn(storeTable{path: filepath.Join(dir, name)}, "not in the current version", nil); err != nil {
+				return err
+			}
+		case strings.HasSuffix(name, ".log"):
+			where := "WAL"
+			if sf.wals != nil && !sf.wals[name] {
+				where = "obsolete WAL" // below the manifest's log number: flushed
+			}
+			if err := findInWAL(filepath.Join(dir, name), where, key, fm, &found); err != nil {
+				return err
+			}
+		}
+	}
+	slices.SortStableFunc(found, func(a, b foundOut) int { return cmp.Compare(b.Seq, a.Seq) })
+	if e.json {
+		for _, f := range found {
+			e.emit(f)
+		}
+	} else {
+		for _, f := range found {
+			where := f.Where
+			if strings.HasSuffix(f.Where, "WAL") {
+				where = fmt.Sprintf("%s, batch at offset %d", f.Where, *f.Offset)
+			}
+			e.printf("%s\n", strings.TrimRight(fmt.Sprintf("seq %-8d %-8s %-12s %-28s %s", f.Seq, f.Kind, f.File, where, f.Value), " "))
+		}
+	}
+	if len(found) == 0 {
+		return fmt.Errorf("%s: no file holds key %s", dir, quoteKey(key))
+	}
+	return nil
+}
+
+// findInWAL appends the versions of key in a WAL's batches to found.
+func findInWAL(name, where string, key []byte, fm *formats, found *[]foundOut) error {
+	r, err := openLog(name)
+	if err != nil {
+		return err
+	}
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		off := r.Offset()
+		_, _, err = batchrepr.DecodePebble(rec, func(seq base.SeqNum, en batchrepr.Entry) {
+			hit := bytes.Equal(en.Key, key)
+			if en.Kind == base.KindRangeDelete {
+				hit = bytes.Compare(en.Key, key) <= 0 && bytes.Compare(key, en.Value) < 0
+			}
+			if !hit {
+				return
+			}
+			f := foundOut{File: filepath.Base(name), Where: where, Offset: &off, Seq: uint64(seq), Kind: en.Kind.String()}
+			if v, ok := walValue(seq, en, fm); ok {
+				f.Value = v
+				if en.Kind == base.KindRangeDelete {
+					f.Value = fmt.Sprintf("[%s, %s)", fm.k(en.Key), v)
+				}
+			}
+			*found = append(*found, f)
+		})
+		if err != nil {
+			return fmt.Errorf("%s: record at offset %d: %w", name, off, err)
+		}
+	}
+}
