@@ -51,12 +51,29 @@ type stressState [stressWriters][stressKeys]atomic.Int64
 // at the end of its life as at the start; Check finds nothing. At the end,
 // and after a reopen, the store holds exactly the last acknowledged writes.
 func TestStress(t *testing.T) {
-	dur := time.Duration(trials(2, 3, 120)) * time.Second
+	stress(t, "stress", time.Duration(trials(2, 3, 120))*time.Second, nil)
+}
+
+// TestStressSlowFlushEnd is TestStress with a FlushEnd listener that takes
+// a millisecond: compactions then often install their results while a
+// flush's listener runs, between the flush's edit and its return.
+func TestStressSlowFlushEnd(t *testing.T) {
+	stress(t, "stress with a slow FlushEnd", time.Duration(trials(1, 2, 60))*time.Second, func(o *Options) {
+		o.EventListener.FlushEnd = func(FlushInfo) { time.Sleep(time.Millisecond) }
+	})
+}
+
+// stress runs TestStress's workload for dur, with the options set as
+// adjust says (nil: none), and reports its counts as suite.
+func stress(t *testing.T, suite string, dur time.Duration, adjust func(*Options)) {
 	fs := vfs.NewMem()
 	o := memOpts(fs)
 	o.TargetFileSize = 32 << 10
 	o.LBaseMaxBytes = 128 << 10
 	o.MaxConcurrentCompactions = 2
+	if adjust != nil {
+		adjust(o)
+	}
 	d := mustOpen(t, "/db", o)
 	// acked holds what writers have acknowledged; deleting the version of
 	// the newest delete of each key a writer has begun (set before Apply: a
@@ -281,7 +298,7 @@ func TestStress(t *testing.T) {
 	d = mustOpen(t, "/db", o)
 	verify(d, "after reopening")
 	d.Close()
-	report(t, "stress", "%v of %d writers, 2 readers, a snapshot reader, an iterator, a flusher, a compactor and a checker (race detector: %v): %d writes, %d reads, %d snapshots, %d iterations, %d Flush calls (%d flushes), %d Compact calls (%d compactions), %d Checks (%d with the differential-file filter on; %d Gets skipped the differential); 0 failures",
+	report(t, suite, "%v of %d writers, 2 readers, a snapshot reader, an iterator, a flusher, a compactor and a checker (race detector: %v): %d writes, %d reads, %d snapshots, %d iterations, %d Flush calls (%d flushes), %d Compact calls (%d compactions), %d Checks (%d with the differential-file filter on; %d Gets skipped the differential); 0 failures",
 		dur, stressWriters, raceBuild, counts.writes.Load(), counts.reads.Load(), counts.snapshots.Load(), counts.iters.Load(),
 		counts.flushes.Load(), m.Flushes, counts.compactions.Load(), m.Compactions, counts.checks.Load(), counts.diffChecks.Load(), m.DiffFilter.Skips)
 }
