@@ -24,6 +24,7 @@ var fileCommands = [][]string{
 	{"manifest", "dump"},
 	{"manifest", "summarize"},
 	{"manifest", "check"},
+	{"manifest", "lsm"},
 	{"sstable", "space", "--start", "key050", "--end", "pk01000"},
 }
 

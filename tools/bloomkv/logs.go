@@ -50,7 +50,7 @@ build, level by level. Damage is an error naming the edit and offset.`,
 		RunE: func(c *cobra.Command, a []string) error { return e.manifestDump(a[0], &fm) },
 	}
 	fm.register(dump, e, formatQuoted)
-	return group("manifest", "Inspect manifests", dump, manifestSummarizeCmd(e), manifestCheckCmd(e))
+	return group("manifest", "Inspect manifests", dump, manifestSummarizeCmd(e), manifestCheckCmd(e), manifestLSMCmd(e))
 }
 
 // openLog opens a log-format file (WAL or manifest), reading the chunk
