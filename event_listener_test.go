@@ -137,7 +137,10 @@ func TestListenersMayReadTheStore(t *testing.T) {
 		t.Errorf("Flush returned before FlushEnd was called (FlushEnd calls: %d before and after)", before)
 	}
 
-	// A background error: the next flush cannot create its table.
+	// A background error: the next flush cannot create its table. The
+	// compactions the fill left due run first, or one of them would meet
+	// the injected failure before the flush does.
+	waitForCompactions(t, d)
 	efs.SetInjector(func(op vfs.Op, name string) error {
 		if op == vfs.OpCreate && strings.HasSuffix(name, ".sst") {
 			return errors.New("injected ENOSPC")
