@@ -264,8 +264,7 @@ func dirState(t *testing.T, dir string) map[string]string {
 // columnar blocks off): the answers are Pebble's, and nothing in the
 // directory changes. Columnar tables (Pebblev5) are refused as unsupported.
 func TestPebbleStores(t *testing.T) {
-	for _, fmv := range []pebble.FormatMajorVersion{pebble.FormatFlushableIngest, pebble.FormatPrePebblev1MarkedCompacted,
-		pebble.FormatDeleteSizedAndObsolete, pebble.FormatWALSyncChunks} {
+	for fmv := pebble.FormatMinSupported; fmv <= pebble.FormatWALSyncChunks; fmv++ {
 		t.Run(fmt.Sprint(fmv), func(t *testing.T) {
 			ps := writePebbleStore(t, t.TempDir(), fmv, true)
 			before := dirState(t, ps.dir)
