@@ -7,16 +7,18 @@
 //
 // It reads stores whose tables are in formats the sstable reader reads
 // (Pebble's row formats, Pebblev1 to v4: its default up to format major
-// version 018, and later with columnar blocks off) and refuses, as
-// unsupported, virtual tables, blob files, flushable ingests
-// still in a WAL, excises, and merges under a merger other than Pebble's
-// default concatenation.
+// version 018, and later with columnar blocks off), including flushable
+// ingests still in a WAL (with their excises) and virtual tables (the
+// parts of a table an excise left), and refuses, as unsupported, synthetic
+// prefixes and suffixes, blob files and merges under a merger other than
+// Pebble's default concatenation.
 package pebblestore
 
 import (
 	"bytes"
 	"cmp"
 	"container/heap"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -95,8 +97,19 @@ type Table struct {
 	Level  int
 	Meta   *manifest.FileMetadata
 	Pebble manifest.PebbleTable
-	// Path is the table's file.
+	// Path is the table's file: for a virtual table (Pebble.Virtual), the
+	// backing file it is a part of, read only within Meta's bounds.
 	Path string
+}
+
+// bounds returns the user keys a table's entries are read within: all for
+// a physical table; for a virtual table, from its smallest key to its
+// largest, which is exclusive when it is a sentinel.
+func (t *Table) bounds() (lo, hi []byte, hiExclusive bool) {
+	if !t.Pebble.Virtual {
+		return nil, nil, false
+	}
+	return t.Meta.Smallest.UserKey, t.Meta.Largest.UserKey, t.Meta.Largest.SeqNum() == base.SeqNumMax
 }
 
 // Store is a Pebble store opened read-only.
@@ -117,6 +130,11 @@ type Store struct {
 	// Version is the manifest's last version; Tables its tables by level.
 	Version *manifest.Version
 	Tables  [manifest.NumLevels][]Table
+	// Flushable are the tables of flushable ingests: ingested while
+	// memtables overlapped them, named in a WAL and not yet in the
+	// manifest. Each reads at the sequence number the WAL's batch gives it
+	// (its Meta's SmallestSeq and LargestSeq); Level is -1.
+	Flushable []Table
 
 	mem     []memEntry           // the WALs' point writes, sorted
 	memDels []rangedel.Tombstone // the WALs' range deletions
@@ -258,8 +276,13 @@ func (s *Store) readManifest() error {
 	s.Version = v
 	for l := range manifest.NumLevels {
 		for f := range v.Level(l) {
-			s.Tables[l] = append(s.Tables[l], Table{Level: l, Meta: f, Pebble: details[f.FileNum],
-				Path: filepath.Join(s.Dir, fmt.Sprintf("%06d.sst", f.FileNum))})
+			pt := details[f.FileNum]
+			file := f.FileNum
+			if pt.Virtual {
+				file = pt.BackingFileNum
+			}
+			s.Tables[l] = append(s.Tables[l], Table{Level: l, Meta: f, Pebble: pt,
+				Path: filepath.Join(s.Dir, fmt.Sprintf("%06d.sst", file))})
 		}
 	}
 	return nil
@@ -269,8 +292,6 @@ func (s *Store) readManifest() error {
 func (s *Store) checkEdit(ed *manifest.PebbleEdit) error {
 	for i, t := range ed.Tables {
 		switch {
-		case t.Virtual:
-			return base.UnsupportedErrorf("table %d is virtual (backed by %06d)", ed.NewFiles[i].Meta.FileNum, t.BackingFileNum)
 		case len(t.BlobReferences) > 0:
 			return base.UnsupportedErrorf("table %d references blob files", ed.NewFiles[i].Meta.FileNum)
 		case t.SyntheticPrefix != nil || t.SyntheticSuffix != nil:
@@ -330,28 +351,87 @@ func (s *Store) replay(name string, num uint64) error {
 		if err != nil {
 			return err
 		}
-		var bad error
-		_, _, err = batchrepr.DecodePebble(rec, func(seq base.SeqNum, e batchrepr.Entry) {
+		var (
+			bad     error
+			ingests []uint64 // the file numbers of a flushable ingest
+			excise  *rangedel.Tombstone
+		)
+		first, _, err := batchrepr.DecodePebble(rec, func(seq base.SeqNum, e batchrepr.Entry) {
 			s.LastSeq = max(s.LastSeq, seq)
 			switch e.Kind {
 			case base.KindSet, base.KindDelete, kindMerge, kindSingleDelete, kindDeleteSized:
 				s.mem = append(s.mem, memEntry{base.MakeInternalKey(bytes.Clone(e.Key), seq, e.Kind), bytes.Clone(e.Value)})
 			case base.KindRangeDelete:
 				s.memDels = append(s.memDels, rangedel.Tombstone{Start: bytes.Clone(e.Key), End: bytes.Clone(e.Value), SeqNum: seq})
-			case kindIngestSST, kindExcise:
-				if bad == nil {
-					bad = base.UnsupportedErrorf("a %s entry (a flushable ingest or excise not yet in the manifest)", e.Kind)
+			case kindIngestSST:
+				n, w := binary.Uvarint(e.Key)
+				if w <= 0 || w != len(e.Key) {
+					bad = base.CorruptionErrorf("flushable ingest names file %x, not a file number", e.Key)
 				}
+				ingests = append(ingests, n)
+			case kindExcise:
+				if excise != nil {
+					bad = base.CorruptionErrorf("a flushable ingest with two excises")
+				}
+				excise = &rangedel.Tombstone{Start: bytes.Clone(e.Key), End: bytes.Clone(e.Value)}
 			}
 			// Range keys and log data do not change point reads.
 		})
 		if err == nil {
 			err = bad
 		}
+		if err == nil && (ingests != nil || excise != nil) {
+			err = s.addFlushable(first, ingests, excise)
+		}
 		if err != nil {
 			return fmt.Errorf("pebblestore: %s: record at offset %d: %w", name, r.Offset(), err)
 		}
 	}
+}
+
+// addFlushable records a flushable ingest whose batch's sequence numbers
+// start at first: as Pebble assigns them, the excise (a deletion of every
+// older key in its span) takes the first and the tables the next ones, in
+// the batch's order; without an excise the tables take them from first.
+func (s *Store) addFlushable(first base.SeqNum, files []uint64, excise *rangedel.Tombstone) error {
+	if len(files) == 0 {
+		return base.CorruptionErrorf("an excise with no ingested table")
+	}
+	seq := first
+	if excise != nil {
+		excise.SeqNum = seq
+		s.memDels = append(s.memDels, *excise)
+		seq++
+	}
+	for _, n := range files {
+		path := filepath.Join(s.Dir, fmt.Sprintf("%06d.sst", n))
+		st, err := os.Stat(path)
+		if err != nil {
+			return fmt.Errorf("flushable ingest of table %06d: %w", n, err)
+		}
+		m := &manifest.FileMetadata{FileNum: n, Size: uint64(st.Size()), SmallestSeq: seq, LargestSeq: seq}
+		s.Flushable = append(s.Flushable, Table{Level: -1, Meta: m, Path: path})
+		seq++
+	}
+	return nil
+}
+
+// tables calls fn with every table the store reads: the flushable ones,
+// then level by level.
+func (s *Store) tables(fn func(t *Table) error) error {
+	for i := range s.Flushable {
+		if err := fn(&s.Flushable[i]); err != nil {
+			return err
+		}
+	}
+	for l := range s.Tables {
+		for i := range s.Tables[l] {
+			if err := fn(&s.Tables[l][i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Close closes the tables the store opened.
@@ -401,19 +481,33 @@ func (s *Store) reader(t *Table) (*tableReader, error) {
 // rangeDels returns every range deletion of the store, fragmented.
 func (s *Store) rangeDels() ([]rangedel.Tombstone, error) {
 	all := slices.Clone(s.memDels)
-	for l := range s.Tables {
-		for i := range s.Tables[l] {
-			tr, err := s.reader(&s.Tables[l][i])
-			if err != nil {
-				return nil, err
+	err := s.tables(func(t *Table) error {
+		tr, err := s.reader(t)
+		if err != nil {
+			return err
+		}
+		lo, hi, hiExcl := t.bounds()
+		if hi != nil && !hiExcl {
+			hi = append(bytes.Clone(hi), 0) // the next user key
+		}
+		for _, d := range tr.r.RangeDeletions() {
+			if tr.ov != 0 {
+				d.SeqNum = tr.ov
 			}
-			for _, d := range tr.r.RangeDeletions() {
-				if tr.ov != 0 {
-					d.SeqNum = tr.ov
-				}
+			if lo != nil && bytes.Compare(d.Start, lo) < 0 {
+				d.Start = lo
+			}
+			if hi != nil && bytes.Compare(d.End, hi) > 0 {
+				d.End = hi
+			}
+			if bytes.Compare(d.Start, d.End) < 0 {
 				all = append(all, d)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rangedel.Fragment(all), nil
 }
@@ -425,6 +519,10 @@ type source struct {
 	mem []memEntry
 	i   int
 	key base.InternalKey
+	// lower and upper bound a virtual table's keys (nil: none); upper is
+	// exclusive when upperExcl.
+	lower, upper []byte
+	upperExcl    bool
 }
 
 func (src *source) load(ok bool) bool {
@@ -433,6 +531,11 @@ func (src *source) load(ok bool) bool {
 			return false
 		}
 		src.key = src.it.Key()
+		if src.upper != nil {
+			if c := bytes.Compare(src.key.UserKey, src.upper); c > 0 || c == 0 && src.upperExcl {
+				return false
+			}
+		}
 		if src.ov != 0 {
 			src.key.Trailer = base.MakeTrailer(src.ov, src.key.Kind())
 		}
@@ -462,6 +565,9 @@ func (src *source) next() bool {
 
 func (src *source) seek(lo []byte) bool {
 	if src.it != nil {
+		if src.lower != nil && bytes.Compare(lo, src.lower) < 0 {
+			lo = src.lower
+		}
 		if lo == nil {
 			return src.load(src.it.First())
 		}
@@ -517,16 +623,16 @@ func (s *Store) Scan(lo, hi []byte, fn func(key, value []byte) bool) error {
 	if err := add(&source{mem: s.mem}); err != nil {
 		return err
 	}
-	for l := range s.Tables {
-		for i := range s.Tables[l] {
-			tr, err := s.reader(&s.Tables[l][i])
-			if err != nil {
-				return err
-			}
-			if err := add(&source{it: tr.r.NewIter(), ov: tr.ov}); err != nil {
-				return err
-			}
+	err = s.tables(func(t *Table) error {
+		tr, err := s.reader(t)
+		if err != nil {
+			return err
 		}
+		lo, hi, hiExcl := t.bounds()
+		return add(&source{it: tr.r.NewIter(), ov: tr.ov, lower: lo, upper: hi, upperExcl: hiExcl})
+	})
+	if err != nil {
+		return err
 	}
 	heap.Init(&h)
 	var (
@@ -628,23 +734,32 @@ type CheckStats struct {
 func (s *Store) Check() (CheckStats, []error) {
 	var st CheckStats
 	var problems []error
-	for l := range s.Tables {
-		for i := range s.Tables[l] {
-			t := &s.Tables[l][i]
-			st.Tables++
-			tr, err := s.reader(t)
-			if err != nil {
-				problems = append(problems, err)
-				continue
+	checked := map[string]bool{} // backing files of virtual tables
+	s.tables(func(t *Table) error {
+		st.Tables++
+		if t.Pebble.Virtual {
+			if checked[t.Path] {
+				return nil
 			}
-			rep := tr.r.Check()
-			st.Blocks += rep.Blocks
-			st.Entries += rep.Entries
-			st.RangeDeletions += uint64(rep.RangeDeletions)
-			problems = append(problems, rep.Problems...)
+			checked[t.Path] = true
+		}
+		tr, err := s.reader(t)
+		if err != nil {
+			problems = append(problems, err)
+			return nil
+		}
+		rep := tr.r.Check()
+		st.Blocks += rep.Blocks
+		st.Entries += rep.Entries
+		st.RangeDeletions += uint64(rep.RangeDeletions)
+		problems = append(problems, rep.Problems...)
+		// A flushable table is not in the manifest, and a virtual one's
+		// size and bounds are not its file's.
+		if t.Level >= 0 && !t.Pebble.Virtual {
 			problems = append(problems, s.checkAgainstManifest(tr, rep)...)
 		}
-	}
+		return nil
+	})
 	var prev []byte
 	err := s.Scan(nil, nil, func(k, _ []byte) bool {
 		if prev != nil && bytes.Compare(prev, k) >= 0 {

@@ -54,7 +54,9 @@ func withDB(dir string, fn func(d *bloomkv.DB) error) error {
 }
 
 type lsmTableOut struct {
-	File        string `json:"file"`
+	File string `json:"file"`
+	// Backing is the file a virtual table (of a Pebble store) is part of.
+	Backing     string `json:"backing,omitempty"`
 	Size        uint64 `json:"size"`
 	Smallest    string `json:"smallest"`
 	Largest     string `json:"largest"`
@@ -73,14 +75,17 @@ type lsmOut struct {
 	Dir string `json:"dir"`
 	// Pebble's stores: "pebble", the format major version, the manifest,
 	// OPTIONS file and WALs in use.
-	Format        string        `json:"format,omitempty"`
-	FormatVersion uint64        `json:"format_major_version,omitempty"`
-	Manifest      string        `json:"manifest,omitempty"`
-	OptionsFile   string        `json:"options_file,omitempty"`
-	WALs          []string      `json:"wals,omitempty"`
-	Tables        int           `json:"tables"`
-	Size          uint64        `json:"size"`
-	Levels        []lsmLevelOut `json:"levels"`
+	Format        string   `json:"format,omitempty"`
+	FormatVersion uint64   `json:"format_major_version,omitempty"`
+	Manifest      string   `json:"manifest,omitempty"`
+	OptionsFile   string   `json:"options_file,omitempty"`
+	WALs          []string `json:"wals,omitempty"`
+	// Flushable are a Pebble store's tables of flushable ingests: named
+	// in a WAL, not yet in a level.
+	Flushable []lsmTableOut `json:"flushable,omitempty"`
+	Tables    int           `json:"tables"`
+	Size      uint64        `json:"size"`
+	Levels    []lsmLevelOut `json:"levels"`
 }
 
 func lsmCmd(e *env) *cobra.Command {

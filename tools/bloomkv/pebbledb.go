@@ -33,14 +33,24 @@ func withPebble(dir string, fn func(s *pebblestore.Store) error) error {
 // line naming its format major version, manifest, OPTIONS file and WALs.
 func (e *env) pebbleLSM(dir string, s *pebblestore.Store, fm *formats) error {
 	out := lsmOut{Dir: dir, Format: "pebble", FormatVersion: s.FormatVersion, Manifest: s.Manifest, OptionsFile: s.Options, WALs: s.WALs}
+	table := func(t pebblestore.Table) lsmTableOut {
+		m := t.Meta
+		out := lsmTableOut{File: filepath.Base(t.Path), Size: m.Size, Smallest: fm.k(m.Smallest.UserKey),
+			Largest: fm.k(m.Largest.UserKey), Exclusive: m.Largest.SeqNum() == base.SeqNumMax,
+			SmallestSeq: uint64(m.SmallestSeq), LargestSeq: uint64(m.LargestSeq)}
+		if t.Pebble.Virtual {
+			out.File, out.Backing = fmt.Sprintf("%06d.sst", m.FileNum), out.File
+		}
+		return out
+	}
+	for _, t := range s.Flushable {
+		out.Flushable = append(out.Flushable, table(t))
+	}
 	for l := range s.Tables {
 		lo := lsmLevelOut{Level: l, Tables: []lsmTableOut{}}
 		for _, t := range s.Tables[l] {
-			m := t.Meta
-			lo.Tables = append(lo.Tables, lsmTableOut{File: filepath.Base(t.Path), Size: m.Size, Smallest: fm.k(m.Smallest.UserKey),
-				Largest: fm.k(m.Largest.UserKey), Exclusive: m.Largest.SeqNum() == base.SeqNumMax,
-				SmallestSeq: uint64(m.SmallestSeq), LargestSeq: uint64(m.LargestSeq)})
-			lo.Size += m.Size
+			lo.Tables = append(lo.Tables, table(t))
+			lo.Size += t.Meta.Size
 		}
 		out.Tables += len(lo.Tables)
 		out.Size += lo.Size
@@ -51,6 +61,9 @@ func (e *env) pebbleLSM(dir string, s *pebblestore.Store, fm *formats) error {
 		return nil
 	}
 	e.printf("%s: Pebble store, format major version %03d; %s, %s, WALs %s\n", dir, out.FormatVersion, out.Manifest, orNone(out.OptionsFile), orNone(strings.Join(out.WALs, " ")))
+	for _, t := range out.Flushable {
+		e.printf("  flushable ingest %s, %d bytes, sequence number %d (in a WAL, not yet in a level)\n", t.File, t.Size, t.SmallestSeq)
+	}
 	e.printLSM(out)
 	return nil
 }

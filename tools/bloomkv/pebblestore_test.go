@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -34,9 +36,9 @@ type pebbleStore struct {
 
 // probeKeys are keys to ask each store for: present, overwritten, deleted,
 // range-deleted, written again after a range deletion, in the WAL only,
-// merged, single-deleted, ingested, absent.
+// merged, single-deleted, ingested, excised (from format 016), absent.
 var probeKeys = []string{"pk00000", "pk00001", "pk00021", "pk00022", "pk00003", "pk00007", "pk00008", "pk00009", "pk00010", "pk01000", "pk01050",
-	"pk01099", "pk02001", "pk02005", "pk02999", "pk03000", "pk99999", ""}
+	"pk01099", "pk02001", "pk02005", "pk02941", "pk02945", "pk02948", "pk02961", "pk02999", "pk03000", "pk99999", ""}
 
 // writePebbleStore writes a store with Pebble at format major version fmv:
 // keys compacted to the bottom level; then overwrites, deletions, range
@@ -112,6 +114,18 @@ func writePebbleStoreWith(t testing.TB, dir string, fmv pebble.FormatMajorVersio
 	must(d.RangeKeyDelete(key(550), key(560), pebble.Sync))
 	must(d.Set(key(1050), []byte("after the range deletion"), pebble.Sync))
 	must(d.Flush())
+	if fmv >= pebble.FormatVirtualSSTables {
+		// An ingest with an excise through tables of L0 and L6: Pebble
+		// keeps their parts outside the span as virtual tables.
+		excise := filepath.Join(t.TempDir(), "excise.sst")
+		f, err := vfs.Default.Create(excise, vfs.WriteCategoryUnspecified)
+		must(err)
+		w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{TableFormat: sstable.TableFormatPebblev2, FilterPolicy: pebblebloom.FilterPolicy(10)})
+		must(w.Set(key(2945), []byte("ingested with an excise")))
+		must(w.Close())
+		_, err = d.IngestAndExcise(context.Background(), []string{excise}, nil, nil, pebble.KeyRange{Start: key(2940), End: key(2960)})
+		must(err)
+	}
 	// Round 3, in the WAL only.
 	b = d.NewBatch()
 	must(b.Set(key(7), []byte("in the WAL"), nil))
@@ -127,25 +141,8 @@ func writePebbleStoreWith(t testing.TB, dir string, fmv pebble.FormatMajorVersio
 	}
 	must(b.Commit(pebble.Sync))
 	must(d.Set(key(2005), []byte("after the WAL's range deletion"), pebble.Sync))
-	ps := &pebbleStore{dir: dir, fmv: fmv, gets: map[string]*string{}}
-	ps.levels, err = d.SSTables()
-	must(err)
-	it, err := d.NewIter(nil)
-	must(err)
-	for ok := it.First(); ok; ok = it.Next() {
-		ps.entries = append(ps.entries, [2]string{string(it.Key()), string(it.Value())})
-	}
-	must(it.Close())
-	for _, k := range probeKeys {
-		v, closer, err := d.Get([]byte(k))
-		if err == pebble.ErrNotFound {
-			continue
-		}
-		must(err)
-		s := string(v)
-		ps.gets[k] = &s
-		must(closer.Close())
-	}
+	ps := &pebbleStore{dir: dir, fmv: fmv}
+	ps.record(t, d, probeKeys)
 	must(d.Close())
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	if len(logs) == 0 {
@@ -153,6 +150,39 @@ func writePebbleStoreWith(t testing.TB, dir string, fmv pebble.FormatMajorVersio
 	}
 	ps.wal = logs[len(logs)-1]
 	return ps
+}
+
+// record notes what Pebble's d holds: its tables, its live entries and
+// its answers for probes.
+func (ps *pebbleStore) record(t testing.TB, d *pebble.DB, probes []string) {
+	t.Helper()
+	ps.gets = map[string]*string{}
+	var err error
+	if ps.levels, err = d.SSTables(); err != nil {
+		t.Fatal(err)
+	}
+	it, err := d.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		ps.entries = append(ps.entries, [2]string{string(it.Key()), string(it.Value())})
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range probes {
+		v, closer, err := d.Get([]byte(k))
+		if err == pebble.ErrNotFound {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(v)
+		ps.gets[k] = &s
+		closer.Close()
+	}
 }
 
 type quietLogger struct{}
@@ -327,7 +357,11 @@ func TestPebbleStores(t *testing.T) {
 				}
 				for _, w := range want {
 					if !slices.ContainsFunc(got, func(g lsmTableOut) bool {
-						return g.File == fmt.Sprintf("%s.sst", w.FileNum) && g.Size == w.Size && g.SmallestSeq == uint64(w.SmallestSeqNum)
+						backing := ""
+						if w.Virtual {
+							backing = fmt.Sprintf("%s.sst", w.BackingSSTNum)
+						}
+						return g.File == fmt.Sprintf("%s.sst", w.FileNum) && g.Backing == backing && g.Size == w.Size && g.SmallestSeq == uint64(w.SmallestSeqNum)
 					}) {
 						t.Fatalf("db lsm L%d lacks %s: %+v", l, w.FileNum, got)
 					}
@@ -356,7 +390,7 @@ func TestPebbleStores(t *testing.T) {
 			for _, cmd := range fileCommands[:5] {
 				for _, l := range ps.levels {
 					for _, tb := range l {
-						args := append(slices.Clone(cmd), filepath.Join(ps.dir, tb.FileNum.String()+".sst"))
+						args := append(slices.Clone(cmd), filepath.Join(ps.dir, tb.BackingSSTNum.String()+".sst"))
 						if _, errOut, code := runTool(args...); code != 0 {
 							t.Fatalf("%v: exit %d, %q", args, code, errOut)
 						}
@@ -422,4 +456,189 @@ func TestPebbleStores(t *testing.T) {
 			t.Fatalf("db lsm: exit %d:\n%s", code, out)
 		}
 	})
+}
+
+// blockingFS holds the creation of tables while armed: a flush waits at
+// its output table until release is closed.
+type blockingFS struct {
+	vfs.FS
+	armed   atomic.Bool
+	release chan struct{}
+}
+
+func (fs *blockingFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if fs.armed.Load() && strings.HasSuffix(name, ".sst") {
+		<-fs.release
+	}
+	return fs.FS.Create(name, category)
+}
+
+// writeFlushableStore writes, with Pebble at format major version fmv, a
+// store that crashed with a flushable ingest in its WAL: the table was
+// ingested over a key in the memtable, so Pebble queued it behind that
+// memtable and named it in the WAL; the flush is held and the crash image
+// taken before it ran. From format 018 on the ingest comes with an excise,
+// which deletes every older key in its span. The image is copied to a
+// directory on disk; ps holds what the store held when it crashed.
+func writeFlushableStore(t *testing.T, fmv pebble.FormatMajorVersion) *pebbleStore {
+	t.Helper()
+	mem := vfs.NewCrashableMem()
+	fs := &blockingFS{FS: mem, release: make(chan struct{})}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const dir = "/db"
+	opts := &pebble.Options{FS: fs, FormatMajorVersion: fmv, DisableAutomaticCompactions: true, Logger: quietLogger{}}
+	opts.Experimental.EnableColumnarBlocks = func() bool { return false }
+	d, err := pebble.Open(dir, opts)
+	must(err)
+	released := false
+	defer func() {
+		if !released {
+			close(fs.release)
+			d.Close()
+		}
+	}()
+	key := func(i int) []byte { return fmt.Appendf(nil, "pk%05d", i) }
+	b := d.NewBatch()
+	for i := 2900; i < 3000; i++ {
+		must(b.Set(key(i), fmt.Appendf(nil, "v1-%d", i), nil))
+	}
+	must(b.Commit(pebble.Sync))
+	must(d.Flush())
+	must(d.Compact(context.Background(), key(0), key(99999), false))
+	must(d.Set(key(2948), []byte("in the memtable"), pebble.Sync))
+	must(d.Set(key(2970), []byte("in the memtable"), pebble.Sync))
+
+	f, err := mem.Create("/ingest.sst", vfs.WriteCategoryUnspecified)
+	must(err)
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{TableFormat: sstable.TableFormatPebblev2})
+	for _, i := range []int{2945, 2950} {
+		must(w.Set(key(i), fmt.Appendf(nil, "flushable-%d", i)))
+	}
+	must(w.Close())
+	fs.armed.Store(true)
+	var stats pebble.IngestOperationStats
+	if fmv >= pebble.FormatFlushableIngestExcises {
+		stats, err = d.IngestAndExcise(context.Background(), []string{"/ingest.sst"}, nil, nil, pebble.KeyRange{Start: key(2940), End: key(2960)})
+	} else {
+		stats, err = d.IngestWithStats(context.Background(), []string{"/ingest.sst"})
+	}
+	must(err)
+	if stats.MemtableOverlappingFiles != 1 {
+		t.Fatalf("the ingest was not flushable: %+v", stats)
+	}
+	must(d.Set(key(2950), []byte("after the ingest"), pebble.Sync))
+	must(d.Set(key(2990), []byte("after the ingest"), pebble.Sync))
+
+	ps := &pebbleStore{fmv: fmv}
+	var probes []string
+	for i := 2938; i < 2962; i++ {
+		probes = append(probes, string(key(i)))
+	}
+	ps.record(t, d, probes)
+	img := mem.CrashClone(vfs.CrashCloneCfg{})
+	close(fs.release)
+	released = true
+	must(d.Close())
+
+	// The image, on disk.
+	ps.dir = t.TempDir()
+	names, err := img.List(dir)
+	must(err)
+	for _, name := range names {
+		src, err := img.Open(filepath.Join(dir, name))
+		must(err)
+		data, err := io.ReadAll(src)
+		must(err)
+		must(src.Close())
+		must(os.WriteFile(filepath.Join(ps.dir, name), data, 0o644))
+	}
+	logs, _ := filepath.Glob(filepath.Join(ps.dir, "*.log"))
+	if len(logs) < 2 {
+		t.Fatalf("the image has %d WALs, want the ingest's and the one after it", len(logs))
+	}
+	ps.wal = logs[len(logs)-1]
+	return ps
+}
+
+// TestPebbleFlushableIngest reads a store that crashed with a flushable
+// ingest (and, from format 018, its excise) only in its WAL: scans and
+// gets answer as Pebble did before the crash, and the table is listed as
+// flushable, not in a level.
+func TestPebbleFlushableIngest(t *testing.T) {
+	for _, fmv := range []pebble.FormatMajorVersion{pebble.FormatFlushableIngest, pebble.FormatFlushableIngestExcises, pebble.FormatWALSyncChunks} {
+		t.Run(fmt.Sprint(fmv), func(t *testing.T) {
+			ps := writeFlushableStore(t, fmv)
+			out, errOut, code := runTool("--json", "db", "scan", ps.dir)
+			if code != 0 || errOut != "" {
+				t.Fatalf("db scan: exit %d, %q", code, errOut)
+			}
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			if len(lines) != len(ps.entries) {
+				t.Fatalf("db scan: %d entries, Pebble %d", len(lines), len(ps.entries))
+			}
+			for i, l := range lines {
+				var kv kvOut
+				if err := json.Unmarshal([]byte(l), &kv); err != nil {
+					t.Fatal(err)
+				}
+				if want := ps.entries[i]; kv.Key != want[0] || kv.Value != want[1] {
+					t.Fatalf("db scan entry %d: %+v, Pebble %q", i, kv, want)
+				}
+			}
+			for i := 2938; i < 2962; i++ {
+				k := fmt.Sprintf("pk%05d", i)
+				out, _, code := runTool("db", "get", ps.dir, k)
+				if want, ok := ps.gets[k]; ok != (code == 0) || ok && out != fmt.Sprintf("%q\n", *want) {
+					t.Fatalf("db get %s: exit %d, %q; Pebble %v", k, code, out, ps.gets[k])
+				}
+			}
+			// What the ingest and excise changed is visible.
+			want := map[string]string{"pk02945": "flushable-2945", "pk02950": "after the ingest"}
+			if fmv < pebble.FormatFlushableIngestExcises {
+				want["pk02948"] = "in the memtable"
+				want["pk02941"] = "v1-2941"
+			}
+			for k, v := range want {
+				if got := ps.gets[k]; got == nil || *got != v {
+					t.Fatalf("Pebble's %s is %v, want %q: the store is not the one meant", k, got, v)
+				}
+			}
+			if fmv >= pebble.FormatFlushableIngestExcises && (ps.gets["pk02948"] != nil || ps.gets["pk02941"] != nil) {
+				t.Fatalf("the excise left keys: %v %v", ps.gets["pk02941"], ps.gets["pk02948"])
+			}
+			var chk dbCheckOut
+			out, errOut, code = runTool("--json", "db", "check", ps.dir)
+			if err := json.Unmarshal([]byte(out), &chk); err != nil || code != 0 || !chk.OK || chk.LiveKeys != uint64(len(ps.entries)) {
+				t.Fatalf("db check: exit %d, %q, %+v", code, errOut, chk)
+			}
+			var lsm lsmOut
+			out, _, code = runTool("--json", "db", "lsm", ps.dir)
+			if err := json.Unmarshal([]byte(out), &lsm); err != nil || code != 0 {
+				t.Fatalf("db lsm: exit %d, %v", code, err)
+			}
+			if len(lsm.Flushable) != 1 || lsm.Flushable[0].SmallestSeq != lsm.Flushable[0].LargestSeq {
+				t.Fatalf("db lsm flushable: %+v", lsm.Flushable)
+			}
+			for l, want := range ps.levels {
+				if len(lsm.Levels[l].Tables) != len(want) {
+					t.Fatalf("db lsm L%d: %d tables, Pebble %d", l, len(lsm.Levels[l].Tables), len(want))
+				}
+			}
+			// The WAL names a table that is gone: an error naming the
+			// WAL, the record's offset and the table.
+			if err := os.Remove(filepath.Join(ps.dir, lsm.Flushable[0].File)); err != nil {
+				t.Fatal(err)
+			}
+			_, errOut, code = runTool("db", "scan", ps.dir)
+			expectOneLine(t, []string{"db", "scan"}, ps.dir, errOut, code)
+			if code != 1 || !strings.Contains(errOut, ".log: record at offset") || !strings.Contains(errOut, "flushable ingest of table") {
+				t.Fatalf("db scan without the ingested table: exit %d, %q", code, errOut)
+			}
+		})
+	}
 }

@@ -26,12 +26,55 @@ import (
 
 // storeTable is a table of a store's current version.
 type storeTable struct {
-	level int
+	level int // -1: a flushable ingest's table (Pebble's), in no level
 	path  string
 	size  uint64
 	// ov is the sequence number every key of the table reads at (an
 	// ingested table's); 0: as stored.
 	ov base.SeqNum
+	// virtual is the number of a virtual table (of a Pebble store), part
+	// of the file at path: only its keys from lo to hi (exclusive when
+	// hiExcl) are its. 0: a table of its own.
+	virtual    uint64
+	lo, hi     []byte
+	hiExcl     bool
+	whereLabel string // find's "where", when not the level's
+}
+
+// holds reports whether the table holds versions of key: always, but for a
+// virtual table only within its bounds.
+func (st *storeTable) holds(key []byte) bool {
+	if st.virtual == 0 {
+		return true
+	}
+	c := bytes.Compare(key, st.hi)
+	return bytes.Compare(key, st.lo) >= 0 && (c < 0 || c == 0 && !st.hiExcl)
+}
+
+// virtualName names a virtual table ("" for a table of its own).
+func (st *storeTable) virtualName() string {
+	if st.virtual == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%06d.sst", st.virtual)
+}
+
+// clip narrows [start, end) (nil: unbounded) to a virtual table's bounds.
+func (st *storeTable) clip(start, end []byte) ([]byte, []byte) {
+	if st.virtual == 0 {
+		return start, end
+	}
+	if start == nil || bytes.Compare(start, st.lo) < 0 {
+		start = st.lo
+	}
+	hi := st.hi
+	if !st.hiExcl {
+		hi = append(bytes.Clone(hi), 0)
+	}
+	if end == nil || bytes.Compare(end, hi) > 0 {
+		end = hi
+	}
+	return start, end
 }
 
 // storeFiles are a store's current tables, level by level (level 0 newest
@@ -56,13 +99,25 @@ func currentTables(dir string) (*storeFiles, error) {
 			for _, w := range s.WALs {
 				sf.wals[filepath.Base(w)] = true
 			}
+			add := func(t pebblestore.Table) {
+				st := storeTable{level: t.Level, path: t.Path, size: t.Meta.Size}
+				if t.Meta.SmallestSeq == t.Meta.LargestSeq {
+					st.ov = t.Meta.SmallestSeq // as Pebble reads an ingested table
+				}
+				if t.Pebble.Virtual {
+					st.virtual, st.lo, st.hi, st.hiExcl = t.Meta.FileNum, t.Meta.Smallest.UserKey, t.Meta.Largest.UserKey, t.Meta.Largest.SeqNum() == base.SeqNumMax
+				}
+				if t.Level < 0 {
+					st.whereLabel = "flushable ingest"
+				}
+				sf.tables = append(sf.tables, st)
+			}
+			for _, t := range s.Flushable {
+				add(t)
+			}
 			for l := range s.Tables {
 				for _, t := range s.Tables[l] {
-					st := storeTable{level: l, path: t.Path, size: t.Meta.Size}
-					if t.Meta.SmallestSeq == t.Meta.LargestSeq {
-						st.ov = t.Meta.SmallestSeq // as Pebble reads an ingested table
-					}
-					sf.tables = append(sf.tables, st)
+					add(t)
 				}
 			}
 			return nil
@@ -88,19 +143,24 @@ func currentTables(dir string) (*storeFiles, error) {
 	return sf, err
 }
 
-// eachCurrentTable opens each current table of the store in dir in turn
-// and calls fn with its level, stopping at the first error.
-func eachCurrentTable(dir string, fn func(level int, t *table) error) error {
+// eachCurrentTable opens each table of the store in dir's levels in turn
+// and calls fn with it, stopping at the first error. (A Pebble store's
+// flushable ingests, in no level yet, are left out.)
+func eachCurrentTable(dir string, fn func(st *storeTable, t *table) error) error {
 	sf, err := currentTables(dir)
 	if err != nil {
 		return err
 	}
-	for _, st := range sf.tables {
+	for i := range sf.tables {
+		st := &sf.tables[i]
+		if st.level < 0 {
+			continue
+		}
 		t, err := openTable(st.path)
 		if err != nil {
 			return err
 		}
-		err = fn(st.level, t)
+		err = fn(st, t)
 		t.f.Close()
 		if err != nil {
 			return err
@@ -272,7 +332,8 @@ func dbSpaceCmd(e *env) *cobra.Command {
 		Long: `Print, level by level and in total, the bytes of the store's current
 tables within the key range from --start (inclusive) to --end (exclusive):
 the data blocks each table's index places in the range (sstable space),
-summed. Without bounds, all data blocks.`,
+summed. Without bounds, all data blocks. A virtual table (Pebble's: part of
+a file an excise left) counts the blocks within its own bounds.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			if err := b.parse(c); err != nil {
@@ -283,8 +344,13 @@ summed. Without bounds, all data blocks.`,
 			for l := range manifest.NumLevels {
 				out.Levels = append(out.Levels, levelSpaceOut{Level: l})
 			}
-			err := eachCurrentTable(a[0], func(level int, t *table) error {
-				size, n, _, err := rangeBytes(t, b.r.Start, b.r.End)
+			err := eachCurrentTable(a[0], func(st *storeTable, t *table) error {
+				level := st.level
+				start, end := st.clip(b.r.Start, b.r.End)
+				if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
+					return nil
+				}
+				size, n, _, err := rangeBytes(t, start, end)
 				if err == nil && n > 0 {
 					out.Levels[level].Tables++
 					out.Levels[level].Size += size
@@ -357,15 +423,21 @@ func dbPropertiesCmd(e *env) *cobra.Command {
 		Long: `Print the properties of the store's current tables (as sstable
 properties gives them) summed per level and over all levels: tables, file,
 data, index and filter sizes, entries, deletions, range deletions, raw key
-and value sizes.`,
+and value sizes. A file behind several virtual tables (Pebble's: the parts
+of a table an excise left) counts once, at its first table's level.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			out := dbPropertiesOut{Dir: a[0], Total: propSums{Level: -1}}
 			for l := range manifest.NumLevels {
 				out.Levels = append(out.Levels, propSums{Level: l})
 			}
-			err := eachCurrentTable(a[0], func(level int, t *table) error {
-				out.Levels[level].add(t.r)
+			counted := map[string]bool{}
+			err := eachCurrentTable(a[0], func(st *storeTable, t *table) error {
+				if counted[st.path] {
+					return nil
+				}
+				counted[st.path] = true
+				out.Levels[st.level].add(t.r)
 				out.Total.add(t.r)
 				return nil
 			})
@@ -397,6 +469,9 @@ type foundOut struct {
 	File  string `json:"file"`
 	Where string `json:"where"`           // "L3", "not in the current version", "WAL", "obsolete WAL"
 	Level *int   `json:"level,omitempty"` // a current table's level
+	// Virtual names a virtual table (Pebble's) whose part of File holds
+	// the version.
+	Virtual string `json:"virtual,omitempty"`
 	// Offset is the WAL record's offset (nil for a table).
 	Offset *int64 `json:"offset,omitempty"`
 	Seq    uint64 `json:"seq"`
@@ -442,10 +517,13 @@ func (e *env) find(key []byte, dir string, fm *formats) error {
 			return err
 		}
 		defer t.f.Close()
+		if !st.holds(key) {
+			return nil // outside a virtual table's part of its file
+		}
 		it := t.r.NewIter()
 		for ok := it.SeekGE(key); ok && bytes.Equal(it.Key().UserKey, key); ok = it.Next() {
 			k := it.Key()
-			f := foundOut{File: filepath.Base(st.path), Where: where, Level: level, Seq: uint64(k.SeqNum()), Kind: k.Kind().String()}
+			f := foundOut{File: filepath.Base(st.path), Where: where, Level: level, Virtual: st.virtualName(), Seq: uint64(k.SeqNum()), Kind: k.Kind().String()}
 			if k.Kind() == base.KindSet || k.Kind() == kindMerge {
 				f.Value = fm.v(it.Value())
 			}
@@ -456,7 +534,7 @@ func (e *env) find(key []byte, dir string, fm *formats) error {
 		}
 		for _, d := range t.r.RangeDeletions() {
 			if d.Covers(key) {
-				found = append(found, foundOut{File: filepath.Base(st.path), Where: where, Level: level, Seq: uint64(d.SeqNum),
+				found = append(found, foundOut{File: filepath.Base(st.path), Where: where, Level: level, Virtual: st.virtualName(), Seq: uint64(d.SeqNum),
 					Kind: base.KindRangeDelete.String(), Value: fmt.Sprintf("[%s, %s)", fm.k(d.Start), fm.k(d.End))})
 			}
 		}
@@ -465,7 +543,14 @@ func (e *env) find(key []byte, dir string, fm *formats) error {
 	for _, st := range sf.tables {
 		current[filepath.Base(st.path)] = true
 		l := st.level
-		if err := lookIn(st, fmt.Sprintf("L%d", l), &l); err != nil {
+		where, level := fmt.Sprintf("L%d", l), &l
+		if st.whereLabel != "" {
+			where = st.whereLabel
+		}
+		if l < 0 {
+			level = nil
+		}
+		if err := lookIn(st, where, level); err != nil {
 			return err
 		}
 	}
@@ -499,6 +584,9 @@ func (e *env) find(key []byte, dir string, fm *formats) error {
 			where := f.Where
 			if strings.HasSuffix(f.Where, "WAL") {
 				where = fmt.Sprintf("%s, batch at offset %d", f.Where, *f.Offset)
+			}
+			if f.Virtual != "" {
+				where = fmt.Sprintf("%s, virtual table %s", f.Where, f.Virtual)
 			}
 			e.printf("%s\n", strings.TrimRight(fmt.Sprintf("seq %-8d %-8s %-12s %-28s %s", f.Seq, f.Kind, f.File, where, f.Value), " "))
 		}

@@ -531,8 +531,7 @@ func TestSSTableSpacePebble(t *testing.T) {
 // its summary ends in the version db lsm lists, db properties and db space
 // agree, and find lists pk00007's three versions.
 func TestNewCommandsPebbleFormats(t *testing.T) {
-	for _, fmv := range []pebble.FormatMajorVersion{pebble.FormatFlushableIngest, pebble.FormatPrePebblev1MarkedCompacted,
-		pebble.FormatDeleteSizedAndObsolete, pebble.FormatWALSyncChunks} {
+	for fmv := pebble.FormatMinSupported; fmv <= pebble.FormatWALSyncChunks; fmv++ {
 		t.Run(fmt.Sprintf("%03d", fmv), func(t *testing.T) {
 			ps := writePebbleStore(t, filepath.Join(t.TempDir(), "pebbledb"), fmv, true)
 			lsm := jsonLines[lsmOut](t, "db", "lsm", ps.dir)[0]
@@ -546,12 +545,56 @@ func TestNewCommandsPebbleFormats(t *testing.T) {
 			}
 			props := jsonLines[dbPropertiesOut](t, "db", "properties", ps.dir)[0]
 			space := jsonLines[dbSpaceOut](t, "db", "space", ps.dir)[0]
-			if props.Total.Tables != lsm.Tables || props.Total.FileSize != lsm.Size || space.Size != props.Total.DataSize {
-				t.Fatalf("db properties %+v, db space %+v, db lsm %d tables %d bytes", props.Total, space, lsm.Tables, lsm.Size)
+			// db properties counts files: a virtual table's backing
+			// file once.
+			files, virtual := map[string]bool{}, 0
+			var fileSize uint64
+			for _, l := range lsm.Levels {
+				for _, tb := range l.Tables {
+					name := tb.File
+					if tb.Backing != "" {
+						name = tb.Backing
+						virtual++
+					}
+					if !files[name] {
+						files[name] = true
+						st, err := os.Stat(filepath.Join(ps.dir, name))
+						if err != nil {
+							t.Fatal(err)
+						}
+						fileSize += uint64(st.Size())
+					}
+				}
+			}
+			if fmv >= pebble.FormatVirtualSSTables && virtual == 0 {
+				t.Fatalf("no virtual table: %+v", lsm.Levels)
+			}
+			if props.Total.Tables != len(files) || props.Total.FileSize != fileSize || space.Tables != lsm.Tables {
+				t.Fatalf("db properties %+v, db space %+v, db lsm %d tables, %d files of %d bytes", props.Total, space, lsm.Tables, len(files), fileSize)
+			}
+			if virtual == 0 && (props.Total.FileSize != lsm.Size || space.Size != props.Total.DataSize) {
+				t.Fatalf("db properties %+v, db space %+v, db lsm %d bytes", props.Total, space, lsm.Size)
+			}
+			// A virtual table counts the blocks within its bounds: the
+			// parts of a file share at most one block (about 4 KiB).
+			if virtual > 0 && (space.Size > props.Total.DataSize+uint64(virtual)*5000 || space.Size < props.Total.DataSize/2) {
+				t.Fatalf("db space %d bytes with virtual tables, %d in the files", space.Size, props.Total.DataSize)
 			}
 			got := jsonLines[foundOut](t, "find", "pk00007", ps.dir)
 			if len(got) != 3 || got[0].Where != "WAL" || got[1].Where != "L0" || got[2].Where != "L6" {
 				t.Fatalf("find pk00007: %+v", got)
+			}
+			if fmv >= pebble.FormatVirtualSSTables {
+				// pk00007's versions lie in virtual tables; pk02941's in
+				// the part of their files the excise cut out.
+				if got[1].Virtual == "" || got[2].Virtual == "" || got[1].Virtual == got[1].File {
+					t.Fatalf("find pk00007: %+v", got)
+				}
+				for _, f := range jsonLines[foundOut](t, "find", "pk02941", ps.dir) {
+					if f.Level != nil {
+						t.Fatalf("find pk02941 (excised) lists a version in a table: %+v", f)
+					}
+				}
 			}
 		})
 	}
