@@ -38,7 +38,7 @@ type pebbleStore struct {
 // range-deleted, written again after a range deletion, in the WAL only,
 // merged, single-deleted, ingested, excised (from format 016), absent.
 var probeKeys = []string{"pk00000", "pk00001", "pk00021", "pk00022", "pk00003", "pk00007", "pk00008", "pk00009", "pk00010", "pk01000", "pk01050",
-	"pk01099", "pk02001", "pk02005", "pk02941", "pk02945", "pk02948", "pk02961", "pk02999", "pk03000", "pk99999", ""}
+	"pk01099", "pk02001", "pk02005", "pk00040", "pk00049", "pk00060", "pk02941", "pk02945", "pk02948", "pk02961", "pk02999", "pk03000", "pk99999", ""}
 
 // writePebbleStore writes a store with Pebble at format major version fmv:
 // keys compacted to the bottom level; then overwrites, deletions, range
@@ -57,7 +57,7 @@ func writePebbleStoreWith(t testing.TB, dir string, fmv pebble.FormatMajorVersio
 	t.Helper()
 	opts := &pebble.Options{
 		FormatMajorVersion:          fmv,
-		MemTableSize:                1 << 20,
+		MemTableSize:                4 << 20,
 		DisableAutomaticCompactions: true,
 		Logger:                      quietLogger{},
 	}
@@ -65,6 +65,7 @@ func writePebbleStoreWith(t testing.TB, dir string, fmv pebble.FormatMajorVersio
 		opts.Levels[l].FilterPolicy = pebblebloom.FilterPolicy(10)
 	}
 	opts.Experimental.EnableColumnarBlocks = func() bool { return false }
+	opts.Experimental.EnableValueBlocks = func() bool { return true }
 	if tweak != nil {
 		tweak(opts)
 	}
@@ -98,6 +99,30 @@ func writePebbleStoreWith(t testing.TB, dir string, fmv pebble.FormatMajorVersio
 		must(b.Commit(pebble.Sync))
 		must(d.Flush())
 	}
+	// Two versions each of pk00040-pk00049, 3,000-byte values, in one
+	// table: a snapshot keeps the older, whose value Pebble puts in a
+	// value block (format 015 on, and 013-014 with value blocks on). Sized
+	// deletions of pk00060-pk00064 (015 on).
+	var snap *pebble.Snapshot
+	for v := range 2 {
+		b = d.NewBatch()
+		for i := 40; i < 50; i++ {
+			must(b.Set(key(i), fmt.Appendf(nil, "large-%d-%d-%s", v, i, strings.Repeat("x", 3000)), nil))
+		}
+		must(b.Commit(pebble.Sync))
+		if v == 0 {
+			snap = d.NewSnapshot()
+		}
+	}
+	if fmv >= pebble.FormatDeleteSizedAndObsolete {
+		b = d.NewBatch()
+		for i := 60; i < 65; i++ {
+			must(b.DeleteSized(key(i), 5, nil))
+		}
+		must(b.Commit(pebble.Sync))
+	}
+	must(d.Flush())
+	must(snap.Close())
 	// An ingested table: its keys read at the sequence number the
 	// manifest gives it, newer than the overwrites above.
 	ingest := filepath.Join(t.TempDir(), "ingest.sst")
@@ -202,7 +227,7 @@ func TestPebbleWAL(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	for _, want := range []string{
-		"offset 0: batch seq 4419, 8 entries\n",
+		"offset 0: batch seq 4439, 8 entries\n",
 		`    SET      "pk00007" "in the WAL"` + "\n",
 		`    DEL      "pk00008"` + "\n",
 		`    RANGEDEL "pk02000" "pk02010"` + "\n",
@@ -211,14 +236,14 @@ func TestPebbleWAL(t *testing.T) {
 		`    MERGE    "pk00009" "+merged"` + "\n",
 		`    SINGLEDEL "pk00010"` + "\n",
 		`    RANGEKEYUNSET "pk02500" "pk02550" ""` + "\n",
-		"  end: clean (EOF trailer)\n  2 records, 9 entries, sequence numbers 4419-4427\n",
+		"  end: clean (EOF trailer)\n  2 records, 9 entries, sequence numbers 4439-4447\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("wal dump lacks %q:\n%s", want, out)
 		}
 	}
 	js, _, _ := runTool("--json", "wal", "dump", ps.wal)
-	if !strings.Contains(js, `{"seq":4423,"kind":"LOGDATA","key":"log data"}`) || !strings.Contains(js, `"eof_trailer":true`) {
+	if !strings.Contains(js, `{"seq":4443,"kind":"LOGDATA","key":"log data"}`) || !strings.Contains(js, `"eof_trailer":true`) {
 		t.Fatalf("wal dump --json:\n%s", js)
 	}
 }
@@ -229,7 +254,7 @@ func TestPebbleManifest(t *testing.T) {
 	ps := writePebbleStore(t, t.TempDir(), pebble.FormatFlushableIngest, false)
 	name := filepath.Join(ps.dir, "MANIFEST-000001")
 	out, errOut, code := runTool("manifest", "dump", name)
-	if code != 0 || errOut != "" || !strings.HasPrefix(out, name+" (Pebble)\n") || !strings.Contains(out, "range keys \"pk00500\"#4416,RANGEKEYSET") {
+	if code != 0 || errOut != "" || !strings.HasPrefix(out, name+" (Pebble)\n") || !strings.Contains(out, "range keys \"pk00500\"#4436,RANGEKEYSET") {
 		t.Fatalf("exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	js, _, _ := runTool("--json", "manifest", "dump", name)
@@ -386,6 +411,24 @@ func TestPebbleStores(t *testing.T) {
 				t.Fatalf("db options: %+v", opts.Options["Options"])
 			}
 
+			// The older values of pk00040-pk00049 are in a value block.
+			valueBlocks := 0
+			for _, l := range ps.levels {
+				for _, tb := range l {
+					var lo layoutOut
+					if err := json.Unmarshal([]byte(jsonLines("sstable", "layout", filepath.Join(ps.dir, tb.BackingSSTNum.String()+".sst"))[0]), &lo); err != nil {
+						t.Fatal(err)
+					}
+					for _, b := range lo.Blocks {
+						if b.Kind == "value" {
+							valueBlocks++
+						}
+					}
+				}
+			}
+			if valueBlocks == 0 {
+				t.Fatal("no table has a value block")
+			}
 			// Every table, by the sstable commands.
 			for _, cmd := range fileCommands[:5] {
 				for _, l := range ps.levels {
