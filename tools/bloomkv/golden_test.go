@@ -51,7 +51,7 @@ func pebbleGoldenCases(ps *pebbleStore) []struct {
 	name string
 	args []string
 } {
-	table := filepath.Join(ps.dir, "000013.sst") // range deletion and range keys
+	table := filepath.Join(ps.dir, "000015.sst") // range deletion and range keys
 	return []struct {
 		name string
 		args []string
@@ -66,6 +66,8 @@ func pebbleGoldenCases(ps *pebbleStore) []struct {
 		{"pebble-sstable-properties", []string{"sstable", "properties", table}},
 		{"pebble-sstable-scan", []string{"sstable", "scan", table}},
 		{"pebble-sstable-layout-v", []string{"sstable", "layout", "-v", "--value-format", "quoted", table}},
+		// Two versions of ten keys: the older values in a value block.
+		{"pebble-sstable-layout-value-blocks", []string{"sstable", "layout", filepath.Join(ps.dir, "000012.sst")}},
 		{"pebble-manifest-summarize", []string{"manifest", "summarize", "--edits", "3", filepath.Join(ps.dir, "MANIFEST-000001")}},
 		{"pebble-manifest-check", []string{"manifest", "check", filepath.Join(ps.dir, "MANIFEST-000001")}},
 		{"pebble-find", []string{"find", "pk01050", ps.dir}},
