@@ -186,6 +186,12 @@ func corruptionTrial(fs *vfs.MemFS, dm damage, ops []op, want map[string]string,
 	torn := strings.Contains(logs.String(), "torn") && strings.Contains(logs.String(), filepath.Join("/db", dm.file)) &&
 		strings.Contains(logs.String(), "offset")
 	switch {
+	case maps.Equal(got, want) && fileLabel(dm.file) == "sstable" && !d.holdsTable(dm.file):
+		// The reads set off a compaction that rewrote the table before
+		// Check came to it: the compaction read every entry through
+		// checksums, so the damage lay in bytes no read needs (footer
+		// padding), and the store no longer holds them.
+		return "compacted away, every read right", "", nil
 	case maps.Equal(got, want) && fileLabel(dm.file) == "sstable":
 		return "undetected", "a damaged table passed every read and Check", nil
 	case maps.Equal(got, want):

@@ -362,3 +362,16 @@ func newestTable(d *DB) *manifest.FileMetadata {
 	}
 	return newest
 }
+
+// holdsTable reports whether the store's current version holds the table
+// file name (a base name, as 000123.sst).
+func (d *DB) holdsTable(name string) bool {
+	s := d.acquire()
+	defer d.release(s)
+	for _, f := range s.version.All() {
+		if tableName(f.FileNum) == name {
+			return true
+		}
+	}
+	return false
+}
