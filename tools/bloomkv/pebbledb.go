@@ -7,7 +7,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -33,6 +35,10 @@ func withPebble(dir string, fn func(s *pebblestore.Store) error) error {
 // line naming its format major version, manifest, OPTIONS file and WALs.
 func (e *env) pebbleLSM(dir string, s *pebblestore.Store, fm *formats) error {
 	out := lsmOut{Dir: dir, Format: "pebble", FormatVersion: s.FormatVersion, Manifest: s.Manifest, OptionsFile: s.Options, WALs: s.WALs}
+	for _, id := range slices.Sorted(maps.Keys(s.BlobFiles)) {
+		b := s.BlobFiles[id]
+		out.BlobFiles = append(out.BlobFiles, fmt.Sprintf("%06d.blob", b.FileNum))
+	}
 	for l := range s.Tables {
 		lo := lsmLevelOut{Level: l, Tables: []lsmTableOut{}}
 		for _, t := range s.Tables[l] {
@@ -51,6 +57,9 @@ func (e *env) pebbleLSM(dir string, s *pebblestore.Store, fm *formats) error {
 		return nil
 	}
 	e.printf("%s: Pebble store, format major version %03d; %s, %s, WALs %s\n", dir, out.FormatVersion, out.Manifest, orNone(out.OptionsFile), orNone(strings.Join(out.WALs, " ")))
+	if len(out.BlobFiles) > 0 {
+		e.printf("  blob files: %s\n", strings.Join(out.BlobFiles, " "))
+	}
 	e.printLSM(out)
 	return nil
 }
