@@ -148,7 +148,8 @@ type VirtualBlock struct {
 	Physical, ValueIDOffset uint32
 }
 
-// Reader reads a blob file. Its methods may be called concurrently.
+// Reader reads a blob file. Its methods but Close may be called
+// concurrently.
 type Reader struct {
 	r      io.ReaderAt
 	size   uint64

@@ -2,6 +2,7 @@ package blobfile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -23,7 +24,8 @@ func checkErr(t *testing.T, err error) {
 // FuzzBlobFile opens any bytes as a blob file and reads all it can, and
 // decodes the same bytes as an index block and as a value block (which a
 // whole file's checksums keep the fuzzer from reaching). It is seeded with
-// small blob files Pebble wrote in each compression, and their blocks.
+// small blob files Pebble wrote in each compression (and one it rewrote),
+// and their blocks.
 func FuzzBlobFile(f *testing.F) {
 	for _, pr := range profiles {
 		data, _ := pebbleBlob(f, testValues(6, 12), blobOptions(pr.p, block.ChecksumTypeCRC32c, 256), 5)
@@ -39,6 +41,8 @@ func FuzzBlobFile(f *testing.F) {
 			f.Add(data[h.Offset : h.Offset+h.Length])
 		}
 	}
+	data, _, _, _ := rewritten(f, testValues(7, 60), block.NoCompression)
+	f.Add(data)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if ix, err := decodeIndexBlock(data); err == nil {
 			if ix.check(1<<40) == nil {
@@ -60,25 +64,68 @@ func FuzzBlobFile(f *testing.F) {
 		} else {
 			checkErr(t, err)
 		}
-		r, err := Open(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			checkErr(t, err)
-			return
-		}
-		defer r.Close()
-		for _, b := range r.Layout().Blocks {
-			checkErr(t, b.Err)
-		}
-		checkErr(t, r.Each(func(block, row int, v []byte) bool {
-			_, err := r.Value(Handle{BlockID: uint32(block), ValueID: uint32(row), ValueLen: uint32(len(v))})
-			checkErr(t, err)
-			return true
-		}))
-		for i := range len(r.Virtual()) {
-			_, err := r.Value(Handle{BlockID: uint32(i)})
-			checkErr(t, err)
-		}
+		fuzzRead(t, data)
+		fuzzRead(t, resealed(data))
 	})
+}
+
+// fuzzRead opens data as a blob file and reads every block and value, and
+// a value of every virtual block.
+func fuzzRead(t *testing.T, data []byte) {
+	r, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		checkErr(t, err)
+		return
+	}
+	defer r.Close()
+	for _, b := range r.Layout().Blocks {
+		checkErr(t, b.Err)
+	}
+	checkErr(t, r.Each(func(block, row int, v []byte) bool {
+		_, err := r.Value(Handle{BlockID: uint32(block), ValueID: uint32(row), ValueLen: uint32(len(v))})
+		checkErr(t, err)
+		return true
+	}))
+	for i := range len(r.Virtual()) {
+		_, err := r.Value(Handle{BlockID: uint32(i)})
+		checkErr(t, err)
+	}
+}
+
+// resealed returns a copy of data with good checksums in the footer, the
+// index block and each value block the index lists (when stored
+// uncompressed), so that the fuzzer's changes reach the decoders behind
+// them.
+func resealed(data []byte) []byte {
+	if len(data) < FooterLen {
+		return data
+	}
+	d := bytes.Clone(data)
+	foot := uint64(len(d) - FooterLen)
+	ft := d[foot:]
+	binary.LittleEndian.PutUint32(ft, maskedCRC(ft[4:]))
+	seal := func(h BlockHandle, limit uint64) bool {
+		if !fits(h, limit) {
+			return false
+		}
+		end := h.Offset + h.Length
+		binary.LittleEndian.PutUint32(d[end+1:], checksum(ChecksumType(ft[20]), d[h.Offset:end+1]))
+		return true
+	}
+	ih := BlockHandle{binary.LittleEndian.Uint64(ft[4:]), binary.LittleEndian.Uint64(ft[12:])}
+	if !seal(ih, foot) || d[ih.Offset+ih.Length] != byte(NoCompression) {
+		return d
+	}
+	ix, err := decodeIndexBlock(bytes.Clone(d[ih.Offset : ih.Offset+ih.Length]))
+	if err != nil {
+		return d
+	}
+	for i := range min(uint64(ix.blocks), 1000) {
+		if o, e := ix.offsets.at(i), ix.offsets.at(i+1); e >= o+TrailerLen {
+			seal(BlockHandle{o, e - o - TrailerLen}, ih.Offset)
+		}
+	}
+	return d
 }
 
 // FuzzInlineHandle decodes any bytes as an inline handle; what decodes must

@@ -205,12 +205,12 @@ func provide[F any](_ func(F, objstorage.Writable, blob.FileWriterOptions) *blob
 	return p.(blob.ReaderProvider)
 }
 
-// rewritten has Pebble rewrite a blob file keeping some values of some
-// blocks, and returns the new file, the kept values' handles (of the
+// rewritten has Pebble write values to a blob file and rewrite it keeping
+// some values of some blocks, and returns the new file, the kept values' handles (of the
 // original file) and values, and handles of dropped values.
-func rewritten(t testing.TB, values [][]byte, hs []Handle, c *block.CompressionProfile) (data []byte, kept []Handle, keptValues [][]byte, dropped []Handle) {
+func rewritten(t testing.TB, values [][]byte, c *block.CompressionProfile) (data []byte, kept []Handle, keptValues [][]byte, dropped []Handle) {
 	t.Helper()
-	orig, _ := pebbleBlob(t, values, blobOptions(c, block.ChecksumTypeCRC32c, 2048), 37)
+	orig, hs := pebbleBlob(t, values, blobOptions(c, block.ChecksumTypeCRC32c, 2048), 37)
 	fr := pebbleReader(t, orig)
 	defer fr.Close()
 	out := &objstorage.MemObj{}
@@ -261,8 +261,7 @@ func rewritten(t testing.TB, values [][]byte, hs []Handle, c *block.CompressionP
 // and errors for the dropped ones.
 func TestPebbleRewrittenBlobFile(t *testing.T) {
 	values := testValues(2, 200)
-	_, hs := pebbleBlob(t, values, blobOptions(block.SnappyCompression, block.ChecksumTypeCRC32c, 2048), 37)
-	data, kept, keptValues, dropped := rewritten(t, values, hs, block.SnappyCompression)
+	data, kept, keptValues, dropped := rewritten(t, values, block.SnappyCompression)
 	r := openBytes(t, data)
 	if len(r.Virtual()) == 0 || r.Footer().OriginalFileNum != 9 {
 		t.Fatalf("virtual blocks %v, footer %+v", r.Virtual(), r.Footer())
