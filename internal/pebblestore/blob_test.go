@@ -45,12 +45,12 @@ func blobValue(i, r int) []byte {
 // then compacts them to the last level, so that a table references values
 // in two blob files without rewriting them. It returns each key's value by
 // Pebble's Get, and every value written.
-func writeBlobStore(t *testing.T, dir string, c *block.CompressionProfile) (map[string][]byte, map[string]bool) {
+func writeBlobStore(t *testing.T, dir string, c *block.CompressionProfile, depth int) (map[string][]byte, map[string]bool) {
 	t.Helper()
 	opts := &pebble.Options{FormatMajorVersion: pebble.FormatValueSeparation, DisableAutomaticCompactions: true, Logger: quiet{}}
 	opts.Experimental.EnableColumnarBlocks = func() bool { return true }
 	opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
-		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 64, MaxBlobReferenceDepth: 10, TargetGarbageRatio: 1}
+		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 64, MaxBlobReferenceDepth: depth, TargetGarbageRatio: 1}
 	}
 	for l := range opts.Levels {
 		opts.Levels[l].Compression = func() *block.CompressionProfile { return c }
@@ -155,19 +155,26 @@ func pebbleHandles(t *testing.T, path string) map[string][]any {
 // TestBlobValues resolves every inline handle of every table of stores
 // Pebble wrote with value separation, in each compression: each value is
 // one that was written for its key, and the newest of each key is what
-// Pebble's Get returns.
+// Pebble's Get returns. With a blob reference depth of 1 the compaction
+// moves the values to a new blob file and the manifest deletes the others.
 func TestBlobValues(t *testing.T) {
-	for _, c := range []*block.CompressionProfile{block.NoCompression, block.SnappyCompression, block.ZstdCompression, block.MinLZCompression} {
-		t.Run(c.Name, func(t *testing.T) {
+	for _, tc := range []struct {
+		c            *block.CompressionProfile
+		depth, blobs int // the depth, and the blob files the version holds
+	}{
+		{block.NoCompression, 10, 2}, {block.SnappyCompression, 10, 2}, {block.ZstdCompression, 10, 2}, {block.MinLZCompression, 10, 2},
+		{block.SnappyCompression, 1, 1},
+	} {
+		t.Run(fmt.Sprintf("%s/depth%d", tc.c.Name, tc.depth), func(t *testing.T) {
 			dir := t.TempDir()
-			want, written := writeBlobStore(t, dir, c)
+			want, written := writeBlobStore(t, dir, tc.c, tc.depth)
 			s, err := Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
 			blobs, _ := filepath.Glob(filepath.Join(dir, "*.blob"))
-			if len(s.BlobFiles) < 2 || len(blobs) != len(s.BlobFiles) {
+			if len(s.BlobFiles) != tc.blobs || len(blobs) != len(s.BlobFiles) {
 				t.Fatalf("%d blob files in the version, %v on disk", len(s.BlobFiles), blobs)
 			}
 			type newest struct {
@@ -200,8 +207,8 @@ func TestBlobValues(t *testing.T) {
 					}
 				}
 			}
-			if !multiRef {
-				t.Fatal("no table references more than one blob file")
+			if multiRef != (tc.blobs > 1) {
+				t.Fatalf("a table references more than one blob file: %v", multiRef)
 			}
 			separated := 0
 			for k, v := range want {
@@ -241,7 +248,7 @@ func (s *Store) checkBlobFilesOnly() error {
 // wrapping ErrCorruption that names the file.
 func TestBlobValueErrors(t *testing.T) {
 	dir := t.TempDir()
-	writeBlobStore(t, dir, block.SnappyCompression)
+	writeBlobStore(t, dir, block.SnappyCompression, 10)
 	s, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
