@@ -23,6 +23,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/blobfile"
+	"github.com/bloomkv/bloomkv/internal/manifest"
 )
 
 // blobValue is the value of key i written in round r: long enough to be
@@ -299,5 +300,40 @@ func TestBlobValueErrors(t *testing.T) {
 	defer s2.Close()
 	if st, problems := s2.Check(); st.BlobFiles != len(s2.BlobFiles) || len(problems) == 0 || !errors.Is(problems[0], base.ErrCorruption) {
 		t.Fatalf("Check on a damaged blob file: %+v %v", st, problems)
+	}
+}
+
+// TestApplyBlobFiles applies the edits of a blob file's life: added, then
+// rewritten (the same ID in a new file, in one edit), then deleted; and
+// refuses a deletion of a file not live and a second addition of an ID.
+func TestApplyBlobFiles(t *testing.T) {
+	s := &Store{BlobFiles: map[uint64]manifest.PebbleBlobFile{}}
+	steps := []struct {
+		ed   manifest.PebbleEdit
+		want map[uint64]uint64 // ID to file number
+		ok   bool
+	}{
+		{manifest.PebbleEdit{NewBlobFiles: []manifest.PebbleBlobFile{{ID: 7, FileNum: 7}, {ID: 8, FileNum: 8}}}, map[uint64]uint64{7: 7, 8: 8}, true},
+		{manifest.PebbleEdit{DeletedBlobFiles: []manifest.PebbleBlobFile{{ID: 7, FileNum: 7}}, NewBlobFiles: []manifest.PebbleBlobFile{{ID: 7, FileNum: 12}}},
+			map[uint64]uint64{7: 12, 8: 8}, true},
+		{manifest.PebbleEdit{DeletedBlobFiles: []manifest.PebbleBlobFile{{ID: 8, FileNum: 8}}}, map[uint64]uint64{7: 12}, true},
+		{manifest.PebbleEdit{DeletedBlobFiles: []manifest.PebbleBlobFile{{ID: 7, FileNum: 7}}}, nil, false},
+		{manifest.PebbleEdit{NewBlobFiles: []manifest.PebbleBlobFile{{ID: 7, FileNum: 13}}}, nil, false},
+	}
+	for i, st := range steps {
+		err := s.applyBlobFiles(&st.ed)
+		if !st.ok {
+			if !errors.Is(err, base.ErrCorruption) {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			continue
+		}
+		got := map[uint64]uint64{}
+		for id, b := range s.BlobFiles {
+			got[id] = b.FileNum
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(st.want) {
+			t.Fatalf("step %d: %v, %v; want %v", i, got, err, st.want)
+		}
 	}
 }
