@@ -11,8 +11,10 @@
 // unsupported, virtual tables, flushable ingests still in a WAL, excises,
 // and merges under a merger other than Pebble's default concatenation. It
 // opens stores with blob files (format major version 024 on) and resolves
-// a table's inline blob handle to its value (BlobValue), but refuses to read
-// the tables that hold such handles until scans resolve them.
+// a table's inline blob handle to its value (BlobValue); scans resolve the
+// values a table holds in blob files once the sstable iterator tells them
+// apart (IsBlobReference), and until then the tables that hold them are
+// refused.
 package pebblestore
 
 import (
@@ -465,9 +467,8 @@ func (s *Store) reader(t *Table) (*tableReader, error) {
 	if tr, ok := s.readers[t.Meta.FileNum]; ok {
 		return tr, nil
 	}
-	if len(t.Pebble.BlobReferences) > 0 {
-		// Its values in blob files would read as their inline handles
-		// until scans resolve them with BlobValue.
+	if len(t.Pebble.BlobReferences) > 0 && !resolvesBlobs() {
+		// Its values in blob files would read as their inline handles.
 		return nil, base.UnsupportedErrorf("pebblestore: %s (L%d): the table references blob files, whose values scans do not yet resolve", t.Path, t.Level)
 	}
 	f, err := os.Open(t.Path)
@@ -520,6 +521,8 @@ func (s *Store) rangeDels() ([]rangedel.Tombstone, error) {
 // source is one sorted run of point entries: a table or the WALs' writes.
 type source struct {
 	it  *sstable.Iter // nil for the memory's
+	s   *Store
+	t   *Table // the table it reads
 	ov  base.SeqNum
 	mem []memEntry
 	i   int
@@ -544,11 +547,27 @@ func (src *source) load(ok bool) bool {
 	return true
 }
 
-func (src *source) value() []byte {
-	if src.it != nil {
-		return src.it.Value()
+func (src *source) value() ([]byte, error) {
+	if src.it == nil {
+		return src.mem[src.i].value, nil
 	}
-	return src.mem[src.i].value
+	v := src.it.Value()
+	if b, ok := any(src.it).(blobIter); ok && b.IsBlobReference() {
+		return src.s.BlobValue(src.t, v)
+	}
+	return v, nil
+}
+
+// blobIter is what an sstable iterator that reads Pebblev6 and later tables
+// offers: whether the current value is held in a blob file, Value then
+// returning the value-prefix byte and inline handle the table stores.
+type blobIter interface{ IsBlobReference() bool }
+
+// resolvesBlobs reports whether the sstable iterator tells values held in
+// blob files apart, so that scans resolve them with BlobValue.
+func resolvesBlobs() bool {
+	_, ok := any((*sstable.Iter)(nil)).(blobIter)
+	return ok
 }
 
 func (src *source) next() bool {
@@ -622,7 +641,7 @@ func (s *Store) Scan(lo, hi []byte, fn func(key, value []byte) bool) error {
 			if err != nil {
 				return err
 			}
-			if err := add(&source{it: tr.r.NewIter(), ov: tr.ov}); err != nil {
+			if err := add(&source{it: tr.r.NewIter(), ov: tr.ov, s: s, t: tr.t}); err != nil {
 				return err
 			}
 		}
@@ -675,11 +694,19 @@ func (s *Store) Scan(lo, hi []byte, fn func(key, value []byte) bool) error {
 			} else {
 				switch k.Kind() {
 				case base.KindSet, kindSetWithDelete:
-					done, haveBase, value = true, true, bytes.Clone(src.value())
+					v, err := src.value()
+					if err != nil {
+						return err
+					}
+					done, haveBase, value = true, true, bytes.Clone(v)
 				case base.KindDelete, kindSingleDelete, kindDeleteSized:
 					done = true
 				case kindMerge:
-					operands = append(operands, bytes.Clone(src.value()))
+					v, err := src.value()
+					if err != nil {
+						return err
+					}
+					operands = append(operands, bytes.Clone(v))
 				default:
 					return base.CorruptionErrorf("pebblestore: %s: key %s has a kind no table holds", s.Dir, k)
 				}
