@@ -10,8 +10,12 @@
 // version 018, and later with columnar blocks off), including flushable
 // ingests still in a WAL (with their excises) and virtual tables (the
 // parts of a table an excise left), and refuses, as unsupported, synthetic
-// prefixes and suffixes, blob files and merges under a merger other than
-// Pebble's default concatenation.
+// prefixes and suffixes and merges under a merger other than Pebble's
+// default concatenation. It opens stores with blob files (format major
+// version 024 on) and resolves a table's inline blob handle to its value
+// (BlobValue); scans resolve the values a table holds in blob files once
+// the sstable iterator tells them apart (IsBlobReference), and until then
+// the tables that hold them are refused.
 package pebblestore
 
 import (
@@ -22,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +35,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/batchrepr"
+	"github.com/bloomkv/bloomkv/internal/blobfile"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/internal/record"
@@ -135,11 +141,21 @@ type Store struct {
 	// manifest. Each reads at the sequence number the WAL's batch gives it
 	// (its Meta's SmallestSeq and LargestSeq); Level is -1.
 	Flushable []Table
+	// BlobFiles are the version's blob files by blob file ID (which a
+	// rewrite keeps while the file number changes).
+	BlobFiles map[uint64]manifest.PebbleBlobFile
 
 	mem     []memEntry           // the WALs' point writes, sorted
 	memDels []rangedel.Tombstone // the WALs' range deletions
 	readers map[uint64]*tableReader
+	blobs   map[uint64]*blobReader // by file number
 	merger  string
+}
+
+type blobReader struct {
+	f    *os.File
+	r    *blobfile.Reader
+	path string
 }
 
 type memEntry struct {
@@ -157,7 +173,8 @@ type tableReader struct {
 // Open reads the store in dir: the markers, the manifest and the WALs. The
 // tables are opened when first read. Errors name the file and offset.
 func Open(dir string) (*Store, error) {
-	s := &Store{Dir: dir, readers: map[uint64]*tableReader{}, merger: concatenateMerger}
+	s := &Store{Dir: dir, readers: map[uint64]*tableReader{}, blobs: map[uint64]*blobReader{}, BlobFiles: map[uint64]manifest.PebbleBlobFile{},
+		merger: concatenateMerger}
 	names, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -259,6 +276,9 @@ func (s *Store) readManifest() error {
 		if err == nil {
 			v, err = v.Apply(&ed.VersionEdit)
 		}
+		if err == nil {
+			err = s.applyBlobFiles(ed)
+		}
 		if err != nil {
 			return fmt.Errorf("pebblestore: %s: edit %d at offset %d: %w", name, n, r.Offset(), err)
 		}
@@ -292,16 +312,85 @@ func (s *Store) readManifest() error {
 func (s *Store) checkEdit(ed *manifest.PebbleEdit) error {
 	for i, t := range ed.Tables {
 		switch {
-		case len(t.BlobReferences) > 0:
-			return base.UnsupportedErrorf("table %d references blob files", ed.NewFiles[i].Meta.FileNum)
 		case t.SyntheticPrefix != nil || t.SyntheticSuffix != nil:
 			return base.UnsupportedErrorf("table %d has a synthetic prefix or suffix", ed.NewFiles[i].Meta.FileNum)
 		}
 	}
-	if len(ed.NewBlobFiles) > 0 {
-		return base.UnsupportedErrorf("blob files")
+	return nil
+}
+
+// applyBlobFiles applies an edit's removed, then added, blob files to
+// s.BlobFiles. A blob file removed must be live under that file number.
+func (s *Store) applyBlobFiles(ed *manifest.PebbleEdit) error {
+	for _, b := range ed.DeletedBlobFiles {
+		if cur, ok := s.BlobFiles[b.ID]; !ok || cur.FileNum != b.FileNum {
+			return base.CorruptionErrorf("blob file %d (%06d.blob) is deleted but not live", b.ID, b.FileNum)
+		}
+		delete(s.BlobFiles, b.ID)
+	}
+	for _, b := range ed.NewBlobFiles {
+		if cur, ok := s.BlobFiles[b.ID]; ok {
+			return base.CorruptionErrorf("blob file %d (%06d.blob) is added while live as %06d.blob", b.ID, b.FileNum, cur.FileNum)
+		}
+		s.BlobFiles[b.ID] = b
 	}
 	return nil
+}
+
+// BlobValue returns the value table t holds in a blob file. inline is the
+// value as the table stores it: a value-prefix byte marking a blob value,
+// then the inline handle (blobfile.DecodeInlineHandle), whose reference
+// index picks one of the table's blob references. The reference's blob
+// file ID names, through the version's blob files, the file NNNNNN.blob
+// beside the tables. The value is valid until the store is closed. A handle
+// naming no reference, a blob file the version lacks, or no value of its
+// length is an error wrapping base.ErrCorruption.
+func (s *Store) BlobValue(t *Table, inline []byte) ([]byte, error) {
+	h, err := blobfile.DecodeInlineHandle(inline)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: %s: %w", t.Path, err)
+	}
+	refs := t.Pebble.BlobReferences
+	if uint64(h.ReferenceIndex) >= uint64(len(refs)) {
+		return nil, base.CorruptionErrorf("pebblestore: %s: inline handle %s names blob reference %d of %d", t.Path, h, h.ReferenceIndex, len(refs))
+	}
+	id := refs[h.ReferenceIndex].FileID
+	bf, ok := s.BlobFiles[id]
+	if !ok {
+		return nil, base.CorruptionErrorf("pebblestore: %s: inline handle %s names blob file %d, which the version does not hold", t.Path, h, id)
+	}
+	br, err := s.blobReader(bf)
+	if err != nil {
+		return nil, err
+	}
+	v, err := br.r.Value(h.Handle)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: %s (blob file %d, for %s): %w", br.path, id, t.Path, err)
+	}
+	return v, nil
+}
+
+// blobReader returns the reader of a blob file, opening it on first use.
+func (s *Store) blobReader(bf manifest.PebbleBlobFile) (*blobReader, error) {
+	if br, ok := s.blobs[bf.FileNum]; ok {
+		return br, nil
+	}
+	path := filepath.Join(s.Dir, fmt.Sprintf("%06d.blob", bf.FileNum))
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: blob file %d: %w", bf.ID, err)
+	}
+	st, err := f.Stat()
+	if err == nil {
+		var r *blobfile.Reader
+		if r, err = blobfile.Open(f, st.Size()); err == nil {
+			br := &blobReader{f: f, r: r, path: path}
+			s.blobs[bf.FileNum] = br
+			return br, nil
+		}
+	}
+	f.Close()
+	return nil, fmt.Errorf("pebblestore: %s: %w", path, err)
 }
 
 // readWALs replays the WALs numbered from the manifest's log number on into
@@ -443,6 +532,13 @@ func (s *Store) Close() error {
 		}
 	}
 	s.readers = nil
+	for _, br := range s.blobs {
+		br.r.Close()
+		if err := br.f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.blobs = nil
 	return first
 }
 
@@ -450,6 +546,10 @@ func (s *Store) Close() error {
 func (s *Store) reader(t *Table) (*tableReader, error) {
 	if tr, ok := s.readers[t.Meta.FileNum]; ok {
 		return tr, nil
+	}
+	if len(t.Pebble.BlobReferences) > 0 && !resolvesBlobs() {
+		// Its values in blob files would read as their inline handles.
+		return nil, base.UnsupportedErrorf("pebblestore: %s (L%d): the table references blob files, whose values scans do not yet resolve", t.Path, t.Level)
 	}
 	f, err := os.Open(t.Path)
 	if err != nil {
@@ -515,6 +615,8 @@ func (s *Store) rangeDels() ([]rangedel.Tombstone, error) {
 // source is one sorted run of point entries: a table or the WALs' writes.
 type source struct {
 	it  *sstable.Iter // nil for the memory's
+	s   *Store
+	t   *Table // the table it reads
 	ov  base.SeqNum
 	mem []memEntry
 	i   int
@@ -548,11 +650,27 @@ func (src *source) load(ok bool) bool {
 	return true
 }
 
-func (src *source) value() []byte {
-	if src.it != nil {
-		return src.it.Value()
+func (src *source) value() ([]byte, error) {
+	if src.it == nil {
+		return src.mem[src.i].value, nil
 	}
-	return src.mem[src.i].value
+	v := src.it.Value()
+	if b, ok := any(src.it).(blobIter); ok && b.IsBlobReference() {
+		return src.s.BlobValue(src.t, v)
+	}
+	return v, nil
+}
+
+// blobIter is what an sstable iterator that reads Pebblev6 and later tables
+// offers: whether the current value is held in a blob file, Value then
+// returning the value-prefix byte and inline handle the table stores.
+type blobIter interface{ IsBlobReference() bool }
+
+// resolvesBlobs reports whether the sstable iterator tells values held in
+// blob files apart, so that scans resolve them with BlobValue.
+func resolvesBlobs() bool {
+	_, ok := any((*sstable.Iter)(nil)).(blobIter)
+	return ok
 }
 
 func (src *source) next() bool {
@@ -629,7 +747,7 @@ func (s *Store) Scan(lo, hi []byte, fn func(key, value []byte) bool) error {
 			return err
 		}
 		lo, hi, hiExcl := t.bounds()
-		return add(&source{it: tr.r.NewIter(), ov: tr.ov, lower: lo, upper: hi, upperExcl: hiExcl})
+		return add(&source{it: tr.r.NewIter(), ov: tr.ov, s: s, t: tr.t, lower: lo, upper: hi, upperExcl: hiExcl})
 	})
 	if err != nil {
 		return err
@@ -682,11 +800,19 @@ func (s *Store) Scan(lo, hi []byte, fn func(key, value []byte) bool) error {
 			} else {
 				switch k.Kind() {
 				case base.KindSet, kindSetWithDelete:
-					done, haveBase, value = true, true, bytes.Clone(src.value())
+					v, err := src.value()
+					if err != nil {
+						return err
+					}
+					done, haveBase, value = true, true, bytes.Clone(v)
 				case base.KindDelete, kindSingleDelete, kindDeleteSized:
 					done = true
 				case kindMerge:
-					operands = append(operands, bytes.Clone(src.value()))
+					v, err := src.value()
+					if err != nil {
+						return err
+					}
+					operands = append(operands, bytes.Clone(v))
 				default:
 					return base.CorruptionErrorf("pebblestore: %s: key %s has a kind no table holds", s.Dir, k)
 				}
@@ -723,17 +849,19 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 
 // CheckStats are what Check read.
 type CheckStats struct {
-	Tables, Blocks                    int
+	Tables, Blocks, BlobFiles         int
 	Entries, RangeDeletions, LiveKeys uint64
 }
 
 // Check verifies every table (sstable.Reader.Check: checksums, structure,
 // key order, filter, properties), each table against the manifest (size,
-// keys within its bounds, sequence numbers within its range), and that a
-// full scan returns keys in increasing order. It returns every problem.
+// keys within its bounds, sequence numbers within its range), every blob
+// file (checksums and structure of each block, size against the
+// manifest), and that a full scan returns keys in increasing order. It
+// returns every problem.
 func (s *Store) Check() (CheckStats, []error) {
 	var st CheckStats
-	var problems []error
+	problems := s.checkBlobFiles(&st)
 	checked := map[string]bool{} // backing files of virtual tables
 	s.tables(func(t *Table) error {
 		st.Tables++
@@ -773,6 +901,30 @@ func (s *Store) Check() (CheckStats, []error) {
 		problems = append(problems, err)
 	}
 	return st, problems
+}
+
+// checkBlobFiles reads every block of every blob file of the version.
+func (s *Store) checkBlobFiles(st *CheckStats) []error {
+	var problems []error
+	ids := slices.Sorted(maps.Keys(s.BlobFiles))
+	for _, id := range ids {
+		bf := s.BlobFiles[id]
+		st.BlobFiles++
+		br, err := s.blobReader(bf)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if bf.Size != 0 && br.r.Size() != bf.Size {
+			problems = append(problems, base.CorruptionErrorf("pebblestore: %s: %d bytes, the manifest records %d", br.path, br.r.Size(), bf.Size))
+		}
+		for _, b := range br.r.Layout().Blocks {
+			if b.Err != nil {
+				problems = append(problems, fmt.Errorf("pebblestore: %s: %w", br.path, b.Err))
+			}
+		}
+	}
+	return problems
 }
 
 // checkAgainstManifest compares a table with what the manifest records of

@@ -26,6 +26,7 @@ var fileCommands = [][]string{
 	{"manifest", "check"},
 	{"manifest", "lsm"},
 	{"sstable", "space", "--start", "key050", "--end", "pk01000"},
+	{"blob", "dump"},
 }
 
 // expectOneLine asserts that a run either succeeded quietly or failed with
@@ -79,6 +80,8 @@ func TestBadInput(t *testing.T) {
 	pebbleV4Table := filepath.Join(f.dir, "pebblev4.sst")
 	writePebbleTable(t, pebbleV4Table, pebble.TableFormatPebblev4, 300)
 	ps := writePebbleStore(t, filepath.Join(f.dir, "pebbledb"), pebbledb.FormatFlushableIngest, true)
+	pebbleBlob := filepath.Join(f.dir, "000005.blob")
+	writePebbleBlob(t, pebbleBlob, 100)
 	flips := 60
 	if testing.Short() {
 		flips = 15
@@ -93,6 +96,7 @@ func TestBadInput(t *testing.T) {
 		{"damaged Pebble WAL", ps.wal},
 		{"damaged Pebble manifest", filepath.Join(ps.dir, "MANIFEST-000001")},
 		{"damaged manifest", f.manifest},
+		{"damaged Pebble blob file", pebbleBlob},
 	} {
 		t.Run(src.name, func(t *testing.T) {
 			data, err := os.ReadFile(src.path)

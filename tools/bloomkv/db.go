@@ -86,6 +86,7 @@ type lsmOut struct {
 	Tables    int           `json:"tables"`
 	Size      uint64        `json:"size"`
 	Levels    []lsmLevelOut `json:"levels"`
+	BlobFiles []string      `json:"blob_files,omitempty"` // a Pebble store's, as NNNNNN.blob
 }
 
 func lsmCmd(e *env) *cobra.Command {

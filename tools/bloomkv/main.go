@@ -1,7 +1,7 @@
 // Command bloomkv inspects a store's files offline: sstables (bloomkv's, and
 // those Pebble writes in the LevelDB, RocksDBv2 and Pebblev1 to v4 formats),
-// write-ahead logs, manifests and whole stores, bloomkv's and Pebble's (with
-// row-based tables). It also serves a store over HTTP and
+// write-ahead logs, manifests, blob files and whole stores, bloomkv's and
+// Pebble's (with row-based tables). It also serves a store over HTTP and
 // joins, estimates the overlap of, or diffs two stores (semijoin), each a
 // directory or a served store's URL. It only reads (serve --writable opens
 // the store as the application does, its logs replayed and flushed).
@@ -15,6 +15,7 @@
 //	go run ./tools/bloomkv wal dump FILE
 //	go run ./tools/bloomkv manifest dump|check FILE
 //	go run ./tools/bloomkv manifest summarize [--edits N] FILE
+//	go run ./tools/bloomkv blob dump|layout FILE...
 //	go run ./tools/bloomkv db lsm|check|properties DIR
 //	go run ./tools/bloomkv db space DIR [--start K] [--end K]
 //	go run ./tools/bloomkv find KEY DIR
@@ -90,8 +91,8 @@ func runContext(ctx context.Context, argv []string, stdout, stderr io.Writer) in
 		Short: "Inspect bloomkv stores and sstables offline, serve and compare stores (read-only)",
 		Long: `bloomkv reads a store's files without the application: sstables
 (bloomkv's, and Pebble's in the LevelDB, RocksDBv2 and Pebblev1 to v4
-formats), write-ahead logs, manifests and whole stores, bloomkv's and
-Pebble's. It never writes to them.
+formats), write-ahead logs, manifests, Pebble's blob files and whole
+stores, bloomkv's and Pebble's. It never writes to them.
 
 serve serves a store over HTTP (read-only unless --writable); join, estimate
 and diff compare two stores, each a directory or the http:// URL of a served
@@ -115,7 +116,7 @@ status is 1; a usage mistake exits with 2.`,
 	root.SetArgs(argv)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(sstableCmd(e), walCmd(e), manifestCmd(e), dbCmd(e), findCmd(e), serveCmd(e), joinCmd(e), estimateCmd(e), diffCmd(e))
+	root.AddCommand(sstableCmd(e), walCmd(e), manifestCmd(e), dbCmd(e), findCmd(e), blobCmd(e), serveCmd(e), joinCmd(e), estimateCmd(e), diffCmd(e))
 
 	err := root.Execute()
 	switch {

@@ -7,7 +7,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -46,6 +48,10 @@ func (e *env) pebbleLSM(dir string, s *pebblestore.Store, fm *formats) error {
 	for _, t := range s.Flushable {
 		out.Flushable = append(out.Flushable, table(t))
 	}
+	for _, id := range slices.Sorted(maps.Keys(s.BlobFiles)) {
+		b := s.BlobFiles[id]
+		out.BlobFiles = append(out.BlobFiles, fmt.Sprintf("%06d.blob", b.FileNum))
+	}
 	for l := range s.Tables {
 		lo := lsmLevelOut{Level: l, Tables: []lsmTableOut{}}
 		for _, t := range s.Tables[l] {
@@ -63,6 +69,9 @@ func (e *env) pebbleLSM(dir string, s *pebblestore.Store, fm *formats) error {
 	e.printf("%s: Pebble store, format major version %03d; %s, %s, WALs %s\n", dir, out.FormatVersion, out.Manifest, orNone(out.OptionsFile), orNone(strings.Join(out.WALs, " ")))
 	for _, t := range out.Flushable {
 		e.printf("  flushable ingest %s, %d bytes, sequence number %d (in a WAL, not yet in a level)\n", t.File, t.Size, t.SmallestSeq)
+	}
+	if len(out.BlobFiles) > 0 {
+		e.printf("  blob files: %s\n", strings.Join(out.BlobFiles, " "))
 	}
 	e.printLSM(out)
 	return nil
