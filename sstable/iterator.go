@@ -239,6 +239,12 @@ func (it *Iter) seekGEEncoded(enc []byte) bool {
 	if !ok && it.index.valid() && it.err == nil && it.data.err == nil {
 		// Every key of this block is below enc; the answer starts the next.
 		ok = it.skipForward(false)
+		// Unless the table is columnar: its separators are user keys, and
+		// the versions of the separator's user key below enc may continue
+		// in the next blocks.
+		for ok && it.t.columnar && base.CompareEncoded(it.data.key, enc) < 0 {
+			ok = it.skipForward(it.data.seekGE(enc))
+		}
 	}
 	return it.settle(ok)
 }

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/golang/snappy"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -112,6 +113,13 @@ type Reader struct {
 	valueIndexBH              BlockHandle
 	valueIndexWidths          [3]int
 	valueBlocks               []BlockHandle
+	// columnar: Pebble's tables from Pebblev5, whose blocks are turned
+	// into row blocks as they are read (columnar.go).
+	columnar bool
+	// zstd decodes zstd blocks; made on the first.
+	zstdOnce sync.Once
+	zstd     *zstd.Decoder
+	zstdErr  error
 }
 
 // NewReader opens the table of size bytes that r holds. It checks the footer
@@ -193,6 +201,7 @@ func (t *Reader) readFooter() error {
 	t.props.Format = t.footer.format
 	t.valuePrefix = t.footer.format >= TableFormatPebblev3
 	t.obsoleteBits = t.footer.format >= TableFormatPebblev4
+	t.columnar = t.footer.format.columnar()
 	return nil
 }
 
@@ -254,7 +263,7 @@ func (t *Reader) readProperties() error {
 	if t.props.ComparerName != "" && t.props.ComparerName != base.ComparerName {
 		return fmt.Errorf("sstable: %s: comparer %q is not bloomkv's %q", t.opts.FileName, t.props.ComparerName, base.ComparerName)
 	}
-	return nil
+	return t.checkKeySchema()
 }
 
 // readFilter reads bloomkv's filter block, if the table has one, and pins it
@@ -521,6 +530,18 @@ func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *bloc
 	if got := blockChecksum(t.footer.checksum, buf[:bh.Length+1]); got != stored {
 		return nil, corruptionf("%s: %s block %s: checksum mismatch at offset %d: stored %#x, computed %#x", t.opts.FileName, kind, bh, bh.Offset+bh.Length+1, stored, got)
 	}
+	dst := func(n int) []byte {
+		if bufs != nil {
+			bufs.dec = grow(bufs.dec, n)
+			return bufs.dec
+		}
+		return alloc(n)
+	}
+	ck := t.columnarKind(kind)
+	dec := dst
+	if ck > colRaw {
+		dec = newBytes // the columnar block is dead once turned into a row block in dst
+	}
 	var out []byte
 	switch Compression(typ) {
 	case NoCompression:
@@ -530,18 +551,23 @@ func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *bloc
 		if err != nil || n > maxBlockLen {
 			return nil, corruptionf("%s: %s block %s: bad Snappy header at offset %d (length %d): %v", t.opts.FileName, kind, bh, bh.Offset, n, err)
 		}
-		var dst []byte
-		if bufs != nil {
-			bufs.dec = grow(bufs.dec, n)
-			dst = bufs.dec
-		} else {
-			dst = alloc(n)
-		}
-		if out, err = snappy.Decode(dst, body); err != nil {
+		if out, err = snappy.Decode(dec(n), body); err != nil {
 			return nil, corruptionf("%s: %s block %s: Snappy data at offset %d: %v", t.opts.FileName, kind, bh, bh.Offset, err)
+		}
+	case ZstdCompression, MinLZCompression:
+		var err error
+		if out, err = t.decompress(Compression(typ), body, dec); err != nil {
+			return nil, corruptionf("%s: %s block %s: %v data at offset %d: %v", t.opts.FileName, kind, bh, Compression(typ), bh.Offset, err)
 		}
 	default:
 		return nil, corruptionf("%s: %s block %s: unknown compression type %d at offset %d", t.opts.FileName, kind, bh, typ, bh.Offset+bh.Length)
+	}
+	switch ck {
+	case colNone:
+	case colRaw:
+		return out, nil // bytes bloomkv does not interpret
+	default:
+		return t.rowBlock(ck, t.where(kind, bh), out, dst)
 	}
 	if kind != "filter" && kind != kindValue && kind != kindValueIndex {
 		if err := checkBlock(out, t.where(kind, bh)); err != nil {
