@@ -132,6 +132,9 @@ func (t *Reader) rowBlock(ck colKind, where blockWhere, b []byte, dst func(int) 
 	if err != nil {
 		return nil, fmt.Errorf("sstable: %s: %s block %s: %w", where.file, where.kind, where.bh, err)
 	}
+	if w.estimatedSize() > maxBlockLen {
+		return nil, corruptionf("%s: %s block %s: its entries exceed %d bytes", where.file, where.kind, where.bh, maxBlockLen)
+	}
 	rb := w.finish()
 	out := dst(len(rb))
 	copy(out, rb)
@@ -159,9 +162,16 @@ func rowData(w *blockWriter, b []byte) error {
 			return base.CorruptionErrorf("colblk: data block row %d: an external value without its prefix byte", i)
 		}
 		w.add(key, v)
+		if len(w.buf) > maxBlockLen {
+			return errTooLarge
+		}
 	}
 	return nil
 }
+
+// errTooLarge stops turning a columnar block whose entries exceed a block's
+// bound (a corrupt block can repeat a long key prefix in many rows).
+var errTooLarge = base.CorruptionErrorf("colblk: the block's entries exceed %d bytes", maxBlockLen)
 
 func rowIndex(w *blockWriter, b []byte) error {
 	x, err := colblk.DecodeIndexBlock(b)
@@ -175,6 +185,9 @@ func rowIndex(w *blockWriter, b []byte) error {
 		val = BlockHandle{off, length}.append(val[:0])
 		val = append(val, x.Props(i)...)
 		w.add(key, val)
+		if len(w.buf) > maxBlockLen {
+			return errTooLarge
+		}
 	}
 	return nil
 }
@@ -202,6 +215,9 @@ func rowKeyspan(w *blockWriter, b []byte, rangeKeys bool) error {
 			tr, _, _ := k.Key(i)
 			key = binary.LittleEndian.AppendUint64(append(key[:0], start...), tr)
 			kind := base.Kind(tr)
+			if len(w.buf) > maxBlockLen {
+				return errTooLarge
+			}
 			if !rangeKeys || (kind != KindRangeKeySet && kind != KindRangeKeyUnset) {
 				w.add(key, end)
 				i++
