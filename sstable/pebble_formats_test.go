@@ -530,6 +530,34 @@ func TestUnsupportedFormats(t *testing.T) {
 	}
 }
 
+// columnarCorpus returns small tables Pebble writes in the columnar
+// formats: Pebblev5 with zstd, Pebblev6 with MinLZ and blob values, and
+// Pebblev7 with Snappy and xxhash64 checksums; all with value blocks,
+// range deletions, range keys and two-level indexes.
+func columnarCorpus(t testing.TB, n int) [][]byte {
+	var tables [][]byte
+	for i, o := range []pebbleOpts{
+		{format: pebble.TableFormatPebblev5, sum: block.ChecksumTypeCRC32c, compression: pebble.ZstdCompression},
+		{format: pebble.TableFormatPebblev6, sum: block.ChecksumTypeCRC32c, compression: pebble.MinLZCompression, blobEvery: 4},
+		{format: pebble.TableFormatPebblev7, sum: block.ChecksumTypeXXHash64},
+	} {
+		r := rand.New(rand.NewPCG(uint64(i), 41))
+		spec := withSizedDeletes(randomSpec(r, n))
+		tables = append(tables, writePebbleWith(t, spec, o))
+	}
+	return tables
+}
+
+// TestColumnarDamageRefused flips a bit of every byte of Pebble's columnar
+// tables and cuts them at every length: each is refused or, for a flip
+// nothing reads, read back as the original; never a panic.
+func TestColumnarDamageRefused(t *testing.T) {
+	tables := columnarCorpus(t, 150)
+	_, probes := corruptionCorpus(t)
+	flipEachByte(t, tables, probes)
+	cutEachLength(t, tables, probes)
+}
+
 // refused reports whether err refuses a damaged table: as corruption, or as
 // an unknown format when the damage hit the footer's magic number (or cut the
 // table short, leaving other bytes where it was) or turned a format version
@@ -539,7 +567,8 @@ func refused(err error) bool {
 }
 
 // FuzzPebbleTable damages Pebblev2 tables (CRC32C and xxhash64 checksums,
-// range keys) and a Pebblev4 table (value blocks) at the offsets the input names: the result is refused, or it
+// range keys), a Pebblev4 table (value blocks) and Pebblev5 to v7 tables
+// (columnarCorpus) at the offsets the input names: the result is refused, or it
 // reads back exactly as the original, range keys included, and its check
 // passes only then.
 func FuzzPebbleTable(f *testing.F) {
@@ -550,17 +579,23 @@ func FuzzPebbleTable(f *testing.F) {
 	var wantRKs [][]flatRangeKey
 	for i, sum := range []block.ChecksumType{block.ChecksumTypeCRC32c, block.ChecksumTypeXXHash64, block.ChecksumTypeCRC32c} {
 		format := []pebble.TableFormat{pebble.TableFormatPebblev2, pebble.TableFormatPebblev2, pebble.TableFormatPebblev4}[i]
-		tb := writePebbleFormat(f, spec, format, sum)
+		tables = append(tables, writePebbleFormat(f, spec, format, sum))
+	}
+	tables = append(tables, columnarCorpus(f, 150)...)
+	for _, tb := range tables {
 		want, err := readAll(tb, nil, ReaderOptions{})
 		if err != nil {
 			f.Fatal(err)
 		}
-		tables, wants, wantRKs = append(tables, tb), append(wants, want), append(wantRKs, pebbleRangeKeys(f, tb))
+		wants, wantRKs = append(wants, want), append(wantRKs, pebbleRangeKeys(f, tb))
 	}
 	f.Add(uint8(0), []byte{0, 10, 1})
 	f.Add(uint8(1), []byte{0xff, 0xf0, 0x80})
 	f.Add(uint8(1), []byte{0xf0, 0x00, 0x04})
 	f.Add(uint8(2), []byte{0xe0, 0x00, 0x01})
+	f.Add(uint8(3), []byte{0x80, 0x00, 0x01})
+	f.Add(uint8(4), []byte{0xff, 0xe0, 0x10})
+	f.Add(uint8(5), []byte{0x10, 0x00, 0x04})
 	f.Fuzz(func(t *testing.T, which uint8, flips []byte) {
 		ti := int(which) % len(tables)
 		bad := bytes.Clone(tables[ti])
