@@ -266,7 +266,7 @@ func (t *Reader) decompress(c Compression, body []byte, dst func(int) []byte) ([
 			return nil, fmt.Errorf("bad length prefix (length %d)", n)
 		}
 		t.zstdOnce.Do(func() {
-			t.zstd, t.zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlockLen))
+			t.zstd, t.zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxMemory(maxBlockLen))
 		})
 		if t.zstdErr != nil {
 			return nil, t.zstdErr
