@@ -8,11 +8,12 @@ package sstable
 // as it is. The equivalents:
 //
 //   - data block: entries keyed by internal keys (user key and trailer,
-//     Pebble's obsolete bit set in the kind as in Pebblev4) whose values
-//     all start with a value-prefix byte, as SET values do from Pebblev3:
-//     0 before a value stored in place, or the stored prefix byte and
-//     handle of a value stored elsewhere (a value block, or a blob file
-//     from Pebblev6), whatever the key's kind.
+//     Pebble's obsolete bit set in the kind as in Pebblev4) whose values,
+//     unless empty, start with a value-prefix byte, as SET values do from
+//     Pebblev3: 0 before a value stored in place, or the stored prefix byte
+//     and handle of a value stored elsewhere (a value block, or a blob file
+//     from Pebblev6), whatever the key's kind. An empty value (a deletion's,
+//     or an empty SET value) stays empty.
 //   - index block: separators are user keys; each becomes the internal key
 //     with trailer 0, which sorts after every key of that user key, with
 //     the block handle (and its properties) as the value.
@@ -155,10 +156,10 @@ func rowData(w *blockWriter, b []byte) error {
 		}
 		key = binary.LittleEndian.AppendUint64(key, tr)
 		v := d.Value(i)
-		if !d.External(i) {
+		if !d.External(i) && len(v) > 0 {
 			val = append(append(val[:0], 0), v...)
 			v = val
-		} else if len(v) == 0 {
+		} else if d.External(i) && len(v) == 0 {
 			return base.CorruptionErrorf("colblk: data block row %d: an external value without its prefix byte", i)
 		}
 		w.add(key, v)

@@ -152,6 +152,9 @@ func (m *valueBlockMemo) get(bh BlockHandle) ([]byte, error) {
 // pebbleValueFrom is pebbleValue with value blocks from get.
 func (t *Reader) pebbleValueFrom(v []byte, get func(BlockHandle) ([]byte, error)) ([]byte, error) {
 	if len(v) == 0 {
+		if t.columnar {
+			return v, nil // an empty value has no prefix byte (columnar.go)
+		}
 		return nil, corruptionf("%s: a SET value without its prefix byte", t.opts.FileName)
 	}
 	switch v[0] & valueKindMask {
