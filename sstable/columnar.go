@@ -114,7 +114,10 @@ func (t *Reader) checkKeySchema() error {
 // rowBlock turns the columnar block b, of kind ck, into the equivalent
 // row block, in memory from dst.
 func (t *Reader) rowBlock(ck colKind, where blockWhere, b []byte, dst func(int) []byte) ([]byte, error) {
-	var w blockWriter
+	w := rowWriter{limit: t.rowBlockLimit}
+	if w.limit == 0 {
+		w.limit = maxBlockLen
+	}
 	w.restartInterval = 16
 	var err error
 	switch ck {
@@ -133,16 +136,29 @@ func (t *Reader) rowBlock(ck colKind, where blockWhere, b []byte, dst func(int) 
 	if err != nil {
 		return nil, fmt.Errorf("sstable: %s: %s block %s: %w", where.file, where.kind, where.bh, err)
 	}
-	if w.estimatedSize() > maxBlockLen {
-		return nil, corruptionf("%s: %s block %s: its entries exceed %d bytes", where.file, where.kind, where.bh, maxBlockLen)
-	}
 	rb := w.finish()
 	out := dst(len(rb))
 	copy(out, rb)
 	return out, nil
 }
 
-func rowData(w *blockWriter, b []byte) error {
+// rowWriter builds the row block of a columnar block, up to limit bytes:
+// a corrupt block can repeat a long key prefix in many rows.
+type rowWriter struct {
+	blockWriter
+	limit int
+}
+
+// put adds an entry, failing once the block exceeds the limit.
+func (w *rowWriter) put(key, value []byte) error {
+	w.add(key, value)
+	if w.estimatedSize() > w.limit {
+		return base.CorruptionErrorf("colblk: the block's entries exceed %d bytes", w.limit)
+	}
+	return nil
+}
+
+func rowData(w *rowWriter, b []byte) error {
 	d, err := colblk.DecodeDataBlock(b)
 	if err != nil {
 		return err
@@ -162,19 +178,14 @@ func rowData(w *blockWriter, b []byte) error {
 		} else if d.External(i) && len(v) == 0 {
 			return base.CorruptionErrorf("colblk: data block row %d: an external value without its prefix byte", i)
 		}
-		w.add(key, v)
-		if len(w.buf) > maxBlockLen {
-			return errTooLarge
+		if err := w.put(key, v); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// errTooLarge stops turning a columnar block whose entries exceed a block's
-// bound (a corrupt block can repeat a long key prefix in many rows).
-var errTooLarge = base.CorruptionErrorf("colblk: the block's entries exceed %d bytes", maxBlockLen)
-
-func rowIndex(w *blockWriter, b []byte) error {
+func rowIndex(w *rowWriter, b []byte) error {
 	x, err := colblk.DecodeIndexBlock(b)
 	if err != nil {
 		return err
@@ -185,15 +196,14 @@ func rowIndex(w *blockWriter, b []byte) error {
 		off, length := x.Handle(i)
 		val = BlockHandle{off, length}.append(val[:0])
 		val = append(val, x.Props(i)...)
-		w.add(key, val)
-		if len(w.buf) > maxBlockLen {
-			return errTooLarge
+		if err := w.put(key, val); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func rowKV(w *blockWriter, b []byte) error {
+func rowKV(w *rowWriter, b []byte) error {
 	kv, err := colblk.DecodeKeyValueBlock(b)
 	if err != nil {
 		return err
@@ -204,7 +214,7 @@ func rowKV(w *blockWriter, b []byte) error {
 	return nil
 }
 
-func rowKeyspan(w *blockWriter, b []byte, rangeKeys bool) error {
+func rowKeyspan(w *rowWriter, b []byte, rangeKeys bool) error {
 	k, err := colblk.DecodeKeyspanBlock(b)
 	if err != nil {
 		return err
@@ -216,11 +226,10 @@ func rowKeyspan(w *blockWriter, b []byte, rangeKeys bool) error {
 			tr, _, _ := k.Key(i)
 			key = binary.LittleEndian.AppendUint64(append(key[:0], start...), tr)
 			kind := base.Kind(tr)
-			if len(w.buf) > maxBlockLen {
-				return errTooLarge
-			}
 			if !rangeKeys || (kind != KindRangeKeySet && kind != KindRangeKeyUnset) {
-				w.add(key, end)
+				if err := w.put(key, end); err != nil {
+					return err
+				}
 				i++
 				continue
 			}
@@ -237,7 +246,9 @@ func rowKeyspan(w *blockWriter, b []byte, rangeKeys bool) error {
 					val = appendVarstring(val, value)
 				}
 			}
-			w.add(key, val)
+			if err := w.put(key, val); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -247,7 +258,7 @@ func appendVarstring(dst, s []byte) []byte {
 	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
 }
 
-func rowBlobRefs(w *blockWriter, b []byte) error {
+func rowBlobRefs(w *rowWriter, b []byte) error {
 	refs, err := colblk.DecodeBytesBlock(b)
 	if err != nil {
 		return err

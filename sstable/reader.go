@@ -116,6 +116,9 @@ type Reader struct {
 	// columnar: Pebble's tables from Pebblev5, whose blocks are turned
 	// into row blocks as they are read (columnar.go).
 	columnar bool
+	// rowBlockLimit bounds a columnar block's row block (maxBlockLen when
+	// 0; tests lower it).
+	rowBlockLimit int
 	// zstd decodes zstd blocks; made on the first.
 	zstdOnce sync.Once
 	zstd     *zstd.Decoder
