@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
@@ -409,6 +410,22 @@ func TestWeReadPebbleColumnarFormats(t *testing.T) {
 				for j := range ours {
 					if !bytes.Equal(ours[j].value, theirs[j].value) {
 						t.Fatalf("entry %d %s: value %q, Pebble %q", j, ours[j].key, ours[j].value, theirs[j].value)
+					}
+				}
+				// Through bloomkv's cache, index and filter blocks in it too.
+				cached, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{
+					FileName: "cached.sst", Cache: cache.New(1<<20, cache.Options{}), FileNum: 7, CacheIndexAndFilterBlocks: true,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for pass := range 2 { // cold, then warm
+					got := readEntries(t, cached)
+					sameEntries(t, got, ours, fmt.Sprintf("bloomkv through its cache, pass %d", pass))
+					for j := range got {
+						if !bytes.Equal(got[j].value, ours[j].value) {
+							t.Fatalf("cached pass %d: entry %d %s: value differs", pass, j, got[j].key)
+						}
 					}
 				}
 				sameRangeDels(t, rd.RangeDeletions(), theirDels, "bloomkv against Pebble's range deletions")
