@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/cockroachkvs"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	pebble "github.com/cockroachdb/pebble/v2/sstable"
 	pebbleblob "github.com/cockroachdb/pebble/v2/sstable/blob"
@@ -518,6 +520,24 @@ func TestUnsupportedFormats(t *testing.T) {
 			t.Fatalf("%v: %v, want %q", format, err, want)
 		}
 	}
+	// A table CockroachDB would write: its key schema and comparer.
+	var buf bytes.Buffer
+	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), pebble.WriterOptions{
+		TableFormat: pebble.TableFormatPebblev7, Comparer: &cockroachkvs.Comparer, KeySchema: &cockroachkvs.KeySchema,
+	})
+	for i := range 100 {
+		if err := w.Set(fmt.Appendf(nil, "key%05d\x00", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), ReaderOptions{FileName: "crdb.sst"})
+	if !errors.Is(err, ErrUnsupportedFormat) || !strings.Contains(fmt.Sprint(err), `unsupported key schema "crdb1"`) || !strings.Contains(fmt.Sprint(err), "crdb.sst") {
+		t.Fatalf("CockroachDB's table: %v", err)
+	}
+
 	data := writePebbleFormat(t, spec, pebble.TableFormatPebblev2, block.ChecksumTypeCRC32c)
 	mutate := func(off int, b byte) []byte {
 		d := bytes.Clone(data)

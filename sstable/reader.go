@@ -263,10 +263,15 @@ func (t *Reader) readProperties() error {
 	if err := t.props.decode(&it); err != nil {
 		return err
 	}
+	// A columnar table's key schema first: CockroachDB's comes with its
+	// comparer, and is the format bloomkv does not read.
+	if err := t.checkKeySchema(); err != nil {
+		return err
+	}
 	if t.props.ComparerName != "" && t.props.ComparerName != base.ComparerName {
 		return fmt.Errorf("sstable: %s: comparer %q is not bloomkv's %q", t.opts.FileName, t.props.ComparerName, base.ComparerName)
 	}
-	return t.checkKeySchema()
+	return nil
 }
 
 // readFilter reads bloomkv's filter block, if the table has one, and pins it
