@@ -283,7 +283,8 @@ func (it *Iter) Key() base.InternalKey {
 }
 
 // Value returns the current entry's value; it aliases a block and must not be
-// modified.
+// modified. A value a Pebblev6+ table holds in a blob file is returned as
+// the reference the table stores (see IsBlobReference).
 func (it *Iter) Value() []byte {
 	if it.t.valuePrefix {
 		return it.iterValue()

@@ -760,7 +760,8 @@ func (t *Reader) Size() uint64 { return t.size }
 // read at seq sees sequence numbers below it): its trailer (sequence number
 // and kind: KindSet or KindDelete in tables bloomkv writes; a table from
 // another engine may hold other kinds) and, for a set, its value copied into
-// new memory, as the block it lay in may be reused once the call returns.
+// new memory, as the block it lay in may be reused once the call returns (a
+// value held in a blob file as its reference: see Iter.IsBlobReference).
 // found is false when the table holds no such entry. It does not consult the
 // filter: the caller probes it first (MayContainHash) and counts its answers.
 // Range deletions are the caller's to apply (RangeDeletions).
