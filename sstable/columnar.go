@@ -111,6 +111,40 @@ func (t *Reader) checkKeySchema() error {
 	return nil
 }
 
+// checkAttributes compares a Pebblev7 footer's attributes with those the
+// properties imply, as Pebble's reader does: bits for value blocks, range-key
+// sets, unsets and deletions, range deletions, a two-level index, values in
+// blob files and point keys (data blocks), in that order.
+func (t *Reader) checkAttributes() error {
+	if t.footer.format < TableFormatPebblev7 {
+		return nil
+	}
+	p := &t.props
+	user := func(name string) uint64 {
+		n, _ := binary.Uvarint(p.User[name])
+		return n
+	}
+	var want uint32
+	for i, has := range []bool{
+		user("pebble.num.value-blocks") > 0 || user("pebble.num.values.in.value-blocks") > 0,
+		user("pebble.num.range-key-sets") > 0,
+		user("pebble.num.range-key-unsets") > 0,
+		user("pebble.num.range-key-dels") > 0,
+		p.NumRangeDeletions > 0,
+		p.IndexType == indexTypeTwoLevel,
+		user("pebble.num.values.in.blob-files") > 0,
+		p.NumDataBlocks > 0,
+	} {
+		if has {
+			want |= 1 << i
+		}
+	}
+	if got := t.footer.attributes; got != want {
+		return corruptionf("%s: footer at offset %d: attributes %#x, the properties imply %#x", t.opts.FileName, t.size-pebblev7FooterLen, got, want)
+	}
+	return nil
+}
+
 // rowBlock turns the columnar block b, of kind ck, into the equivalent
 // row block, in memory from dst.
 func (t *Reader) rowBlock(ck colKind, where blockWhere, b []byte, dst func(int) []byte) ([]byte, error) {

@@ -231,6 +231,15 @@ func blockChecksum(typ byte, stored []byte) uint32 {
 	return maskedCRC(stored[:len(stored)-1], stored[len(stored)-1])
 }
 
+// footerChecksum returns the checksum of a Pebblev6+ footer ft: the masked
+// CRC32C of its bytes but the checksum's own four, which precede the
+// version and the magic number.
+func footerChecksum(ft []byte) uint32 {
+	at := len(ft) - 16
+	c := crc32.Update(crc32.Update(0, crcTable, ft[:at]), crcTable, ft[at+4:])
+	return (c>>15 | c<<17) + 0xa282ead8
+}
+
 // footer is the decoded end of a table.
 type footer struct {
 	format    TableFormat
@@ -311,8 +320,7 @@ func decodeFooter(tail []byte, size uint64, name string) (footer, error) {
 			// The checksum precedes the version and the magic number.
 			at := len(ft) - 16
 			stored := binary.LittleEndian.Uint32(ft[at:])
-			c := crc32.Update(crc32.Update(0, crcTable, ft[:at]), crcTable, ft[at+4:])
-			if got := (c>>15 | c<<17) + 0xa282ead8; got != stored {
+			if got := footerChecksum(ft); got != stored {
 				return footer{}, corruptionf("%s: footer at offset %d: checksum mismatch at offset %d: stored %#x, computed %#x", name, footerOff, footerOff+uint64(at), stored, got)
 			}
 			if f.format >= TableFormatPebblev7 {

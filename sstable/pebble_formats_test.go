@@ -705,3 +705,27 @@ func FuzzColumnarBlocks(f *testing.F) {
 		}
 	})
 }
+
+// TestFooterAttributesChecked: a Pebblev7 footer whose attributes disagree
+// with the properties (its checksum recomputed, so that only the
+// attributes are wrong) is corruption, as Pebble's reader has it.
+func TestFooterAttributesChecked(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	data := writePebbleWith(t, randomSpec(r, 300), pebbleOpts{format: pebble.TableFormatPebblev7, sum: block.ChecksumTypeCRC32c})
+	if _, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(data)
+	ft := bad[len(bad)-pebblev7FooterLen:]
+	at := len(ft) - 16 // the checksum, after the attributes
+	ft[at-4] ^= 1 << 6 // the blob-values bit
+	binary.LittleEndian.PutUint32(ft[at:], footerChecksum(ft))
+	_, err := NewReader(bytes.NewReader(bad), int64(len(bad)), ReaderOptions{FileName: "t.sst"})
+	if !errors.Is(err, ErrCorruption) || !strings.Contains(fmt.Sprint(err), "attributes") {
+		t.Fatalf("attributes changed: %v", err)
+	}
+	ft[at] ^= 1 // and now the checksum is wrong too
+	if _, err := NewReader(bytes.NewReader(bad), int64(len(bad)), ReaderOptions{FileName: "t.sst"}); !errors.Is(err, ErrCorruption) || !strings.Contains(fmt.Sprint(err), "checksum mismatch") {
+		t.Fatalf("footer checksum: %v", err)
+	}
+}

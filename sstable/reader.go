@@ -268,6 +268,9 @@ func (t *Reader) readProperties() error {
 	if err := t.checkKeySchema(); err != nil {
 		return err
 	}
+	if err := t.checkAttributes(); err != nil {
+		return err
+	}
 	if t.props.ComparerName != "" && t.props.ComparerName != base.ComparerName {
 		return fmt.Errorf("sstable: %s: comparer %q is not bloomkv's %q", t.opts.FileName, t.props.ComparerName, base.ComparerName)
 	}
