@@ -145,7 +145,7 @@ func (t *Reader) CheckEntries(visit func(key base.InternalKey, value []byte, bh 
 				r.problem(it.corrupt(it.offset, fmt.Sprintf("key %x is not an internal key", it.key)))
 				break
 			}
-			if first && prevSep != nil && base.CompareEncoded(prevSep, it.key) >= 0 {
+			if first && prevSep != nil && t.separatorAbove(prevSep, it.key) {
 				r.problem(corruptionf("%s: data block %s: first key %s does not sort after the previous block's separator", t.opts.FileName, bh, k))
 			}
 			first = false
@@ -166,11 +166,10 @@ func (t *Reader) CheckEntries(visit func(key base.InternalKey, value []byte, bh 
 			switch k.Kind() {
 			case base.KindDelete, kindSingleDelete, kindDeleteSized:
 				deletions++
-			case base.KindSet:
-				if t.valuePrefix {
-					if _, err := t.pebbleValueFrom(it.value, values.get); err != nil {
-						r.problem(fmt.Errorf("%w (key %s, data block %s)", err, k, bh))
-					}
+			}
+			if t.valuePrefix && (k.Kind() == base.KindSet || t.columnar) {
+				if _, err := t.pebbleValueFrom(it.value, values.get); err != nil {
+					r.problem(fmt.Errorf("%w (key %s, data block %s)", err, k, bh))
 				}
 			}
 			if !haveSeq {
@@ -260,6 +259,18 @@ func (t *Reader) checkProperties(r *CheckReport, dataBlocks, deletions uint64) {
 	if p.LargestSeqNum != 0 && (r.SmallestSeq < p.SmallestSeqNum || r.LargestSeq > p.LargestSeqNum) {
 		r.problem(corruptionf("%s: properties state sequence numbers %d-%d, the table holds %d-%d", t.opts.FileName, p.SmallestSeqNum, p.LargestSeqNum, r.SmallestSeq, r.LargestSeq))
 	}
+}
+
+// separatorAbove reports whether the previous block's index separator sep
+// fails to sort before key, the first key of the next block. A columnar
+// table's separators are user keys (read with trailer 0): one may equal
+// the next block's first user key, when a user key's versions straddle the
+// blocks.
+func (t *Reader) separatorAbove(sep, key []byte) bool {
+	if !t.columnar || len(sep) < base.TrailerLen || len(key) < base.TrailerLen {
+		return base.CompareEncoded(sep, key) >= 0
+	}
+	return bytes.Compare(sep[:len(sep)-base.TrailerLen], key[:len(key)-base.TrailerLen]) > 0
 }
 
 // mustDecode decodes an internal key already known to be well formed.

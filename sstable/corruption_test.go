@@ -229,6 +229,14 @@ func corpusOf(t testing.TB, n int) ([][]byte, [][]byte) {
 // the original (a flip in a byte nothing reads, such as footer padding).
 func TestBitFlipsNeverSilent(t *testing.T) {
 	tables, probes := corruptionCorpus(t)
+	flipEachByte(t, tables, probes)
+}
+
+// flipEachByte flips a bit of each byte of tables (of every 7th in short
+// mode): each damaged table must be refused, or read back exactly as the
+// original.
+func flipEachByte(t *testing.T, tables, probes [][]byte) {
+	t.Helper()
 	stride := 1
 	if testing.Short() {
 		stride = 7 // every 7th byte: the race-detector run in CI
@@ -267,6 +275,12 @@ func TestBitFlipsNeverSilent(t *testing.T) {
 // refused (refused).
 func TestTruncationsDetected(t *testing.T) {
 	tables, probes := corruptionCorpus(t)
+	cutEachLength(t, tables, probes)
+}
+
+// cutEachLength cuts tables at every length: each prefix must be refused.
+func cutEachLength(t *testing.T, tables, probes [][]byte) {
+	t.Helper()
 	for ti, orig := range tables {
 		for n := 0; n < len(orig); n++ {
 			if _, err := readAll(orig[:n], probes, ReaderOptions{}); !refused(err) {

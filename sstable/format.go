@@ -58,15 +58,33 @@ const (
 	// TableFormatPebblev4 adds sized deletions and a bit in the kind of
 	// keys that a newer key of the table makes obsolete.
 	TableFormatPebblev4 TableFormat = 6
+	// TableFormatPebblev5 stores data, index, range-deletion and range-key
+	// blocks as columnar blocks (internal/colblk): keys in columns, data
+	// blocks with a key schema that the properties name (this reader reads
+	// Pebble's default schema only), index separators as user keys, and
+	// the obsolete bit and whether a value is in a value block in columns
+	// of their own. The reader turns each such block into the equivalent
+	// row block as it reads it.
+	TableFormatPebblev5 TableFormat = 7
+	// TableFormatPebblev6 adds a checksum to the footer (57 bytes), values
+	// in blob files (held by reference, see Iter.BlobHandle), a columnar
+	// metaindex (a key-value block) and MinLZ compression.
+	TableFormatPebblev6 TableFormat = 8
+	// TableFormatPebblev7 stores the properties as a (compressible)
+	// key-value block and adds a bitset of the table's features, its
+	// attributes, to the footer (61 bytes).
+	TableFormatPebblev7 TableFormat = 9
 )
 
 // pebbleVersions maps Pebble footer versions to the formats this reader
-// reads; versions 5 and up (columnar blocks) it does not.
-var pebbleVersions = map[uint32]TableFormat{1: TableFormatPebblev1, 2: TableFormatPebblev2, 3: TableFormatPebblev3, 4: TableFormatPebblev4}
+// reads.
+var pebbleVersions = map[uint32]TableFormat{
+	1: TableFormatPebblev1, 2: TableFormatPebblev2, 3: TableFormatPebblev3, 4: TableFormatPebblev4,
+	5: TableFormatPebblev5, 6: TableFormatPebblev6, 7: TableFormatPebblev7,
+}
 
-// pebbleUnsupported says what each Pebble footer version this reader does
-// not read adds.
-var pebbleUnsupported = map[uint32]string{5: "columnar blocks", 6: "columnar blocks, blob values", 7: "columnar blocks, blob values"}
+// columnar reports whether f stores its blocks in columns.
+func (f TableFormat) columnar() bool { return f >= TableFormatPebblev5 }
 
 // maxRocksDBVersion is the newest RocksDB format version known; versions 6
 // and up checksum the footer, which this reader does not read.
@@ -89,8 +107,13 @@ func (f TableFormat) String() string {
 
 // footerLen returns the length of f's footer.
 func (f TableFormat) footerLen() uint64 {
-	if f == TableFormatLevelDB {
+	switch {
+	case f == TableFormatLevelDB:
 		return levelDBFooterLen
+	case f >= TableFormatPebblev7:
+		return pebblev7FooterLen
+	case f >= TableFormatPebblev6:
+		return checkedFooterLen
 	}
 	return rocksDBFooterLen
 }
@@ -98,11 +121,15 @@ func (f TableFormat) footerLen() uint64 {
 const (
 	levelDBFooterLen = 48
 	rocksDBFooterLen = 53
-	maxFooterLen     = rocksDBFooterLen
-	levelDBMagic     = 0xdb4775248b80fb57
-	rocksDBMagic     = 0x88e241b785f4cff7
-	pebbleMagic      = 0xb3aa9ff0b3aa9ff0 // the bytes f0 9f aa b3 twice: two cockroaches in UTF-8
-	rocksDBVersion   = 2
+	// Pebblev6 adds the footer's masked CRC32C (of its other bytes) before
+	// the version, Pebblev7 the attributes (uint32) before that.
+	checkedFooterLen  = rocksDBFooterLen + 4
+	pebblev7FooterLen = checkedFooterLen + 4
+	maxFooterLen      = pebblev7FooterLen
+	levelDBMagic      = 0xdb4775248b80fb57
+	rocksDBMagic      = 0x88e241b785f4cff7
+	pebbleMagic       = 0xb3aa9ff0b3aa9ff0 // the bytes f0 9f aa b3 twice: two cockroaches in UTF-8
+	rocksDBVersion    = 2
 
 	// blockTrailerLen is the compression-type byte and masked CRC32C that
 	// follow every block.
@@ -125,6 +152,12 @@ const (
 	// SnappyCompression compresses blocks with Snappy when that saves at
 	// least 12.5%.
 	SnappyCompression Compression = 1
+	// ZstdCompression is a zstd frame after the uvarint length of the
+	// block it holds (Pebble's; read, not written).
+	ZstdCompression Compression = 7
+	// MinLZCompression is a MinLZ block (Pebble from Pebblev6; read, not
+	// written).
+	MinLZCompression Compression = 8
 )
 
 func (c Compression) String() string {
@@ -133,6 +166,10 @@ func (c Compression) String() string {
 		return "NoCompression"
 	case SnappyCompression:
 		return "Snappy"
+	case ZstdCompression:
+		return "ZSTD"
+	case MinLZCompression:
+		return "MinLZ"
 	}
 	return fmt.Sprintf("Compression(%d)", uint8(c))
 }
@@ -194,6 +231,15 @@ func blockChecksum(typ byte, stored []byte) uint32 {
 	return maskedCRC(stored[:len(stored)-1], stored[len(stored)-1])
 }
 
+// footerChecksum returns the checksum of a Pebblev6+ footer ft: the masked
+// CRC32C of its bytes but the checksum's own four, which precede the
+// version and the magic number.
+func footerChecksum(ft []byte) uint32 {
+	at := len(ft) - 16
+	c := crc32.Update(crc32.Update(0, crcTable, ft[:at]), crcTable, ft[at+4:])
+	return (c>>15 | c<<17) + 0xa282ead8
+}
+
 // footer is the decoded end of a table.
 type footer struct {
 	format    TableFormat
@@ -201,6 +247,8 @@ type footer struct {
 	checksum  byte   // the blocks' checksum type
 	metaindex BlockHandle
 	index     BlockHandle
+	// attributes is Pebblev7's bitset of the table's features.
+	attributes uint32
 }
 
 func (f footer) encode() []byte {
@@ -246,25 +294,37 @@ func decodeFooter(tail []byte, size uint64, name string) (footer, error) {
 		if len(tail) < rocksDBFooterLen {
 			return footer{}, corruptionf("%s: file of %d bytes (ending at offset %d) is too short for a %s footer", name, size, size, engine)
 		}
-		footerOff = size - rocksDBFooterLen
-		ft := tail[len(tail)-rocksDBFooterLen:]
-		f.version = binary.LittleEndian.Uint32(ft[rocksDBFooterLen-12:])
+		f.version = binary.LittleEndian.Uint32(tail[len(tail)-12:])
+		flen := uint64(rocksDBFooterLen)
 		if magic == rocksDBMagic {
 			switch {
 			case f.version < 1 || f.version > maxRocksDBVersion:
-				return footer{}, corruptionf("%s: footer at offset %d: bad RocksDB format version %d", name, footerOff, f.version)
+				return footer{}, corruptionf("%s: footer at offset %d: bad RocksDB format version %d", name, size-flen, f.version)
 			case f.version > 5:
-				return footer{}, unsupportedf("%s: footer at offset %d: unsupported RocksDB format version %d (footer checksum)", name, footerOff, f.version)
+				return footer{}, unsupportedf("%s: footer at offset %d: unsupported RocksDB format version %d (footer checksum)", name, size-flen, f.version)
 			}
 			f.format = TableFormatRocksDBv2
 		} else {
 			var ok bool
 			if f.format, ok = pebbleVersions[f.version]; !ok {
-				what, known := pebbleUnsupported[f.version]
-				if !known {
-					return footer{}, corruptionf("%s: footer at offset %d: bad Pebble table format version %d", name, footerOff, f.version)
-				}
-				return footer{}, unsupportedf("%s: footer at offset %d: unsupported table format Pebblev%d (%s)", name, footerOff, f.version, what)
+				return footer{}, corruptionf("%s: footer at offset %d: bad Pebble table format version %d", name, size-flen, f.version)
+			}
+			flen = f.format.footerLen()
+			if uint64(len(tail)) < flen {
+				return footer{}, corruptionf("%s: file of %d bytes (ending at offset %d) is too short for a %s footer", name, size, size, f.format)
+			}
+		}
+		footerOff = size - flen
+		ft := tail[uint64(len(tail))-flen:]
+		if f.format >= TableFormatPebblev6 {
+			// The checksum precedes the version and the magic number.
+			at := len(ft) - 16
+			stored := binary.LittleEndian.Uint32(ft[at:])
+			if got := footerChecksum(ft); got != stored {
+				return footer{}, corruptionf("%s: footer at offset %d: checksum mismatch at offset %d: stored %#x, computed %#x", name, footerOff, footerOff+uint64(at), stored, got)
+			}
+			if f.format >= TableFormatPebblev7 {
+				f.attributes = binary.LittleEndian.Uint32(ft[at-4:])
 			}
 		}
 		switch f.checksum = ft[0]; f.checksum {
@@ -275,7 +335,7 @@ func decodeFooter(tail []byte, size uint64, name string) (footer, error) {
 			}
 			return footer{}, corruptionf("%s: footer at offset %d: unknown checksum type %d", name, footerOff, f.checksum)
 		}
-		handles = ft[1 : rocksDBFooterLen-12]
+		handles = ft[1 : 1+40]
 	default:
 		return footer{}, unsupportedf("%s: unknown magic number %#x at offset %d", name, magic, size-8)
 	}

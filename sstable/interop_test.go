@@ -8,6 +8,7 @@ package sstable
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	pebble "github.com/cockroachdb/pebble/v2/sstable"
+	pebbleblob "github.com/cockroachdb/pebble/v2/sstable/blob"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -49,7 +51,8 @@ func pebbleEntries(t *testing.T, data []byte) ([]entry, []RangeDeletion) {
 		t.Fatalf("Pebble cannot open the table: %v", err)
 	}
 	defer r.Close()
-	it, err := r.NewIter(pebble.NoTransforms, nil, nil, pebble.AssertNoBlobHandles)
+	var handle []byte // the blob handle of the entry the iterator is on, if any
+	it, err := r.NewIter(pebble.NoTransforms, nil, nil, blobRecorder(&handle))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +61,9 @@ func pebbleEntries(t *testing.T, data []byte) ([]entry, []RangeDeletion) {
 		v, _, err := kv.Value(nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if handle != nil {
+			v, handle = append([]byte(blobMarker), handle...), nil
 		}
 		entries = append(entries, entry{
 			key:   base.InternalKey{UserKey: append([]byte(nil), kv.K.UserKey...), Trailer: base.Trailer(kv.K.Trailer)},
@@ -136,6 +142,23 @@ func TestPebbleReadsOurTables(t *testing.T) {
 	}
 }
 
+// blobRecorder returns a blob context for Pebble's iterators that, instead
+// of fetching a value held in a blob file, sets *handle to its inline handle
+// (encoded as the table stores it). The function's result type lives in a
+// package of Pebble's that cannot be imported: it is made by reflection.
+func blobRecorder(handle *[]byte) pebble.TableBlobContext {
+	var bc pebble.TableBlobContext
+	fn := reflect.ValueOf(&bc).Elem().FieldByName("BlobHandleFn")
+	fn.Set(reflect.MakeFunc(fn.Type(), func(args []reflect.Value) []reflect.Value {
+		preface := args[0].Interface().(pebbleblob.InlineHandlePreface)
+		h := binary.AppendUvarint(nil, uint64(preface.ReferenceID))
+		h = binary.AppendUvarint(h, uint64(preface.ValueLen))
+		*handle = append(h, args[1].Bytes()...)
+		return []reflect.Value{reflect.Zero(fn.Type().Out(0))}
+	}))
+	return bc
+}
+
 // setPebbleTrailer sets a Pebble internal key's trailer, whose type lives in a
 // package of Pebble's that cannot be imported.
 func setPebbleTrailer(k *pebble.InternalKey, t base.Trailer) {
@@ -173,7 +196,7 @@ func writePebbleTable(t *testing.T, spec tableSpec, format pebble.TableFormat, s
 		FilterPolicy: pebblebloom.FilterPolicy(10),
 		BlockSize:    1024,
 	})
-	addSpec(t, w, spec)
+	addSpec(t, w, spec, 0)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

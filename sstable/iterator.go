@@ -239,6 +239,12 @@ func (it *Iter) seekGEEncoded(enc []byte) bool {
 	if !ok && it.index.valid() && it.err == nil && it.data.err == nil {
 		// Every key of this block is below enc; the answer starts the next.
 		ok = it.skipForward(false)
+		// Unless the table is columnar: its separators are user keys, and
+		// the versions of the separator's user key below enc may continue
+		// in the next blocks.
+		for ok && it.t.columnar && base.CompareEncoded(it.data.key, enc) < 0 {
+			ok = it.skipForward(it.data.seekGE(enc))
+		}
 	}
 	return it.settle(ok)
 }
@@ -277,7 +283,8 @@ func (it *Iter) Key() base.InternalKey {
 }
 
 // Value returns the current entry's value; it aliases a block and must not be
-// modified.
+// modified. A value a Pebblev6+ table holds in a blob file is returned as
+// the reference the table stores (see IsBlobReference).
 func (it *Iter) Value() []byte {
 	if it.t.valuePrefix {
 		return it.iterValue()

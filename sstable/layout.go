@@ -37,6 +37,9 @@ const (
 	// BlockValue holds values of older versions of a Pebble table's keys,
 	// which data blocks refer to by handles.
 	BlockValue
+	// BlockBlobRefIndex says, per blob file a Pebblev6+ table refers to,
+	// which of its values the table uses (Reader.BlobReferences).
+	BlockBlobRefIndex
 )
 
 func (k BlockKind) String() string {
@@ -63,6 +66,8 @@ func (k BlockKind) String() string {
 		return "value-index"
 	case BlockValue:
 		return "value"
+	case BlockBlobRefIndex:
+		return "blob-ref-index"
 	}
 	return fmt.Sprintf("BlockKind(%d)", uint8(k))
 }
@@ -89,6 +94,9 @@ type Layout struct {
 	Blocks []BlockInfo
 	// FooterOffset and FooterLength place the footer, which ends the file.
 	FooterOffset, FooterLength uint64
+	// Attributes is the bitset of features a Pebblev7 footer records
+	// (Pebble's sstable.Attributes); 0 in other formats.
+	Attributes uint32
 }
 
 // rocksFilterName is the metaindex name of the RocksDB built-in Bloom filter
@@ -106,7 +114,7 @@ func (t *Reader) Layout() *Layout { return t.layout(true) }
 func (t *Reader) Blocks() *Layout { return t.layout(false) }
 
 func (t *Reader) layout(verify bool) *Layout {
-	l := &Layout{Format: t.footer.format, FormatVersion: t.footer.version}
+	l := &Layout{Format: t.footer.format, FormatVersion: t.footer.version, Attributes: t.footer.attributes}
 	l.FooterLength = t.footer.format.footerLen()
 	l.FooterOffset = t.size - l.FooterLength
 	type at struct {
@@ -141,6 +149,8 @@ func (t *Reader) layout(verify bool) *Layout {
 			kind = BlockRangeKey
 		case name == metaValueIndexName && t.valueIndexed:
 			kind = BlockValueIndex
+		case name == metaBlobRefIndexName && t.columnar:
+			kind = BlockBlobRefIndex
 		case strings.HasPrefix(name, "fullfilter.") || strings.HasPrefix(name, "filter.") || strings.HasPrefix(name, "partitionedfilter."):
 			kind = BlockFilter
 		}
@@ -186,6 +196,11 @@ func (t *Reader) verifyBlock(kind BlockKind, name string, bh BlockHandle) error 
 	case BlockValueIndex:
 		_, err := t.readBlockRaw(bh, kindValueIndex) // its entries were checked at open
 		return err
+	case BlockMeta:
+		if t.columnar {
+			_, err := t.readBlockRaw(bh, kind.String()) // a columnar block bloomkv does not interpret
+			return err
+		}
 	}
 	b, err := t.readBlock(bh, kind.String())
 	if err != nil {
@@ -284,6 +299,11 @@ func (t *Reader) BlockRecords(b BlockInfo, fn func(key, value []byte) bool) erro
 		// Bytes, not entries: none to list once the block reads.
 		_, err := t.readBlockRaw(b.Handle, b.Kind.String())
 		return err
+	case BlockMeta:
+		if t.columnar {
+			_, err := t.readBlockRaw(b.Handle, b.Kind.String())
+			return err
+		}
 	}
 	data, err := t.readBlock(b.Handle, b.Kind.String())
 	if err != nil {

@@ -7,15 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/cockroachkvs"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	pebble "github.com/cockroachdb/pebble/v2/sstable"
+	pebbleblob "github.com/cockroachdb/pebble/v2/sstable/blob"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
+	"github.com/cockroachdb/pebble/v2/sstable/colblk"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
@@ -145,22 +150,61 @@ func memReadable(t testing.TB, data []byte) vfs.File {
 // writePebbleFormat writes spec, and in Pebblev2 some range keys, with
 // Pebble's writer in format with checksum type sum.
 func writePebbleFormat(t testing.TB, spec tableSpec, format pebble.TableFormat, sum block.ChecksumType) []byte {
+	return writePebbleWith(t, spec, pebbleOpts{format: format, sum: sum})
+}
+
+// pebbleOpts are the options of a table written by Pebble's writer.
+type pebbleOpts struct {
+	format pebble.TableFormat
+	sum    block.ChecksumType
+	// compression is Snappy when nil.
+	compression *pebble.CompressionProfile
+	// oneLevel keeps the index in one block; otherwise a 1 KiB index
+	// block size makes it two-level.
+	oneLevel bool
+	// blobEvery, when not 0, writes every blobEvery-th entry's SET as a
+	// blob value handle (blobHandle), Pebblev6 on.
+	blobEvery int
+	// keySchema, when not nil, is the columnar formats' key schema.
+	keySchema *colblk.KeySchema
+}
+
+// writePebbleWith writes spec, and from Pebblev2 some range keys, with
+// Pebble's writer and options o.
+func writePebbleWith(t testing.TB, spec tableSpec, o pebbleOpts) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), pebble.WriterOptions{
-		TableFormat:  format,
-		Compression:  pebble.SnappyCompression,
+	wo := pebble.WriterOptions{
+		TableFormat:  o.format,
+		Compression:  o.compression,
 		FilterPolicy: pebblebloom.FilterPolicy(10),
 		BlockSize:    1024,
-		Checksum:     sum,
-	})
-	addSpec(t, w, spec)
-	if format >= pebble.TableFormatPebblev2 {
-		for _, err := range []error{
+		Checksum:     o.sum,
+		KeySchema:    o.keySchema,
+	}
+	if wo.Compression == nil {
+		wo.Compression = pebble.SnappyCompression
+	}
+	if o.oneLevel {
+		wo.IndexBlockSize = 1 << 30
+	}
+	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), wo)
+	addSpec(t, w, spec, o.blobEvery)
+	if o.format >= pebble.TableFormatPebblev2 {
+		errs := []error{
 			w.RangeKeySet([]byte("key00100"), []byte("key00300"), nil, []byte("rk-value")),
 			w.RangeKeyUnset([]byte("key00200"), []byte("key00400"), nil),
 			w.RangeKeyDelete([]byte("key00500"), []byte("key00600")),
-		} {
+		}
+		if o.format >= pebble.TableFormatPebblev5 {
+			// Several suffixes of one trailer, and a span of its own.
+			errs = append(errs,
+				w.RangeKeySet([]byte("key00700"), []byte("key00800"), []byte("@5"), []byte("v5")),
+				w.RangeKeySet([]byte("key00700"), []byte("key00800"), []byte("@7"), []byte("v7")),
+				w.RangeKeyUnset([]byte("key00750"), []byte("key00900"), []byte("@3")),
+				w.RangeKeyUnset([]byte("key00750"), []byte("key00900"), []byte("@4")))
+		}
+		for _, err := range errs {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,13 +216,35 @@ func writePebbleFormat(t testing.TB, spec tableSpec, format pebble.TableFormat, 
 	return buf.Bytes()
 }
 
-// readEntries reads every point entry of a table with our iterator.
+// blobHandle is the blob value handle addSpec writes for the n-th blob
+// value, of length vlen.
+func blobHandle(n, vlen int) pebbleblob.InlineHandle {
+	var h pebbleblob.InlineHandle
+	h.ValueLen = uint32(vlen)
+	h.BlockID = pebbleblob.BlockID(n / 16)
+	h.ValueID = pebbleblob.BlockValueID(n % 16)
+	return h
+}
+
+// blobMarker starts the value readEntries and pebbleEntries give an entry
+// held in a blob file, before its encoded inline handle.
+const blobMarker = "blob-handle:"
+
+// readEntries reads every point entry of a table with our iterator; a value
+// in a blob file reads as blobMarker and its handle.
 func readEntries(t *testing.T, rd *Reader) []entry {
 	t.Helper()
 	var got []entry
 	it := rd.NewIter()
 	for ok := it.First(); ok; ok = it.Next() {
-		got = append(got, entry{it.Key().Clone(), append([]byte(nil), it.Value()...)})
+		v := append([]byte(nil), it.Value()...)
+		if h, ok := it.BlobHandle(); ok {
+			if !it.IsBlobReference() || v[0]&0xc0 != 0x40 || !bytes.Equal(v[1:], h) {
+				t.Fatalf("%s: blob value %x, handle %x", it.Key(), v, h)
+			}
+			v = append([]byte(blobMarker), h...)
+		}
+		got = append(got, entry{it.Key().Clone(), v})
 	}
 	if err := it.Close(); err != nil {
 		t.Fatal(err)
@@ -186,14 +252,23 @@ func readEntries(t *testing.T, rd *Reader) []entry {
 	return got
 }
 
-// addSpec adds spec's entries and range deletions to Pebble's writer w.
-func addSpec(t testing.TB, w *pebble.Writer, spec tableSpec) {
+// addSpec adds spec's entries and range deletions to Pebble's writer w;
+// with blobEvery, every blobEvery-th SET as a blob value handle.
+func addSpec(t testing.TB, w *pebble.Writer, spec tableSpec, blobEvery int) {
 	t.Helper()
-	for _, e := range spec.entries {
+	blobs := 0
+	for i, e := range spec.entries {
 		var k pebble.InternalKey
 		k.UserKey = e.key.UserKey
 		setPebbleTrailer(&k, e.key.Trailer)
-		if err := w.Raw().Add(k, e.value, false); err != nil {
+		var err error
+		if blobEvery > 0 && i%blobEvery == 0 && e.key.Kind() == base.KindSet {
+			err = w.Raw().AddWithBlobHandle(k, blobHandle(blobs, len(e.value)), 0, false)
+			blobs++
+		} else {
+			err = w.Raw().Add(k, e.value, false)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -272,20 +347,197 @@ func TestWeReadPebbleRowFormats(t *testing.T) {
 	}
 }
 
-// TestUnsupportedFormats: a footer of a format this reader does not read is
-// an error wrapping ErrUnsupportedFormat that names it, never ErrCorruption;
-// a known magic number with a bad version or checksum type is corruption.
+// withSizedDeletes returns spec with every other deletion a sized one
+// (DELSIZED, its value the uvarint size of what it deletes).
+func withSizedDeletes(spec tableSpec) tableSpec {
+	out := tableSpec{dels: spec.dels}
+	n := 0
+	for _, e := range spec.entries {
+		if e.key.Kind() == base.KindDelete {
+			if n++; n%2 == 0 {
+				e = entry{base.MakeInternalKey(e.key.UserKey, e.key.SeqNum(), kindDeleteSized), binary.AppendUvarint(nil, uint64(100+n))}
+			}
+		}
+		out.entries = append(out.entries, e)
+	}
+	return out
+}
+
+// TestWeReadPebbleColumnarFormats reads tables Pebble writes in the
+// columnar formats (Pebblev5 to v7) with each compression, one- and
+// two-level indexes, sized deletions, value blocks and blob value handles:
+// our reader agrees with Pebble's on every entry, range deletion, range key
+// and property, and its checks and inspection find every block sound.
+func TestWeReadPebbleColumnarFormats(t *testing.T) {
+	compressions := []struct {
+		name    string
+		profile *pebble.CompressionProfile
+		c       Compression
+	}{
+		{"none", pebble.NoCompression, NoCompression},
+		{"snappy", pebble.SnappyCompression, SnappyCompression},
+		{"zstd", pebble.ZstdCompression, ZstdCompression},
+		{"minlz", pebble.MinLZCompression, MinLZCompression},
+	}
+	i := 0
+	for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev5, pebble.TableFormatPebblev6, pebble.TableFormatPebblev7} {
+		for _, comp := range compressions {
+			if comp.c == MinLZCompression && format < pebble.TableFormatPebblev6 {
+				continue // Pebble writes MinLZ from Pebblev6
+			}
+			i++
+			o := pebbleOpts{format: format, sum: block.ChecksumTypeCRC32c, compression: comp.profile, oneLevel: i%2 == 1}
+			if i%3 == 0 {
+				o.sum = block.ChecksumTypeXXHash64
+			}
+			extras := i%3 == 1 // sized deletions and, from Pebblev6, blob values
+			if extras && format >= pebble.TableFormatPebblev6 {
+				o.blobEvery = 5
+			}
+			r := rand.New(rand.NewPCG(uint64(i), 23))
+			spec := randomSpec(r, 3000)
+			if extras {
+				spec = withSizedDeletes(spec)
+			}
+			name := fmt.Sprintf("Pebblev%d/%s/oneLevel=%v/extras=%v", format-pebble.TableFormatPebblev1+1, comp.name, o.oneLevel, extras)
+			t.Run(name, func(t *testing.T) {
+				data := writePebbleWith(t, spec, o)
+				rd := openTable(t, data)
+				if got, want := rd.Properties().Format.String(), fmt.Sprintf("Pebblev%d", format-pebble.TableFormatPebblev1+1); got != want {
+					t.Fatalf("format %s, want %s", got, want)
+				}
+				ours := readEntries(t, rd)
+				theirs, theirDels := pebbleEntries(t, data)
+				sameEntries(t, ours, theirs, "bloomkv against Pebble's reader")
+				for j := range ours {
+					if !bytes.Equal(ours[j].value, theirs[j].value) {
+						t.Fatalf("entry %d %s: value %q, Pebble %q", j, ours[j].key, ours[j].value, theirs[j].value)
+					}
+				}
+				// Through bloomkv's cache, index and filter blocks in it too.
+				cached, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{
+					FileName: "cached.sst", Cache: cache.New(1<<20, cache.Options{}), FileNum: 7, CacheIndexAndFilterBlocks: true,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for pass := range 2 { // cold, then warm
+					got := readEntries(t, cached)
+					sameEntries(t, got, ours, fmt.Sprintf("bloomkv through its cache, pass %d", pass))
+					for j := range got {
+						if !bytes.Equal(got[j].value, ours[j].value) {
+							t.Fatalf("cached pass %d: entry %d %s: value differs", pass, j, got[j].key)
+						}
+					}
+				}
+				sameRangeDels(t, rd.RangeDeletions(), theirDels, "bloomkv against Pebble's range deletions")
+				sameRangeDels(t, rd.RangeDeletions(), rangedel.Fragment(spec.dels), "bloomkv reading Pebble's range deletions")
+				blobs := 0
+				for _, e := range ours {
+					if bytes.HasPrefix(e.value, []byte(blobMarker)) {
+						blobs++
+					}
+				}
+				if (o.blobEvery > 0) != (blobs > 0) {
+					t.Fatalf("%d blob values, writing every %d-th", blobs, o.blobEvery)
+				}
+				if !extras {
+					sameEntries(t, ours, spec.entries, "bloomkv reading Pebble's table")
+					checkTable(t, rd, spec, r)
+				}
+				samePebbleProperties(t, rd, data)
+				rks, err := rd.RangeKeys()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ours, theirs := flatten(rks), pebbleRangeKeys(t, data); len(ours) < 8 || fmt.Sprint(ours) != fmt.Sprint(theirs) {
+					t.Fatalf("range keys:\nours   %v\nPebble %v", ours, theirs)
+				}
+				if rep := rd.Check(); rep.Err() != nil || !rep.Complete || rep.Entries != uint64(len(spec.entries)) {
+					t.Fatalf("check: %v (complete %v, %d entries)", rep.Err(), rep.Complete, rep.Entries)
+				}
+				refs, err := rd.BlobReferences()
+				if err != nil || (blobs > 0) != (len(refs) == 1 && len(refs[0]) > 0) {
+					t.Fatalf("blob references %x, %v (%d blob values)", refs, err, blobs)
+				}
+				l := rd.Layout()
+				kinds := map[BlockKind]int{}
+				comps := map[Compression]int{}
+				for _, b := range l.Blocks {
+					if b.Err != nil {
+						t.Fatalf("layout: %v", b.Err)
+					}
+					kinds[b.Kind]++
+					comps[b.Compression]++
+					if err := rd.BlockRecords(b, func(k, v []byte) bool { return true }); err != nil && b.Kind != BlockFilter {
+						t.Fatalf("records of %s block %s: %v", b.Kind, b.Handle, err)
+					}
+				}
+				if kinds[BlockData] < 10 || kinds[BlockValue] == 0 || kinds[BlockRangeKey] != 1 || kinds[BlockFilter] != 1 ||
+					kinds[BlockRangeDel] != min(len(spec.dels), 1) || (kinds[BlockIndexPartition] > 0) == o.oneLevel ||
+					kinds[BlockBlobRefIndex] != min(blobs, 1) {
+					t.Fatalf("layout: kinds %v", kinds)
+				}
+				if comps[comp.c] == 0 || (comp.c == NoCompression && len(comps) != 1) {
+					t.Fatalf("layout: compressions %v, want %v", comps, comp.c)
+				}
+				pr := openPebble(t, data)
+				defer pr.Close()
+				if format >= pebble.TableFormatPebblev7 && (l.Attributes == 0 || l.Attributes != uint32(pr.Attributes)) {
+					t.Fatalf("footer attributes %#x, Pebble %#x", l.Attributes, uint32(pr.Attributes))
+				}
+				if got, want := l.FooterLength, map[pebble.TableFormat]uint64{pebble.TableFormatPebblev5: 53, pebble.TableFormatPebblev6: 57, pebble.TableFormatPebblev7: 61}[format]; got != want {
+					t.Fatalf("footer of %d bytes, want %d", got, want)
+				}
+				f, err := rd.TableFilter()
+				if err != nil || f == nil {
+					t.Fatalf("filter %v, %v", f, err)
+				}
+				for _, e := range spec.entries {
+					if !f.MayContain(e.key.UserKey) {
+						t.Fatalf("filter lacks %q", e.key.UserKey)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestUnsupportedFormats: a columnar table of a key schema other than
+// Pebble's default is an error wrapping ErrUnsupportedFormat that names the
+// schema, never ErrCorruption; a known magic number with a bad version or
+// checksum type is corruption.
 func TestUnsupportedFormats(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	spec := randomSpec(r, 200)
+	ks := colblk.DefaultKeySchema(pebble.DefaultComparer, 16)
+	ks.Name = "crdb1"
 	for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev5, pebble.TableFormatPebblev6, pebble.TableFormatPebblev7} {
-		data := writePebbleFormat(t, spec, format, block.ChecksumTypeCRC32c)
+		data := writePebbleWith(t, spec, pebbleOpts{format: format, sum: block.ChecksumTypeCRC32c, keySchema: &ks})
 		_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst"})
-		want := fmt.Sprintf("unsupported table format Pebblev%d", format-pebble.TableFormatPebblev1+1)
+		want := `unsupported key schema "crdb1"`
 		if !errors.Is(err, ErrUnsupportedFormat) || errors.Is(err, ErrCorruption) || !bytes.Contains([]byte(fmt.Sprint(err)), []byte(want)) {
 			t.Fatalf("%v: %v, want %q", format, err, want)
 		}
 	}
+	// A table CockroachDB would write: its key schema and comparer.
+	var buf bytes.Buffer
+	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), pebble.WriterOptions{
+		TableFormat: pebble.TableFormatPebblev7, Comparer: &cockroachkvs.Comparer, KeySchema: &cockroachkvs.KeySchema,
+	})
+	for i := range 100 {
+		if err := w.Set(fmt.Appendf(nil, "key%05d\x00", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), ReaderOptions{FileName: "crdb.sst"})
+	if !errors.Is(err, ErrUnsupportedFormat) || !strings.Contains(fmt.Sprint(err), `unsupported key schema "crdb1"`) || !strings.Contains(fmt.Sprint(err), "crdb.sst") {
+		t.Fatalf("CockroachDB's table: %v", err)
+	}
+
 	data := writePebbleFormat(t, spec, pebble.TableFormatPebblev2, block.ChecksumTypeCRC32c)
 	mutate := func(off int, b byte) []byte {
 		d := bytes.Clone(data)
@@ -301,6 +553,8 @@ func TestUnsupportedFormats(t *testing.T) {
 		{"magic", mutate(1, 0x12), true, "unknown magic number 0x12aa9ff0b3aa9ff0 at offset"},
 		{"version 0", mutate(12, 0), false, "bad Pebble table format version 0"},
 		{"version 9", mutate(12, 9), false, "bad Pebble table format version 9"},
+		{"version 5", mutate(12, 5), false, "without a pebble.colblk.schema property"},
+		{"version 6", mutate(12, 6), false, "footer at offset"},
 		{"checksum xxHash32", mutate(rocksDBFooterLen, 2), true, "unsupported checksum type 2 (xxHash32)"},
 		{"checksum 9", mutate(rocksDBFooterLen, 9), false, "unknown checksum type 9"},
 		{"xxhash64 for crc", mutate(rocksDBFooterLen, checksumXXHash64), false, "checksum mismatch"},
@@ -313,6 +567,38 @@ func TestUnsupportedFormats(t *testing.T) {
 	}
 }
 
+// columnarCorpus returns small tables Pebble writes in the columnar
+// formats: Pebblev5 with zstd, Pebblev6 with MinLZ and blob values, and
+// Pebblev7 with Snappy and xxhash64 checksums; all with value blocks,
+// range deletions, range keys and two-level indexes.
+func columnarCorpus(t testing.TB, n int) [][]byte {
+	var tables [][]byte
+	for i, o := range []pebbleOpts{
+		{format: pebble.TableFormatPebblev5, sum: block.ChecksumTypeCRC32c, compression: pebble.ZstdCompression},
+		{format: pebble.TableFormatPebblev6, sum: block.ChecksumTypeCRC32c, compression: pebble.MinLZCompression, blobEvery: 4},
+		{format: pebble.TableFormatPebblev7, sum: block.ChecksumTypeXXHash64},
+	} {
+		r := rand.New(rand.NewPCG(uint64(i), 41))
+		spec := withSizedDeletes(randomSpec(r, n))
+		tables = append(tables, writePebbleWith(t, spec, o))
+	}
+	return tables
+}
+
+// TestColumnarDamageRefused flips a bit of every byte of Pebble's columnar
+// tables and cuts them at every length: each is refused or, for a flip
+// nothing reads, read back as the original; never a panic.
+func TestColumnarDamageRefused(t *testing.T) {
+	n := 150
+	if testing.Short() {
+		n = 40 // every length of smaller tables
+	}
+	tables := columnarCorpus(t, n)
+	_, probes := corruptionCorpus(t)
+	flipEachByte(t, tables, probes)
+	cutEachLength(t, tables, probes)
+}
+
 // refused reports whether err refuses a damaged table: as corruption, or as
 // an unknown format when the damage hit the footer's magic number (or cut the
 // table short, leaving other bytes where it was) or turned a format version
@@ -322,7 +608,8 @@ func refused(err error) bool {
 }
 
 // FuzzPebbleTable damages Pebblev2 tables (CRC32C and xxhash64 checksums,
-// range keys) and a Pebblev4 table (value blocks) at the offsets the input names: the result is refused, or it
+// range keys), a Pebblev4 table (value blocks) and Pebblev5 to v7 tables
+// (columnarCorpus) at the offsets the input names: the result is refused, or it
 // reads back exactly as the original, range keys included, and its check
 // passes only then.
 func FuzzPebbleTable(f *testing.F) {
@@ -333,17 +620,23 @@ func FuzzPebbleTable(f *testing.F) {
 	var wantRKs [][]flatRangeKey
 	for i, sum := range []block.ChecksumType{block.ChecksumTypeCRC32c, block.ChecksumTypeXXHash64, block.ChecksumTypeCRC32c} {
 		format := []pebble.TableFormat{pebble.TableFormatPebblev2, pebble.TableFormatPebblev2, pebble.TableFormatPebblev4}[i]
-		tb := writePebbleFormat(f, spec, format, sum)
+		tables = append(tables, writePebbleFormat(f, spec, format, sum))
+	}
+	tables = append(tables, columnarCorpus(f, 150)...)
+	for _, tb := range tables {
 		want, err := readAll(tb, nil, ReaderOptions{})
 		if err != nil {
 			f.Fatal(err)
 		}
-		tables, wants, wantRKs = append(tables, tb), append(wants, want), append(wantRKs, pebbleRangeKeys(f, tb))
+		wants, wantRKs = append(wants, want), append(wantRKs, pebbleRangeKeys(f, tb))
 	}
 	f.Add(uint8(0), []byte{0, 10, 1})
 	f.Add(uint8(1), []byte{0xff, 0xf0, 0x80})
 	f.Add(uint8(1), []byte{0xf0, 0x00, 0x04})
 	f.Add(uint8(2), []byte{0xe0, 0x00, 0x01})
+	f.Add(uint8(3), []byte{0x80, 0x00, 0x01})
+	f.Add(uint8(4), []byte{0xff, 0xe0, 0x10})
+	f.Add(uint8(5), []byte{0x10, 0x00, 0x04})
 	f.Fuzz(func(t *testing.T, which uint8, flips []byte) {
 		ti := int(which) % len(tables)
 		bad := bytes.Clone(tables[ti])
@@ -374,4 +667,69 @@ func FuzzPebbleTable(f *testing.F) {
 			t.Fatalf("check: %v is not corruption", rep.Err())
 		}
 	})
+}
+
+// FuzzColumnarBlocks turns damaged columnar blocks (seeded with the blocks
+// of an uncompressed Pebblev7 table) into row blocks: an error is
+// corruption, and a row block that comes out is sound and iterates to its
+// end.
+func FuzzColumnarBlocks(f *testing.F) {
+	r := rand.New(rand.NewPCG(5, 6))
+	data := writePebbleWith(f, withSizedDeletes(randomSpec(r, 100)), pebbleOpts{format: pebble.TableFormatPebblev7, sum: block.ChecksumTypeCRC32c, compression: pebble.NoCompression})
+	rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	rd.rowBlockLimit = 1 << 20 // quick to reach for a block that repeats a prefix
+	for _, b := range rd.Blocks().Blocks {
+		if ck := rd.columnarKind(b.Kind.String()); ck > colRaw {
+			f.Add(uint8(ck-colData), data[b.Handle.Offset:b.Handle.Offset+b.Handle.Length])
+		}
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, b []byte) {
+		ck := colData + colKind(kind)%(colBlobRefs-colData+1)
+		out, err := rd.rowBlock(ck, rd.where("fuzzed", BlockHandle{}), b, newBytes)
+		if err != nil {
+			if !errors.Is(err, ErrCorruption) {
+				t.Fatalf("error %v is not corruption", err)
+			}
+			return
+		}
+		if err := checkBlock(out, rd.where("fuzzed", BlockHandle{})); err != nil {
+			t.Fatalf("row block of a columnar block: %v", err)
+		}
+		var it blockIter
+		if err := it.init(out, true, rd.where("fuzzed", BlockHandle{})); err != nil {
+			t.Fatal(err)
+		}
+		for ok := it.first(); ok; ok = it.next() {
+		}
+		if it.err != nil {
+			t.Fatalf("row block of a columnar block: %v", it.err)
+		}
+	})
+}
+
+// TestFooterAttributesChecked: a Pebblev7 footer whose attributes disagree
+// with the properties (its checksum recomputed, so that only the
+// attributes are wrong) is corruption, as Pebble's reader has it.
+func TestFooterAttributesChecked(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	data := writePebbleWith(t, randomSpec(r, 300), pebbleOpts{format: pebble.TableFormatPebblev7, sum: block.ChecksumTypeCRC32c})
+	if _, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(data)
+	ft := bad[len(bad)-pebblev7FooterLen:]
+	at := len(ft) - 16 // the checksum, after the attributes
+	ft[at-4] ^= 1 << 6 // the blob-values bit
+	binary.LittleEndian.PutUint32(ft[at:], footerChecksum(ft))
+	_, err := NewReader(bytes.NewReader(bad), int64(len(bad)), ReaderOptions{FileName: "t.sst"})
+	if !errors.Is(err, ErrCorruption) || !strings.Contains(fmt.Sprint(err), "attributes") {
+		t.Fatalf("attributes changed: %v", err)
+	}
+	ft[at] ^= 1 // and now the checksum is wrong too
+	if _, err := NewReader(bytes.NewReader(bad), int64(len(bad)), ReaderOptions{FileName: "t.sst"}); !errors.Is(err, ErrCorruption) || !strings.Contains(fmt.Sprint(err), "checksum mismatch") {
+		t.Fatalf("footer checksum: %v", err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/golang/snappy"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -112,6 +113,16 @@ type Reader struct {
 	valueIndexBH              BlockHandle
 	valueIndexWidths          [3]int
 	valueBlocks               []BlockHandle
+	// columnar: Pebble's tables from Pebblev5, whose blocks are turned
+	// into row blocks as they are read (columnar.go).
+	columnar bool
+	// rowBlockLimit bounds a columnar block's row block (maxBlockLen when
+	// 0; tests lower it).
+	rowBlockLimit int
+	// zstd decodes zstd blocks; made on the first.
+	zstdOnce sync.Once
+	zstd     *zstd.Decoder
+	zstdErr  error
 }
 
 // NewReader opens the table of size bytes that r holds. It checks the footer
@@ -193,6 +204,7 @@ func (t *Reader) readFooter() error {
 	t.props.Format = t.footer.format
 	t.valuePrefix = t.footer.format >= TableFormatPebblev3
 	t.obsoleteBits = t.footer.format >= TableFormatPebblev4
+	t.columnar = t.footer.format.columnar()
 	return nil
 }
 
@@ -249,6 +261,14 @@ func (t *Reader) readProperties() error {
 		return err
 	}
 	if err := t.props.decode(&it); err != nil {
+		return err
+	}
+	// A columnar table's key schema first: CockroachDB's comes with its
+	// comparer, and is the format bloomkv does not read.
+	if err := t.checkKeySchema(); err != nil {
+		return err
+	}
+	if err := t.checkAttributes(); err != nil {
 		return err
 	}
 	if t.props.ComparerName != "" && t.props.ComparerName != base.ComparerName {
@@ -521,6 +541,18 @@ func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *bloc
 	if got := blockChecksum(t.footer.checksum, buf[:bh.Length+1]); got != stored {
 		return nil, corruptionf("%s: %s block %s: checksum mismatch at offset %d: stored %#x, computed %#x", t.opts.FileName, kind, bh, bh.Offset+bh.Length+1, stored, got)
 	}
+	dst := func(n int) []byte {
+		if bufs != nil {
+			bufs.dec = grow(bufs.dec, n)
+			return bufs.dec
+		}
+		return alloc(n)
+	}
+	ck := t.columnarKind(kind)
+	dec := dst
+	if ck > colRaw {
+		dec = newBytes // the columnar block is dead once turned into a row block in dst
+	}
 	var out []byte
 	switch Compression(typ) {
 	case NoCompression:
@@ -530,18 +562,23 @@ func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *bloc
 		if err != nil || n > maxBlockLen {
 			return nil, corruptionf("%s: %s block %s: bad Snappy header at offset %d (length %d): %v", t.opts.FileName, kind, bh, bh.Offset, n, err)
 		}
-		var dst []byte
-		if bufs != nil {
-			bufs.dec = grow(bufs.dec, n)
-			dst = bufs.dec
-		} else {
-			dst = alloc(n)
-		}
-		if out, err = snappy.Decode(dst, body); err != nil {
+		if out, err = snappy.Decode(dec(n), body); err != nil {
 			return nil, corruptionf("%s: %s block %s: Snappy data at offset %d: %v", t.opts.FileName, kind, bh, bh.Offset, err)
+		}
+	case ZstdCompression, MinLZCompression:
+		var err error
+		if out, err = t.decompress(Compression(typ), body, dec); err != nil {
+			return nil, corruptionf("%s: %s block %s: %v data at offset %d: %v", t.opts.FileName, kind, bh, Compression(typ), bh.Offset, err)
 		}
 	default:
 		return nil, corruptionf("%s: %s block %s: unknown compression type %d at offset %d", t.opts.FileName, kind, bh, typ, bh.Offset+bh.Length)
+	}
+	switch ck {
+	case colNone:
+	case colRaw:
+		return out, nil // bytes bloomkv does not interpret
+	default:
+		return t.rowBlock(ck, t.where(kind, bh), out, dst)
 	}
 	if kind != "filter" && kind != kindValue && kind != kindValueIndex {
 		if err := checkBlock(out, t.where(kind, bh)); err != nil {
@@ -726,7 +763,8 @@ func (t *Reader) Size() uint64 { return t.size }
 // read at seq sees sequence numbers below it): its trailer (sequence number
 // and kind: KindSet or KindDelete in tables bloomkv writes; a table from
 // another engine may hold other kinds) and, for a set, its value copied into
-// new memory, as the block it lay in may be reused once the call returns.
+// new memory, as the block it lay in may be reused once the call returns (a
+// value held in a blob file as its reference: see Iter.IsBlobReference).
 // found is false when the table holds no such entry. It does not consult the
 // filter: the caller probes it first (MayContainHash) and counts its answers.
 // Range deletions are the caller's to apply (RangeDeletions).

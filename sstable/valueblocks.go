@@ -88,6 +88,32 @@ func (t *Reader) readBlockRaw(bh BlockHandle, kind string) ([]byte, error) {
 	return t.readBlock(bh, kind)
 }
 
+// IsBlobReference reports whether the current entry's value is held in a
+// blob file (Pebble from Pebblev6). Value then returns the reference as the
+// table stores it: a value-prefix byte whose two high bits are 0b01
+// (0x40), followed by Pebble's inline blob handle (uvarints of the blob
+// reference's number in the table, the value's length, the blob block's
+// number and the value's number in it); BlobHandle returns the handle
+// alone. Resolving it is the blob-file reader's business.
+func (it *Iter) IsBlobReference() bool {
+	_, ok := it.BlobHandle()
+	return ok
+}
+
+// BlobHandle returns the inline blob handle of the current entry's value,
+// without its prefix byte, when the value is held in a blob file (see
+// IsBlobReference). It aliases a block and must not be modified.
+func (it *Iter) BlobHandle() ([]byte, bool) {
+	if !it.valid || !it.t.columnar {
+		return nil, false
+	}
+	v := it.data.value
+	if len(v) < 2 || v[0]&valueKindMask != valueKindBlob {
+		return nil, false
+	}
+	return v[1:], true
+}
+
 // visibleKey clears Pebble's obsolete bit from a key's kind.
 func (t *Reader) visibleKey(k base.InternalKey) base.InternalKey {
 	if t.obsoleteBits && k.Trailer.Kind()&obsoleteBit != 0 {
@@ -126,14 +152,25 @@ func (m *valueBlockMemo) get(bh BlockHandle) ([]byte, error) {
 // pebbleValueFrom is pebbleValue with value blocks from get.
 func (t *Reader) pebbleValueFrom(v []byte, get func(BlockHandle) ([]byte, error)) ([]byte, error) {
 	if len(v) == 0 {
+		if t.columnar {
+			return v, nil // an empty value has no prefix byte (columnar.go)
+		}
 		return nil, corruptionf("%s: a SET value without its prefix byte", t.opts.FileName)
 	}
 	switch v[0] & valueKindMask {
 	case 0:
 		return v[1:], nil
 	case valueKindHandle:
+	case valueKindBlob:
+		if !t.columnar || t.footer.format < TableFormatPebblev6 {
+			return nil, corruptionf("%s: value prefix %#x (a value in a blob file) in a %s table", t.opts.FileName, v[0], t.footer.format)
+		}
+		if len(v) < 2 {
+			return nil, corruptionf("%s: blob value handle %x is empty", t.opts.FileName, v)
+		}
+		return v, nil // a reference to a value in a blob file, as stored
 	default:
-		return nil, unsupportedf("%s: value prefix %#x (a value in a blob file)", t.opts.FileName, v[0])
+		return nil, corruptionf("%s: bad value prefix %#x", t.opts.FileName, v[0])
 	}
 	h := v[1:]
 	var f [3]uint64
@@ -177,7 +214,7 @@ func (t *Reader) cachedRawBlock(bh BlockHandle) ([]byte, error) {
 // value prefix; an error is the iterator's.
 func (it *Iter) iterValue() []byte {
 	k := it.data.key
-	if len(k) < base.TrailerLen || base.Kind(k[len(k)-base.TrailerLen])&^obsoleteBit != base.KindSet {
+	if !it.t.columnar && (len(k) < base.TrailerLen || base.Kind(k[len(k)-base.TrailerLen])&^obsoleteBit != base.KindSet) {
 		return it.data.value
 	}
 	v, err := it.t.pebbleValue(it.data.value)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -79,6 +80,12 @@ func TestBadInput(t *testing.T) {
 	writePebbleTable(t, pebbleV2Table, pebble.TableFormatPebblev2, 300)
 	pebbleV4Table := filepath.Join(f.dir, "pebblev4.sst")
 	writePebbleTable(t, pebbleV4Table, pebble.TableFormatPebblev4, 300)
+	var columnarTables []string // Pebblev5 to v7: zstd, MinLZ, Snappy
+	for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev5, pebble.TableFormatPebblev6, pebble.TableFormatPebblev7} {
+		path := filepath.Join(f.dir, fmt.Sprintf("%v.sst", format))
+		writePebbleTable(t, path, format, 300)
+		columnarTables = append(columnarTables, path)
+	}
 	ps := writePebbleStore(t, filepath.Join(f.dir, "pebbledb"), pebbledb.FormatFlushableIngest, true)
 	pebbleBlob := filepath.Join(f.dir, "000005.blob")
 	writePebbleBlob(t, pebbleBlob, 100)
@@ -92,6 +99,9 @@ func TestBadInput(t *testing.T) {
 		{"damaged Pebble table", pebbleTable},
 		{"damaged Pebblev2 table", pebbleV2Table},
 		{"damaged Pebblev4 table", pebbleV4Table},
+		{"damaged Pebblev5 table", columnarTables[0]},
+		{"damaged Pebblev6 table", columnarTables[1]},
+		{"damaged Pebblev7 table", columnarTables[2]},
 		{"damaged WAL", f.wal},
 		{"damaged Pebble WAL", ps.wal},
 		{"damaged Pebble manifest", filepath.Join(ps.dir, "MANIFEST-000001")},

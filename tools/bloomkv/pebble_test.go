@@ -23,9 +23,16 @@ func writePebbleTable(t *testing.T, path string, format pebble.TableFormat, n in
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The columnar formats with the other compressions Pebble writes.
+	compression := map[pebble.TableFormat]*pebble.CompressionProfile{
+		pebble.TableFormatPebblev5: pebble.ZstdCompression, pebble.TableFormatPebblev6: pebble.MinLZCompression,
+	}[format]
+	if compression == nil {
+		compression = pebble.SnappyCompression
+	}
 	w := pebble.NewWriter(objstorageprovider.NewFileWritable(f), pebble.WriterOptions{
 		TableFormat:    format,
-		Compression:    pebble.SnappyCompression,
+		Compression:    compression,
 		FilterPolicy:   pebblebloom.FilterPolicy(10),
 		BlockSize:      512,
 		IndexBlockSize: 256,
@@ -63,10 +70,11 @@ func writePebbleTable(t *testing.T, path string, format pebble.TableFormat, n in
 
 // pebbleFormats are the table formats Pebble writes that bloomkv reads.
 var pebbleFormats = []pebble.TableFormat{pebble.TableFormatLevelDB, pebble.TableFormatRocksDBv2, pebble.TableFormatPebblev1,
-	pebble.TableFormatPebblev2, pebble.TableFormatPebblev3, pebble.TableFormatPebblev4}
+	pebble.TableFormatPebblev2, pebble.TableFormatPebblev3, pebble.TableFormatPebblev4,
+	pebble.TableFormatPebblev5, pebble.TableFormatPebblev6, pebble.TableFormatPebblev7}
 
 // TestPebbleTables runs every sstable command on tables Pebble wrote in
-// the LevelDB, RocksDBv2 and Pebblev1 to v4 formats.
+// the LevelDB, RocksDBv2 and Pebblev1 to v7 formats.
 func TestPebbleTables(t *testing.T) {
 	const n = 3000
 	for _, format := range pebbleFormats {

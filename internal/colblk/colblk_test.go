@@ -1,0 +1,398 @@
+package colblk_test
+
+// Pebble's own writer is the oracle: tests decode the blocks of tables it
+// writes (uncompressed, so that the blocks lie in the file as they are)
+// and compare what they hold with what Pebble's reader says. The fuzz
+// targets, seeded from those blocks, check that no input panics.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	pebble "github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/colblk"
+)
+
+// realBlocks are blocks of a Pebblev7 table Pebble wrote, by kind.
+type realBlocks struct {
+	data, index, topIndex, rangeDel, rangeKey, kv [][]byte
+	// What Pebble's reader reads from the table.
+	keys       []string // user key and trailer of every point entry
+	values     []string
+	dataBlocks []block.Handle
+	rangeDels  []string // start, end and trailer of every range-deletion key
+	rangeKeys  []string // start, end, trailer, suffix and value
+}
+
+var (
+	blocksOnce sync.Once
+	blocks     realBlocks
+	blocksErr  error
+)
+
+// pebbleBlocks writes a table with Pebble's writer and returns its blocks.
+func pebbleBlocks(t testing.TB) *realBlocks {
+	t.Helper()
+	blocksOnce.Do(func() { blocks, blocksErr = writeBlocks() })
+	if blocksErr != nil {
+		t.Fatal(blocksErr)
+	}
+	return &blocks
+}
+
+type nopCloser struct{ *bytes.Buffer }
+
+func (nopCloser) Close() error { return nil }
+
+func writeBlocks() (realBlocks, error) {
+	var buf bytes.Buffer
+	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), pebble.WriterOptions{
+		TableFormat:    pebble.TableFormatPebblev7,
+		Compression:    pebble.NoCompression,
+		BlockSize:      512,
+		IndexBlockSize: 256,
+	})
+	// Versions of shared-prefix keys, so that bundles share prefixes and
+	// keys repeat; deletions; range deletions and range keys.
+	for i := 0; i < 300; i++ {
+		k := []byte(fmt.Sprintf("table/%03d/key%04d", i/40, i))
+		var err error
+		if i%5 == 2 {
+			err = w.Delete(k)
+		} else {
+			err = w.Set(k, bytes.Repeat([]byte{byte('a' + i%26)}, i%40))
+		}
+		if err != nil {
+			return realBlocks{}, err
+		}
+	}
+	for _, err := range []error{
+		w.DeleteRange([]byte("table/001"), []byte("table/002")),
+		w.DeleteRange([]byte("table/004"), []byte("table/005/key0210")),
+		w.RangeKeySet([]byte("a"), []byte("c"), []byte("@3"), []byte("x")),
+		w.RangeKeySet([]byte("a"), []byte("c"), []byte("@5"), []byte("y")),
+		w.RangeKeyUnset([]byte("b"), []byte("d"), []byte("@1")),
+		w.RangeKeyDelete([]byte("m"), []byte("n")),
+	} {
+		if err != nil {
+			return realBlocks{}, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return realBlocks{}, err
+	}
+	data := buf.Bytes()
+	fs := vfs.NewMem()
+	f, err := fs.Create("t.sst", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return realBlocks{}, err
+	}
+	if _, err := f.Write(data); err != nil {
+		return realBlocks{}, err
+	}
+	f.Close()
+	if f, err = fs.Open("t.sst"); err != nil {
+		return realBlocks{}, err
+	}
+	readable, err := pebble.NewSimpleReadable(f)
+	if err != nil {
+		return realBlocks{}, err
+	}
+	r, err := pebble.NewReader(context.Background(), readable, pebble.ReaderOptions{})
+	if err != nil {
+		return realBlocks{}, err
+	}
+	defer r.Close()
+	l, err := r.Layout()
+	if err != nil {
+		return realBlocks{}, err
+	}
+	at := func(h block.Handle) []byte { return data[h.Offset : h.Offset+h.Length] }
+	var rb realBlocks
+	for _, h := range l.Data {
+		rb.data = append(rb.data, at(h.Handle))
+		rb.dataBlocks = append(rb.dataBlocks, h.Handle)
+	}
+	for _, h := range l.Index {
+		rb.index = append(rb.index, at(h))
+	}
+	rb.topIndex = [][]byte{at(l.TopIndex)}
+	rb.rangeDel = [][]byte{at(l.RangeDel)}
+	rb.rangeKey = [][]byte{at(l.RangeKey)}
+	rb.kv = [][]byte{at(l.MetaIndex), at(l.Properties)}
+
+	it, err := r.NewIter(pebble.NoTransforms, nil, nil, pebble.AssertNoBlobHandles)
+	if err != nil {
+		return realBlocks{}, err
+	}
+	for kv := it.First(); kv != nil; kv = it.Next() {
+		v, _, err := kv.Value(nil)
+		if err != nil {
+			return realBlocks{}, err
+		}
+		rb.keys = append(rb.keys, fmt.Sprintf("%s#%d", kv.K.UserKey, uint64(kv.K.Trailer)))
+		rb.values = append(rb.values, string(v))
+	}
+	if err := it.Close(); err != nil {
+		return realBlocks{}, err
+	}
+	ctx := context.Background()
+	rit, err := r.NewRawRangeDelIter(ctx, pebble.NoFragmentTransforms, pebble.NoReadEnv)
+	if err != nil {
+		return realBlocks{}, err
+	}
+	if rb.rangeDels, err = spanLines(rit, rangeDelLine); err != nil {
+		return realBlocks{}, err
+	}
+	kit, err := r.NewRawRangeKeyIter(ctx, pebble.NoFragmentTransforms, pebble.NoReadEnv)
+	if err != nil {
+		return realBlocks{}, err
+	}
+	if rb.rangeKeys, err = spanLines(kit, rangeKeyLine); err != nil {
+		return realBlocks{}, err
+	}
+	return rb, nil
+}
+
+// spanIter is Pebble's keyspan iterator, whose type is in a package of
+// Pebble's that cannot be imported.
+type spanIter interface {
+	First() (*pebble.Span, error)
+	Next() (*pebble.Span, error)
+	Close()
+}
+
+// spanLines lists the keys of it's spans, a line each, and closes it.
+func spanLines(it spanIter, line func(start, end []byte, tr uint64, suffix, value []byte) string) ([]string, error) {
+	defer it.Close()
+	var out []string
+	s, err := it.First()
+	for ; s != nil; s, err = it.Next() {
+		for _, k := range s.Keys {
+			out = append(out, line(s.Start, s.End, uint64(k.Trailer), k.Suffix, k.Value))
+		}
+	}
+	return out, err
+}
+
+func rangeDelLine(start, end []byte, tr uint64, _, _ []byte) string {
+	return fmt.Sprintf("%s-%s#%d", start, end, tr)
+}
+
+func rangeKeyLine(start, end []byte, tr uint64, suffix, value []byte) string {
+	return fmt.Sprintf("%s-%s#%d %s=%s", start, end, tr, suffix, value)
+}
+
+// TestDecodersAgreeWithPebble decodes every block of a Pebble table and
+// compares what the blocks hold with what Pebble's reader reads.
+func TestDecodersAgreeWithPebble(t *testing.T) {
+	rb := pebbleBlocks(t)
+	var keys, values []string
+	for _, b := range rb.data {
+		d, err := colblk.DecodeDataBlock(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < d.Rows(); i++ {
+			if d.External(i) {
+				t.Fatalf("row %d: an external value in a table without value blocks", i)
+			}
+			tr := d.Trailer(i)
+			keys = append(keys, fmt.Sprintf("%s#%d", d.AppendUserKey(nil, i), tr))
+			values = append(values, string(d.Value(i)))
+		}
+	}
+	if len(keys) < 100 || !slices.Equal(keys, rb.keys) || !slices.Equal(values, rb.values) {
+		t.Fatalf("data blocks: %d keys %v\nPebble: %d keys %v", len(keys), keys, len(rb.keys), rb.keys)
+	}
+
+	// The top-level index lists the partitions, which list the data blocks.
+	top, err := colblk.DecodeIndexBlock(rb.topIndex[0])
+	if err != nil || top.Rows() != len(rb.index) || len(rb.index) < 2 {
+		t.Fatalf("top-level index: %d rows, %v; %d partitions", top.Rows(), err, len(rb.index))
+	}
+	var handles []block.Handle
+	var prevSep []byte
+	for _, b := range rb.index {
+		x, err := colblk.DecodeIndexBlock(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < x.Rows(); i++ {
+			off, length := x.Handle(i)
+			handles = append(handles, block.Handle{Offset: off, Length: length})
+			if bytes.Compare(prevSep, x.Separator(i)) > 0 {
+				t.Fatalf("separator %q after %q", x.Separator(i), prevSep)
+			}
+			prevSep = x.Separator(i)
+		}
+	}
+	if !slices.Equal(handles, rb.dataBlocks) {
+		t.Fatalf("index handles %v, Pebble's data blocks %v", handles, rb.dataBlocks)
+	}
+
+	dels := keyspanKeys(t, rb.rangeDel[0], rangeDelLine)
+	rks := keyspanKeys(t, rb.rangeKey[0], rangeKeyLine)
+	if len(dels) < 2 || !slices.Equal(dels, rb.rangeDels) || len(rks) < 4 || !slices.Equal(rks, rb.rangeKeys) {
+		t.Fatalf("range deletions %v, Pebble %v\nrange keys %v, Pebble %v", dels, rb.rangeDels, rks, rb.rangeKeys)
+	}
+
+	meta, err := colblk.DecodeKeyValueBlock(rb.kv[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := 0; i < meta.Rows(); i++ {
+		names = append(names, string(meta.Key(i)))
+	}
+	props, err := colblk.DecodeKeyValueBlock(rb.kv[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := ""
+	for i := 0; i < props.Rows(); i++ {
+		if string(props.Key(i)) == "rocksdb.num.entries" {
+			n, _ := binary.Uvarint(props.Value(i))
+			entries = fmt.Sprint(n)
+		}
+	}
+	if !slices.Contains(names, "rocksdb.properties") || !slices.Contains(names, "rocksdb.range_del2") || entries != fmt.Sprint(len(rb.keys)+len(rb.rangeDels)) {
+		t.Fatalf("metaindex names %v; properties state %s entries", names, entries)
+	}
+}
+
+// keyspanKeys decodes a keyspan block into a line per key.
+func keyspanKeys(t *testing.T, b []byte, line func(start, end []byte, tr uint64, suffix, value []byte) string) []string {
+	t.Helper()
+	k, err := colblk.DecodeKeyspanBlock(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for j := 0; j < k.Spans(); j++ {
+		start, end, lo, hi := k.Span(j)
+		for i := lo; i < hi; i++ {
+			tr, suffix, value := k.Key(i)
+			out = append(out, line(start, end, tr, suffix, value))
+		}
+	}
+	return out
+}
+
+// decoders decode a block of each kind and read everything it holds,
+// returning the decoder's error.
+var decoders = map[string]func(b []byte) error{
+	"data": func(b []byte) error {
+		d, err := colblk.DecodeDataBlock(b)
+		for i := 0; err == nil && i < d.Rows(); i++ {
+			_, _, _, _, _ = d.AppendUserKey(nil, i), d.Trailer(i), d.Value(i), d.External(i), d.Obsolete(i)
+		}
+		return err
+	},
+	"index": func(b []byte) error {
+		x, err := colblk.DecodeIndexBlock(b)
+		for i := 0; err == nil && i < x.Rows(); i++ {
+			_, _ = x.Handle(i)
+			_, _ = x.Separator(i), x.Props(i)
+		}
+		return err
+	},
+	"keyspan": func(b []byte) error {
+		k, err := colblk.DecodeKeyspanBlock(b)
+		for j := 0; err == nil && j < k.Spans(); j++ {
+			_, _, lo, hi := k.Span(j)
+			for i := lo; i < hi; i++ {
+				_, _, _ = k.Key(i)
+			}
+		}
+		return err
+	},
+	"kv": func(b []byte) error {
+		kv, err := colblk.DecodeKeyValueBlock(b)
+		for i := 0; err == nil && i < kv.Rows(); i++ {
+			_, _ = kv.Key(i), kv.Value(i)
+		}
+		return err
+	},
+}
+
+// checkDecode decodes b as a block of kind: an error must be corruption.
+func checkDecode(t *testing.T, kind string, b []byte) {
+	if err := decoders[kind](b); err != nil && !errors.Is(err, base.ErrCorruption) {
+		t.Fatalf("%s block %x: error %v is not corruption", kind, b, err)
+	}
+}
+
+// TestDamagedBlocks truncates every real block at every length and flips
+// every bit of it: decoding refuses it as corruption or reads it, without
+// a panic.
+func TestDamagedBlocks(t *testing.T) {
+	rb := pebbleBlocks(t)
+	sets := map[string][][]byte{"data": rb.data[:3], "index": append(rb.index[:2:2], rb.topIndex...), "keyspan": append(rb.rangeDel[:1:1], rb.rangeKey...), "kv": rb.kv}
+	refused := 0
+	for kind, bs := range sets {
+		for _, b := range bs {
+			if err := decoders[kind](b); err != nil {
+				t.Fatalf("sound %s block: %v", kind, err)
+			}
+			for n := range len(b) {
+				if err := decoders[kind](b[:n]); !errors.Is(err, base.ErrCorruption) {
+					t.Fatalf("%s block cut to %d of %d bytes: %v, want corruption", kind, n, len(b), err)
+				}
+			}
+			for i := range len(b) * 8 {
+				bad := bytes.Clone(b)
+				bad[i/8] ^= 1 << (i % 8)
+				if err := decoders[kind](bad); err != nil {
+					if !errors.Is(err, base.ErrCorruption) {
+						t.Fatalf("%s block, bit %d flipped: %v", kind, i, err)
+					}
+					refused++
+				}
+			}
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no bit flip was refused")
+	}
+}
+
+func fuzzBlocks(f *testing.F, kind string, seeds [][]byte) {
+	for _, b := range seeds {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkDecode(t, kind, b) })
+}
+
+func FuzzDataBlock(f *testing.F) { fuzzBlocks(f, "data", pebbleBlocks(f).data) }
+
+func FuzzIndexBlock(f *testing.F) {
+	rb := pebbleBlocks(f)
+	fuzzBlocks(f, "index", append(slices.Clone(rb.index), rb.topIndex...))
+}
+
+func FuzzKeyspanBlock(f *testing.F) {
+	rb := pebbleBlocks(f)
+	fuzzBlocks(f, "keyspan", append(slices.Clone(rb.rangeDel), rb.rangeKey...))
+}
+
+func FuzzKeyValueBlock(f *testing.F) { fuzzBlocks(f, "kv", pebbleBlocks(f).kv) }
+
+// TestDataTypeNames names the column types and no others.
+func TestDataTypeNames(t *testing.T) {
+	got := fmt.Sprint(colblk.DataTypeBool, colblk.DataTypeUint, colblk.DataTypeBytes, colblk.DataTypePrefixBytes, colblk.DataType(0), colblk.DataType(9))
+	if want := "bool uint bytes prefixbytes DataType(0) DataType(9)"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+}
