@@ -141,7 +141,11 @@ func (e *env) printLSM(out lsmOut) {
 			if t.Exclusive {
 				end = ")"
 			}
-			e.printf("    %s  %8d bytes  [%s, %s%s  seqs %d-%d\n", t.File, t.Size, t.Smallest, t.Largest, end, t.SmallestSeq, t.LargestSeq)
+			virtual := ""
+			if t.Backing != "" {
+				virtual = fmt.Sprintf("  virtual, part of %s", t.Backing)
+			}
+			e.printf("    %s  %8d bytes  [%s, %s%s  seqs %d-%d%s\n", t.File, t.Size, t.Smallest, t.Largest, end, t.SmallestSeq, t.LargestSeq, virtual)
 		}
 	}
 }

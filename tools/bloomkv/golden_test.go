@@ -77,6 +77,46 @@ func pebbleGoldenCases(ps *pebbleStore) []struct {
 	}
 }
 
+// writeNewestPebbleStore writes writePebbleStore's store at Pebble's newest
+// format major version, 024, as Pebble's own tool opens stores: columnar
+// tables (Pebblev7), and values of 1 KiB and more in blob files.
+func writeNewestPebbleStore(t *testing.T, dir string) *pebbleStore {
+	return writePebbleStoreWith(t, dir, pebble.FormatNewest, true, func(o *pebble.Options) {
+		o.Experimental.EnableColumnarBlocks = func() bool { return true }
+		o.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+			return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 1024, MaxBlobReferenceDepth: 10}
+		}
+	})
+}
+
+// newestPebbleGoldenCases are the command lines of the golden tests on the
+// store writeNewestPebbleStore wrote.
+func newestPebbleGoldenCases(ps *pebbleStore) []struct {
+	name string
+	args []string
+} {
+	manifest := filepath.Join(ps.dir, "MANIFEST-000001")
+	table := filepath.Join(ps.dir, "000016.sst") // range deletion and range keys
+	blob := filepath.Join(ps.dir, "000013.blob") // pk00040-pk00049's values
+	return []struct {
+		name string
+		args []string
+	}{
+		{"pebble024-db-lsm", []string{"db", "lsm", ps.dir}},
+		{"pebble024-db-scan", []string{"db", "scan", "--start", "pk00995", "--end", "pk01060", ps.dir}},
+		{"pebble024-db-get-blob", []string{"db", "get", "--value-format", "hex", ps.dir, "pk00041"}},
+		{"pebble024-db-check", []string{"db", "check", ps.dir}},
+		{"pebble024-manifest-dump", []string{"manifest", "dump", manifest}},
+		{"pebble024-wal-dump", []string{"wal", "dump", ps.wal}},
+		{"pebble024-sstable-properties", []string{"sstable", "properties", table}},
+		{"pebble024-sstable-scan", []string{"sstable", "scan", table}},
+		{"pebble024-sstable-layout-v", []string{"sstable", "layout", "-v", "--value-format", "quoted", table}},
+		{"pebble024-blob-layout", []string{"blob", "layout", blob}},
+		{"pebble024-find", []string{"find", "pk00041", ps.dir}},
+		{"pebble024-db-properties", []string{"db", "properties", ps.dir}},
+	}
+}
+
 // creationTimes matches the creation times Pebble's manifest records, the
 // only part of its store that changes from run to run.
 var creationTimes = regexp.MustCompile(`(created |"creation_time":)\d+`)
@@ -87,7 +127,9 @@ var creationTimes = regexp.MustCompile(`(created |"creation_time":)\d+`)
 func TestGolden(t *testing.T) {
 	f := newFixture(t)
 	ps := writePebbleStore(t, filepath.Join(f.dir, "pebbledb"), pebble.FormatFlushableIngest, true)
-	for _, c := range append(f.goldenCases(), pebbleGoldenCases(ps)...) {
+	newest := writeNewestPebbleStore(t, filepath.Join(f.dir, "pebbledb024"))
+	cases := append(f.goldenCases(), pebbleGoldenCases(ps)...)
+	for _, c := range append(cases, newestPebbleGoldenCases(newest)...) {
 		for _, js := range []bool{false, true} {
 			args, ext := c.args, ".txt"
 			if js {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -449,6 +451,11 @@ func (e *env) manifestDump(name string, fm *formats) error {
 		for _, df := range ed.DeletedFiles {
 			out.Deleted = append(out.Deleted, tableMetaOut{Level: df.Level, File: df.FileNum})
 		}
+		// Pebble writes an edit's deletions in map order: listed by level
+		// and file, so that one store's dump reads the same every time.
+		slices.SortFunc(out.Deleted, func(a, b tableMetaOut) int {
+			return cmp.Or(cmp.Compare(a.Level, b.Level), cmp.Compare(a.File, b.File))
+		})
 		if c := ed.ClosedLog; c.Num != 0 {
 			out.ClosedLog = &closedLogOut{File: c.Num, Size: c.Size}
 		}

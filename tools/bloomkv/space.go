@@ -39,6 +39,9 @@ type storeTable struct {
 	lo, hi     []byte
 	hiExcl     bool
 	whereLabel string // find's "where", when not the level's
+	// pebble is a Pebble store's table, whose values in blob files the
+	// store resolves.
+	pebble *pebblestore.Table
 }
 
 // holds reports whether the table holds versions of key: always, but for a
@@ -86,6 +89,15 @@ type storeFiles struct {
 	// wals are the WALs holding writes not in tables, when the store says
 	// (Pebble's); nil: every WAL in the directory.
 	wals map[string]bool
+	// store is the Pebble store, open until close.
+	store *pebblestore.Store
+}
+
+// close closes the Pebble store currentTables opened.
+func (sf *storeFiles) close() {
+	if sf.store != nil {
+		sf.store.Close()
+	}
 }
 
 // currentTables opens the store in dir read-only, as the db commands do,
@@ -94,13 +106,18 @@ func currentTables(dir string) (*storeFiles, error) {
 	sf := &storeFiles{dir: dir}
 	if pebblestore.IsPebble(dir) {
 		sf.pebble = true
-		err := withPebble(dir, func(s *pebblestore.Store) error {
+		s, err := pebblestore.Open(dir)
+		if err != nil {
+			return nil, err
+		}
+		sf.store = s
+		{
 			sf.wals = map[string]bool{}
 			for _, w := range s.WALs {
 				sf.wals[filepath.Base(w)] = true
 			}
-			add := func(t pebblestore.Table) {
-				st := storeTable{level: t.Level, path: t.Path, size: t.Meta.Size}
+			add := func(t *pebblestore.Table) {
+				st := storeTable{level: t.Level, path: t.Path, size: t.Meta.Size, pebble: t}
 				if t.Meta.SmallestSeq == t.Meta.LargestSeq {
 					st.ov = t.Meta.SmallestSeq // as Pebble reads an ingested table
 				}
@@ -112,17 +129,16 @@ func currentTables(dir string) (*storeFiles, error) {
 				}
 				sf.tables = append(sf.tables, st)
 			}
-			for _, t := range s.Flushable {
-				add(t)
+			for i := range s.Flushable {
+				add(&s.Flushable[i])
 			}
 			for l := range s.Tables {
-				for _, t := range s.Tables[l] {
-					add(t)
+				for i := range s.Tables[l] {
+					add(&s.Tables[l][i])
 				}
 			}
-			return nil
-		})
-		return sf, err
+		}
+		return sf, nil
 	}
 	err := withDB(dir, func(d *bloomkv.DB) error {
 		levels, err := d.SSTables()
@@ -151,6 +167,7 @@ func eachCurrentTable(dir string, fn func(st *storeTable, t *table) error) error
 	if err != nil {
 		return err
 	}
+	defer sf.close()
 	for i := range sf.tables {
 		st := &sf.tables[i]
 		if st.level < 0 {
@@ -472,6 +489,9 @@ type foundOut struct {
 	// Virtual names a virtual table (Pebble's) whose part of File holds
 	// the version.
 	Virtual string `json:"virtual,omitempty"`
+	// InBlobFile says the value is in one of a Pebble store's blob files,
+	// resolved from the handle the table holds.
+	InBlobFile bool `json:"in_blob_file,omitempty"`
 	// Offset is the WAL record's offset (nil for a table).
 	Offset *int64 `json:"offset,omitempty"`
 	Seq    uint64 `json:"seq"`
@@ -509,6 +529,7 @@ func (e *env) find(key []byte, dir string, fm *formats) error {
 	if err != nil {
 		return err
 	}
+	defer sf.close()
 	var found []foundOut
 	current := map[string]bool{}
 	lookIn := func(st storeTable, where string, level *int) error {
@@ -524,7 +545,15 @@ func (e *env) find(key []byte, dir string, fm *formats) error {
 		for ok := it.SeekGE(key); ok && bytes.Equal(it.Key().UserKey, key); ok = it.Next() {
 			k := it.Key()
 			f := foundOut{File: filepath.Base(st.path), Where: where, Level: level, Virtual: st.virtualName(), Seq: uint64(k.SeqNum()), Kind: k.Kind().String()}
-			if k.Kind() == base.KindSet || k.Kind() == kindMerge {
+			switch {
+			case it.IsBlobReference() && st.pebble != nil:
+				v, err := sf.store.BlobValue(st.pebble, it.Value())
+				if err != nil {
+					it.Close()
+					return err
+				}
+				f.Value, f.InBlobFile = fm.v(v), true
+			case k.Kind() == base.KindSet || k.Kind() == kindMerge:
 				f.Value = fm.v(it.Value())
 			}
 			found = append(found, f)
@@ -587,6 +616,9 @@ func (e *env) find(key []byte, dir string, fm *formats) error {
 			}
 			if f.Virtual != "" {
 				where = fmt.Sprintf("%s, virtual table %s", f.Where, f.Virtual)
+			}
+			if f.InBlobFile {
+				where += ", value in a blob file"
 			}
 			e.printf("%s\n", strings.TrimRight(fmt.Sprintf("seq %-8d %-8s %-12s %-28s %s", f.Seq, f.Kind, f.File, where, f.Value), " "))
 		}
