@@ -112,6 +112,8 @@ func newestPebbleGoldenCases(ps *pebbleStore) []struct {
 		{"pebble024-sstable-scan", []string{"sstable", "scan", table}},
 		{"pebble024-sstable-layout-v", []string{"sstable", "layout", "-v", "--value-format", "quoted", table}},
 		{"pebble024-blob-layout", []string{"blob", "layout", blob}},
+		// A table's values in the blob file, resolved through the manifest.
+		{"pebble024-sstable-scan-blob", []string{"sstable", "scan", "--start", "pk00049", "--count", "2", filepath.Join(ps.dir, "000012.sst")}},
 		{"pebble024-find", []string{"find", "pk00041", ps.dir}},
 		{"pebble024-db-properties", []string{"db", "properties", ps.dir}},
 	}

@@ -415,6 +415,9 @@ type scanOut struct {
 	End   string  `json:"end,omitempty"`   // a range deletion's or range key's exclusive end
 	// Items are a range key's suffixes, each =value for a RANGEKEYSET.
 	Items []string `json:"items,omitempty"`
+	// Blob is the reference of a value in a blob file; Value is the value
+	// when the blob file was at hand.
+	Blob *blobRefOut `json:"blob,omitempty"`
 }
 
 // rangeKeyOut describes a range key for scan and layout -v.
@@ -433,6 +436,7 @@ func rangeKeyOut(file string, rk sstable.RangeKey, fm *formats) scanOut {
 func scanCmd(e *env) *cobra.Command {
 	var fm formats
 	var b bounds
+	var blobFiles []string
 	c := &cobra.Command{
 		Use:   "scan FILE...",
 		Short: "Print a table's entries and range deletions in key order",
@@ -440,22 +444,34 @@ func scanCmd(e *env) *cobra.Command {
 deletions ([start, end)#seq,RANGEDEL) and, in Pebble's tables, range keys
 ([start, end)#seq,RANGEKEYSET suffix=value...; RANGEKEYUNSET suffix...;
 RANGEKEYDEL) in key order, from --start (inclusive) to --end (exclusive), at
-most --count of them.`,
+most --count of them.
+
+A value a Pebble table keeps in a blob file (Pebblev6 on, format major
+version 024) shows as its reference (blob reference, block, value number,
+length), followed by the value when the blob file is at hand: the files
+--blob-file names, in the order of the table's blob references, or, when
+the table lies in a Pebble store whose version holds it, the files its
+manifest names.`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, files []string) error {
 			if err := b.parse(c); err != nil {
 				return err
 			}
-			e.eachTable(files, func(t *table) error { return e.scan(t, &fm, &b) })
+			e.eachTable(files, func(t *table) error {
+				bv := newBlobValues(t.name, blobFiles)
+				defer bv.close()
+				return e.scan(t, &fm, &b, bv)
+			})
 			return nil
 		},
 	}
+	c.Flags().StringArrayVar(&blobFiles, "blob-file", nil, "a blob file holding the table's values, in the order of its blob references (repeatable)")
 	b.register(c)
 	fm.register(c, e, formatQuoted)
 	return c
 }
 
-func (e *env) scan(t *table, fm *formats, b *bounds) error {
+func (e *env) scan(t *table, fm *formats, b *bounds, bv *blobValues) error {
 	r := t.r
 	overlaps := func(start, end []byte) bool {
 		return (b.end == nil || bytes.Compare(start, b.end) < 0) && (b.start == nil || bytes.Compare(end, b.start) > 0)
@@ -506,6 +522,15 @@ func (e *env) scan(t *table, fm *formats, b *bounds) error {
 		switch {
 		case o.End != "":
 			e.printf("%s\n", strings.TrimRight(fmt.Sprintf("  [%s, %s)#%d,%s %s", o.Key, o.End, o.Seq, o.Kind, strings.Join(o.Items, " ")), " "))
+		case o.Blob != nil:
+			ref := fmt.Sprintf("blob(ref %d, block %d, value %d, %d bytes)", o.Blob.Reference, o.Blob.Block, o.Blob.Value, o.Blob.Length)
+			if o.Blob.File != "" {
+				ref = fmt.Sprintf("blob(%s, block %d, value %d, %d bytes)", o.Blob.File, o.Blob.Block, o.Blob.Value, o.Blob.Length)
+			}
+			if o.Value != nil {
+				ref += " " + *o.Value
+			}
+			e.printf("  %s %s\n", key, ref)
 		case o.Value != nil:
 			e.printf("%s\n", strings.TrimRight("  "+key+" "+*o.Value, " "))
 		default:
@@ -525,7 +550,19 @@ func (e *env) scan(t *table, fm *formats, b *bounds) error {
 		}
 		k := it.Key()
 		o := scanOut{File: t.name, Key: fm.k(k.UserKey), Seq: uint64(k.SeqNum()), Kind: k.Kind().String()}
-		if k.Kind() == base.KindSet {
+		switch {
+		case it.IsBlobReference():
+			ref, v, err := bv.resolve(it.Value())
+			if err != nil {
+				it.Close()
+				return fmt.Errorf("%s: key %s: %w", t.name, fm.k(k.UserKey), err)
+			}
+			o.Blob = &ref
+			if v != nil {
+				s := fm.v(v)
+				o.Value = &s
+			}
+		case k.Kind() == base.KindSet:
 			v := fm.v(it.Value())
 			o.Value = &v
 		}
