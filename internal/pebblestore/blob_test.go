@@ -19,11 +19,11 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/sstable/blob"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
-	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/blobfile"
 	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/pebbletest"
 )
 
 // blobValue is the value of key i written in round r: long enough to be
@@ -114,19 +114,7 @@ var debugHandle = regexp.MustCompile(`^blob-value:\(f(\d+),blk(\d+),id(\d+),len(
 // encoding of the handle).
 func pebbleHandles(t *testing.T, path string) map[string][]any {
 	t.Helper()
-	f, err := vfs.Default.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readable, err := sstable.NewSimpleReadable(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := sstable.NewReader(context.Background(), readable, sstable.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := pebbletest.OpenTable(t, path)
 	it, err := r.NewIter(sstable.NoTransforms, nil, nil, sstable.DebugHandlesBlobContext)
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/bloomkv/bloomkv/internal/pebbletest"
 )
 
 // pebbleStore is a store Pebble wrote, and what it holds by Pebble's word.
@@ -444,6 +446,14 @@ func TestPebbleStores(t *testing.T) {
 			case fmv >= pebble.FormatValueSeparation && len(lsm.BlobFiles) == 0:
 				t.Fatalf("no blob file: %+v", lsm)
 			}
+			// Every table file agrees with Pebble's own reader: its
+			// entries (keys, sequence numbers, kinds, values but those in
+			// blob files) and properties.
+			for _, l := range ps.levels {
+				for _, tb := range l {
+					sameAsPebbleReader(t, filepath.Join(ps.dir, tb.BackingSSTNum.String()+".sst"))
+				}
+			}
 			// Every table, by the sstable commands.
 			if isColumnar {
 				var l map[string]any
@@ -754,4 +764,75 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// sameAsPebbleReader compares sstable scan and sstable properties of a
+// table with what Pebble's reader gives: every point entry (key, sequence
+// number, kind, and value, but for one in a blob file, which scan resolves
+// only in its store) and the counts and sizes of its properties.
+func sameAsPebbleReader(t *testing.T, path string) {
+	t.Helper()
+	r := pebbletest.OpenTable(t, path)
+	it, err := r.NewIter(sstable.NoTransforms, nil, nil, sstable.DebugHandlesBlobContext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type pointOut struct{ key, kind, value string }
+	var theirs []pointOut
+	var seqs []uint64
+	for kv := it.First(); kv != nil; kv = it.Next() {
+		p := pointOut{key: string(kv.K.UserKey), kind: kv.K.Kind().String()}
+		if v, _, err := kv.Value(nil); err == nil && kv.K.Kind() == pebble.InternalKeyKindSet {
+			p.value = string(v)
+		}
+		theirs = append(theirs, p)
+		seqs = append(seqs, uint64(kv.K.SeqNum()))
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runTool("--json", "sstable", "scan", path)
+	if code != 0 {
+		t.Fatalf("sstable scan %s: exit %d, %q", path, code, errOut)
+	}
+	i := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var o scanOut
+		if err := json.Unmarshal([]byte(line), &o); err != nil {
+			t.Fatal(err)
+		}
+		if o.End != "" {
+			continue // a range deletion or range key
+		}
+		if i >= len(theirs) {
+			t.Fatalf("%s: scan has more point entries than Pebble's %d", path, len(theirs))
+		}
+		want := theirs[i]
+		if o.Key != want.key || o.Kind != want.kind || o.Seq != seqs[i] ||
+			o.Blob == nil && want.kind == "SET" && (o.Value == nil || *o.Value != want.value) {
+			t.Fatalf("%s entry %d: %+v (value %.40q), Pebble %q#%d,%s %.40q", path, i, o, deref(o.Value), want.key, seqs[i], want.kind, want.value)
+		}
+		i++
+	}
+	if i != len(theirs) {
+		t.Fatalf("%s: scan has %d point entries, Pebble %d", path, i, len(theirs))
+	}
+	var p propertiesOut
+	out, _, _ = runTool("--json", "sstable", "properties", path)
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	pp, err := r.ReadPropertiesBlock(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Entries != pp.NumEntries || p.Deletions != pp.NumDeletions || p.RangeDeletions != pp.NumRangeDeletions ||
+		p.RawKeySize != pp.RawKeySize || p.RawValueSize != pp.RawValueSize || p.DataSize != pp.DataSize ||
+		p.Properties["rocksdb.index.size"] != fmt.Sprint(pp.IndexSize) {
+		// (IndexSize is measured from the blocks; the property, as the
+		// writer recorded it, is compared as stored.)
+		t.Fatalf("%s: entries, deletions, range deletions, raw key and value sizes, data and index sizes: %d %d %d %d %d %d %s; Pebble's %d %d %d %d %d %d %d",
+			path, p.Entries, p.Deletions, p.RangeDeletions, p.RawKeySize, p.RawValueSize, p.DataSize, p.Properties["rocksdb.index.size"],
+			pp.NumEntries, pp.NumDeletions, pp.NumRangeDeletions, pp.RawKeySize, pp.RawValueSize, pp.DataSize, pp.IndexSize)
+	}
 }
