@@ -31,9 +31,6 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/klauspost/compress/zstd"
-	"github.com/minio/minlz"
-
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/colblk"
 )
@@ -301,38 +298,6 @@ func rowBlobRefs(w *rowWriter, b []byte) error {
 		w.add(binary.BigEndian.AppendUint32(nil, uint32(i)), refs.At(i))
 	}
 	return nil
-}
-
-// decompress decompresses a zstd or MinLZ block into memory from dst.
-func (t *Reader) decompress(c Compression, body []byte, dst func(int) []byte) ([]byte, error) {
-	switch c {
-	case ZstdCompression:
-		n, l := binary.Uvarint(body)
-		if l <= 0 || n > maxBlockLen {
-			return nil, fmt.Errorf("bad length prefix (length %d)", n)
-		}
-		t.zstdOnce.Do(func() {
-			t.zstd, t.zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxMemory(maxBlockLen))
-		})
-		if t.zstdErr != nil {
-			return nil, t.zstdErr
-		}
-		buf := dst(int(n))
-		out, err := t.zstd.DecodeAll(body[l:], buf[:0])
-		if err != nil {
-			return nil, err
-		}
-		if len(out) != int(n) {
-			return nil, fmt.Errorf("decoded %d bytes, the prefix states %d", len(out), n)
-		}
-		return out, nil
-	default:
-		n, err := minlz.DecodedLen(body)
-		if err != nil || n > maxBlockLen {
-			return nil, fmt.Errorf("bad length (%d): %v", n, err)
-		}
-		return minlz.Decode(dst(n), body)
-	}
 }
 
 // BlobReferences returns the blob-reference liveness index of a Pebblev6+

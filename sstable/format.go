@@ -9,6 +9,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/compress"
 )
 
 // ErrCorruption is wrapped by every error that reports a table failing a
@@ -143,23 +144,25 @@ const (
 // does not verify.
 var checksumNames = map[byte]string{0: "none", 2: "xxHash32", 4: "XXH3"}
 
-// Compression is a block compression algorithm, by its RocksDB code.
+// Compression is a block compression algorithm, by its RocksDB code (the
+// trailer's indicator byte, as internal/compress reads it).
 type Compression uint8
 
 const (
 	// NoCompression stores blocks as they are.
-	NoCompression Compression = 0
+	NoCompression = Compression(compress.None)
 	// SnappyCompression compresses blocks with Snappy when that saves at
 	// least 12.5%.
-	SnappyCompression Compression = 1
+	SnappyCompression = Compression(compress.Snappy)
 	// ZstdCompression is a zstd frame after the uvarint length of the
 	// block it holds (Pebble's; read, not written).
-	ZstdCompression Compression = 7
+	ZstdCompression = Compression(compress.Zstd)
 	// MinLZCompression is a MinLZ block (Pebble from Pebblev6; read, not
 	// written).
-	MinLZCompression Compression = 8
+	MinLZCompression = Compression(compress.MinLZ)
 )
 
+// String names the compression as RocksDB's properties do ("Snappy").
 func (c Compression) String() string {
 	switch c {
 	case NoCompression:

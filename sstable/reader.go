@@ -9,12 +9,10 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/golang/snappy"
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
+	"github.com/bloomkv/bloomkv/internal/compress"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
@@ -120,9 +118,7 @@ type Reader struct {
 	// 0; tests lower it).
 	rowBlockLimit int
 	// zstd decodes zstd blocks; made on the first.
-	zstdOnce sync.Once
-	zstd     *zstd.Decoder
-	zstdErr  error
+	zstd compress.ZstdDecoder
 }
 
 // NewReader opens the table of size bytes that r holds. It checks the footer
@@ -554,21 +550,16 @@ func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *bloc
 		dec = newBytes // the columnar block is dead once turned into a row block in dst
 	}
 	var out []byte
-	switch Compression(typ) {
+	switch c := Compression(typ); c {
 	case NoCompression:
 		out = body
-	case SnappyCompression:
-		n, err := snappy.DecodedLen(body)
-		if err != nil || n > maxBlockLen {
-			return nil, corruptionf("%s: %s block %s: bad Snappy header at offset %d (length %d): %v", t.opts.FileName, kind, bh, bh.Offset, n, err)
+	case SnappyCompression, ZstdCompression, MinLZCompression:
+		n, err := compress.DecodedLen(compress.Type(c), body, maxBlockLen)
+		if err == nil {
+			out, err = compress.Decode(compress.Type(c), dec(n), body, &t.zstd)
 		}
-		if out, err = snappy.Decode(dec(n), body); err != nil {
-			return nil, corruptionf("%s: %s block %s: Snappy data at offset %d: %v", t.opts.FileName, kind, bh, bh.Offset, err)
-		}
-	case ZstdCompression, MinLZCompression:
-		var err error
-		if out, err = t.decompress(Compression(typ), body, dec); err != nil {
-			return nil, corruptionf("%s: %s block %s: %v data at offset %d: %v", t.opts.FileName, kind, bh, Compression(typ), bh.Offset, err)
+		if err != nil {
+			return nil, corruptionf("%s: %s block %s: %v data at offset %d: %v", t.opts.FileName, kind, bh, c, bh.Offset, err)
 		}
 	default:
 		return nil, corruptionf("%s: %s block %s: unknown compression type %d at offset %d", t.opts.FileName, kind, bh, typ, bh.Offset+bh.Length)

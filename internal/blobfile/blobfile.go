@@ -16,14 +16,9 @@
 // MinLZ) and a checksum of the stored block and that byte (masked CRC32C,
 // or the low 32 bits of xxhash64).
 //
-// Blocks are columnar: a version byte (1), the column count (2 bytes) and
-// row count (4 bytes), then for each column its type and the offset of its
-// data (1 and 4 bytes), the columns' data, and a padding byte. Unsigned
-// integer columns begin with an encoding byte (the width in bytes, 0, 1, 2,
-// 4 or 8, and a high bit for a base added to every value, stored in the 8
-// bytes after it), then the values at an offset aligned to their width. A
-// value block has one column of byte strings: n+1 integer offsets, then the
-// bytes. The index block begins with a 4-byte count of virtual blocks and
+// Blocks are Pebble's columnar blocks, which internal/colblk decodes (its
+// package comment gives the layout). A value block has one column of byte
+// strings. The index block begins with a 4-byte count of virtual blocks and
 // has two integer columns: the virtual blocks, which only a rewritten file
 // has (for each block number of the original file, the physical block
 // holding its values in the low 32 bits, all ones when none, and in the high
@@ -40,9 +35,10 @@ import (
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/colblk"
+	"github.com/bloomkv/bloomkv/internal/compress"
 )
 
 // FooterLen is the length of a blob file's footer.
@@ -89,22 +85,18 @@ func nameOf[T ~uint8](v T, kind string, names ...string) string {
 	return fmt.Sprintf("%s(%d)", kind, uint8(v))
 }
 
-// Compression is the compression a block's trailer names.
-type Compression uint8
+// Compression is the compression a block's trailer names; its String
+// names it as Pebble does ("zstd").
+type Compression = compress.Type
 
 // The compressions Pebble's blob files use. The numbers between Snappy and
 // Zstd are RocksDB's other algorithms, which Pebble never writes.
 const (
-	NoCompression     Compression = 0
-	SnappyCompression Compression = 1
-	ZstdCompression   Compression = 7
-	MinLZCompression  Compression = 8
+	NoCompression     = compress.None
+	SnappyCompression = compress.Snappy
+	ZstdCompression   = compress.Zstd
+	MinLZCompression  = compress.MinLZ
 )
-
-// String names the compression.
-func (c Compression) String() string {
-	return nameOf(c, "compression", "none", "snappy", "zlib", "bzip2", "lz4", "lz4hc", "xpress", "zstd", "minlz")
-}
 
 // BlockHandle is where a block lies: its offset and its stored length,
 // without the trailer.
@@ -158,8 +150,9 @@ type Reader struct {
 	// indexCompression is how the index block was stored.
 	indexCompression Compression
 
+	zstd compress.ZstdDecoder
+
 	mu       sync.Mutex
-	zstd     *zstd.Decoder
 	memo     *Block // the block last read
 	memoNum  int
 	memoUsed bool
@@ -251,12 +244,9 @@ func checksum(t ChecksumType, b []byte) uint32 {
 // Close releases the reader's decompressor. It does not close the
 // io.ReaderAt.
 func (r *Reader) Close() error {
+	r.zstd.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.zstd != nil {
-		r.zstd.Close()
-		r.zstd = nil
-	}
 	r.memo = nil
 	return nil
 }
@@ -366,15 +356,15 @@ type Block struct {
 	Handle      BlockHandle
 	Compression Compression
 	DecodedLen  int
-	values      bytesColumn
+	values      colblk.RawBytes
 }
 
 // Len returns the number of values the block holds, empty ones (which a
 // rewrite leaves for dropped values) included.
-func (b *Block) Len() int { return b.values.len() }
+func (b *Block) Len() int { return b.values.Len() }
 
 // Value returns the block's i'th value, 0 <= i < Len().
-func (b *Block) Value(i int) []byte { return b.values.at(i) }
+func (b *Block) Value(i int) []byte { return b.values.At(i) }
 
 // Each calls fn with every value of the file, block by block, with its
 // physical block and row, until fn returns false. A block that cannot be

@@ -55,11 +55,11 @@ func FuzzBlobFile(f *testing.F) {
 		}
 		if col, err := decodeValueBlock(data); err == nil {
 			total := 0
-			for i := range col.len() {
-				total += len(col.at(i))
+			for i := range col.Len() {
+				total += len(col.At(i))
 			}
 			if total > len(data) {
-				t.Fatalf("%d values of %d bytes in a block of %d", col.len(), total, len(data))
+				t.Fatalf("%d values of %d bytes in a block of %d", col.Len(), total, len(data))
 			}
 		} else {
 			checkErr(t, err)
@@ -120,8 +120,8 @@ func resealed(data []byte) []byte {
 	if err != nil {
 		return d
 	}
-	for i := range min(uint64(ix.blocks), 1000) {
-		if o, e := ix.offsets.at(i), ix.offsets.at(i+1); e >= o+TrailerLen {
+	for i := range min(int(ix.blocks), 1000) {
+		if o, e := ix.offsets.At(i), ix.offsets.At(i+1); e >= o+TrailerLen {
 			seal(BlockHandle{o, e - o - TrailerLen}, ih.Offset)
 		}
 	}

@@ -258,9 +258,9 @@ func (kv KeyValueBlock) Key(i int) []byte { return kv.keys.At(i) }
 // Value returns pair i's value.
 func (kv KeyValueBlock) Value(i int) []byte { return kv.values.At(i) }
 
-// DecodeBytesBlock decodes a block of one bytes column (Pebble's blob
-// reference liveness index: one row per blob reference), returning its
-// rows.
+// DecodeBytesBlock decodes a block of one bytes column, returning its rows:
+// Pebble's blob reference liveness index (one row per blob reference) and
+// the value blocks of its blob files (one row per value).
 func DecodeBytesBlock(data []byte) (RawBytes, error) {
 	b, err := DecodeBlock(data, 0)
 	if err != nil {
