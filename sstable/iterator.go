@@ -60,6 +60,9 @@ func (t *Reader) ResetIter(it *Iter) {
 func (t *Reader) NewCompactionIter() *Iter {
 	it := t.NewIter()
 	it.bypassCache = true
+	// The pass reads every data block in file order: read ahead from the
+	// first, in the largest reads.
+	it.ra.seq, it.ra.size = raStart, raMax
 	return it
 }
 
@@ -98,7 +101,12 @@ func (it *Iter) loadBlock() bool {
 	var err error
 	switch {
 	case it.bypassCache:
-		b, err = it.t.readBlockInto(bh, "data", &it.bufs)
+		it.ra.saw(bh)
+		if raw := it.ra.stored(it.t, bh); raw != nil {
+			b, err = it.t.checkDecode(bh, "data", raw, &it.bufs, nil)
+		} else {
+			b, err = it.t.readBlockInto(bh, "data", &it.bufs)
+		}
 	case it.counted:
 		b, it.h, err = it.t.countedBlock(bh, &it.ra)
 	default:
