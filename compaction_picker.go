@@ -170,9 +170,10 @@ func (d *DB) levelScoresLocked(v *manifest.Version) [manifest.NumLevels]float64 
 // or 1 when tables of it can move into the base level unrewritten
 // (l0Movable: they overlap no other table of level 0, busy or not, and no
 // base table) or when iterator seeks have paid for its compaction
-// (noteL0Seek). The levels from the base down score their bytes, less
-// those being compacted away, over their target; the last level and those
-// above the base (empty) 0.
+// (noteL0Seek). The levels from the base down score their compensated
+// bytes (compensatedSize: a deletion counts the bytes it is expected to
+// free below), less those being compacted away, over their target; the
+// last level and those above the base (empty) 0.
 func (d *DB) levelScores(v *manifest.Version, t levelTargets, busy map[uint64]bool) [manifest.NumLevels]float64 {
 	var s [manifest.NumLevels]float64
 	l0 := v.Files(0)
@@ -185,17 +186,43 @@ func (d *DB) levelScores(v *manifest.Version, t levelTargets, busy map[uint64]bo
 		s[0] = 1 // seeks have paid for its compaction (noteL0Seek)
 	}
 	for l := max(t.base, 1); l < manifest.NumLevels-1; l++ {
-		size := v.LevelSize(l)
+		per := entryBytesBelow(v, l)
+		st := v.LevelStats(l)
+		size := float64(st.Size) + float64(st.Deletions)*per
 		if len(busy) > 0 {
 			for f := range v.Level(l) {
 				if busy[f.FileNum] {
-					size -= f.Size
+					size -= compensatedSize(f, per)
 				}
 			}
 		}
-		s[l] = float64(size) / t.maxBytes[l]
+		s[l] = max(size, 0) / t.maxBytes[l]
 	}
 	return s
+}
+
+// entryBytesBelow returns the mean bytes of an entry in the levels below
+// l, over the tables whose entries are counted (0 without any): what a
+// deletion in level l is expected to free when a compaction takes it down.
+func entryBytesBelow(v *manifest.Version, l int) float64 {
+	var size, entries uint64
+	for k := l + 1; k < manifest.NumLevels; k++ {
+		st := v.LevelStats(k)
+		size += st.CountedSize
+		entries += st.Entries
+	}
+	if entries == 0 {
+		return 0
+	}
+	return float64(size) / float64(entries)
+}
+
+// compensatedSize returns f's bytes plus those its deletions are expected to
+// free below (per bytes each; entryBytesBelow), as Pebble's compensated
+// size does, so that a level holding deletions of much data compacts before
+// its bytes alone would call for it, and frees the space.
+func compensatedSize(f *manifest.FileMetadata, per float64) float64 {
+	return float64(f.Size) + float64(f.Deletions)*per
 }
 
 // pickAutoLocked returns the compaction the scores call for, with its tables
@@ -232,8 +259,9 @@ func (d *DB) pickAutoLocked() *compaction {
 	return nil
 }
 
-// elisionMinShare is the share of a last-level table's entries that must
-// be deletions for an elision-only compaction to rewrite it.
+// elisionMinShare is the share of a table's entries that must be deletions
+// for an elision-only or tombstone-density compaction to take it
+// (pickElisionLocked).
 const elisionMinShare = 0.1
 
 // noteEditLocked keeps the picker's bookkeeping up to date with an
@@ -295,42 +323,63 @@ func (d *DB) noteElisionLocked(e *manifest.VersionEdit) {
 		delete(d.elide, f.FileNum)
 	}
 	for _, f := range e.NewFiles {
-		if f.Level == manifest.NumLevels-1 && f.Meta.Deletions > 0 {
-			d.elide[f.Meta.FileNum] = f.Meta
+		if f.Level > 0 && f.Meta.Deletions > 0 {
+			d.elide[f.Meta.FileNum] = elisionCandidate{f.Level, f.Meta}
 		}
 	}
 }
 
-// pickElisionLocked returns, when no level is due, an elision-only
-// compaction: the rewrite, alone, of a last-level table of which at least
+// elisionCandidate is a table below level 0 holding deletions, and its
+// level (DB.elide).
+type elisionCandidate struct {
+	level int
+	f     *manifest.FileMetadata
+}
+
+// pickElisionLocked returns, when no level is due, a compaction of the
+// table below level 0 densest in deletions, of which at least
 // elisionMinShare of the entries are deletions that every open snapshot
-// sees, which the rewrite drops with the versions they hide (Pebble and
-// RocksDB do the same). Deletions reach the last level where a snapshot
-// kept them through a compaction, or with a table moved there whole. It
-// picks the densest such table, or returns nil.
+// sees. A last-level table is rewritten alone (an elision-only compaction),
+// which drops the deletions with the versions they hide; a table above it
+// is compacted into the next level with the tables it overlaps there (a
+// tombstone-density compaction), which takes the deletions to the versions
+// they hide, and drops both at the last level. Pebble and RocksDB do the
+// same. Deletions reach the last level where a snapshot kept them through
+// a compaction, or with a table moved there whole; they stay above it while
+// their level is under its target. It returns nil when no table qualifies.
 func (d *DB) pickElisionLocked() *compaction {
 	const last = manifest.NumLevels - 1
-	var best *manifest.FileMetadata
-	for _, f := range d.elide {
+	var cands []elisionCandidate
+	for _, c := range d.elide {
+		f := c.f
 		if d.busy[f.FileNum] || float64(f.Deletions) < elisionMinShare*float64(f.Entries) {
 			continue
 		}
 		if len(d.snapshots) > 0 && d.snapshots[0] <= f.LargestSeq {
 			continue // an open snapshot does not see every deletion
 		}
-		if best == nil || f.Deletions*best.Entries > best.Deletions*f.Entries ||
-			(f.Deletions*best.Entries == best.Deletions*f.Entries && f.FileNum < best.FileNum) {
-			best = f
+		cands = append(cands, c)
+	}
+	// Densest first; then by file number, for a stable choice.
+	slices.SortFunc(cands, func(a, b elisionCandidate) int {
+		if c := cmp.Compare(b.f.Deletions*a.f.Entries, a.f.Deletions*b.f.Entries); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.f.FileNum, b.f.FileNum)
+	})
+	for _, cand := range cands {
+		var c *compaction
+		if cand.level == last {
+			c = d.newCompactionLocked(last, last, []*manifest.FileMetadata{cand.f}, nil)
+		} else {
+			c = d.setupLocked(cand.level, []*manifest.FileMetadata{cand.f})
+		}
+		if c != nil {
+			c.score = float64(cand.f.Deletions) / float64(cand.f.Entries)
+			return c
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	c := d.newCompactionLocked(last, last, []*manifest.FileMetadata{best}, nil)
-	if c != nil {
-		c.score = float64(best.Deletions) / float64(best.Entries)
-	}
-	return c
+	return nil
 }
 
 // pickL0Locked returns the compaction of level 0 into base: a move of the
@@ -350,10 +399,12 @@ func (d *DB) pickL0Locked(base int) *compaction {
 }
 
 // pickFileLocked picks the table of level l whose compaction rewrites the
-// fewest bytes of level l+1 per byte it moves down, among those free to go.
+// fewest bytes of level l+1 per byte it moves down (its compensated size:
+// deletions count the bytes they free), among those free to go.
 func (d *DB) pickFileLocked(l int) *compaction {
 	var best *compaction
 	bestRatio := 0.0
+	per := entryBytesBelow(d.version, l)
 	for f := range d.version.Level(l) {
 		c := d.setupLocked(l, []*manifest.FileMetadata{f})
 		if c == nil {
@@ -363,7 +414,7 @@ func (d *DB) pickFileLocked(l int) *compaction {
 		for _, g := range c.inputs[1] {
 			over += g.Size
 		}
-		ratio := float64(over) / float64(max(f.Size, 1))
+		ratio := float64(over) / max(compensatedSize(f, per), 1)
 		if best == nil || ratio < bestRatio {
 			best, bestRatio = c, ratio
 		}

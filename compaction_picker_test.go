@@ -132,6 +132,48 @@ func TestCompactionPicker(t *testing.T) {
 			want:    "L0 -> L5: inputs 1,2 + none; move=false; bottom=false; score=1.00",
 		},
 
+		// Deletions count the bytes they are expected to free below
+		// (compensated sizes): here 0.5M an entry in L6 (table 5: 100
+		// entries in 50M), so table 3's 50 deletions weigh 25M.
+		{
+			name:   "a level's deletions make it due before its bytes would",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L5: 3:[a-m]=2M!50 4:[n-z]=2M\nL6: 5:[a-z]=50M!0",
+			base:   5,
+			scores: "0 0 0 0 0 2.90 0",
+			want:   "L5 -> L6: inputs 3 + 5; move=false; bottom=true; score=2.90",
+		},
+		{
+			name:   "the same level without deletions is not due",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L5: 3:[a-m]=2M!0 4:[n-z]=2M\nL6: 5:[a-z]=50M!0",
+			base:   5,
+			scores: "0 0 0 0 0 0.40 0",
+			want:   "none",
+		},
+		{
+			// Not due, but half its entries deletions: a tombstone-density
+			// compaction (below) takes it.
+			name:   "deletions are worth nothing when no table below counts its entries",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L5: 3:[a-m]=2M!50 4:[n-z]=2M\nL6: 5:[a-z]=50M",
+			base:   5,
+			scores: "0 0 0 0 0 0.40 0",
+			want:   "L5 -> L6: inputs 3 + 5; move=false; bottom=true; score=0.50",
+		},
+		{
+			// L6 holds 300 entries in 50M, 1/6M each. Each L5 table
+			// overlaps one 8M table; 3 moves 2M down, 4 1M and 60
+			// deletions worth 10M: 4 rewrites the fewest bytes per
+			// compensated byte (8/11 against 8/2), though 3 moves more
+			// bytes. L5 scores (3M + 10M) / 10M.
+			name:   "the picked table is the one with the fewest bytes rewritten per compensated byte",
+			opts:   Options{LBaseMaxBytes: 10 * mb},
+			levels: "L5: 3:[a-c]=2M!0 4:[x-z]=1M!60\nL6: 6:[a-d]=8M!0 7:[w-z]=8M!0 8:[e-v]=34M!0",
+			base:   5,
+			want:   "L5 -> L6: inputs 4 + 7; move=false; bottom=true; score=1.30",
+		},
+
 		// The levels from the base down: their bytes over targets that grow
 		// from LBaseMaxBytes to the last level's share by a constant factor.
 		{
@@ -330,6 +372,28 @@ func TestCompactionPicker(t *testing.T) {
 			busy:   "1",
 			want:   "none",
 		},
+		{
+			name:   "above the last level, the densest table goes into the next level with the tables it overlaps",
+			levels: "L5: 1:[a-c]!40 2:[d-f]!60 3:[g-h]!5\nL6: 4:[a-b] 5:[c-e] 6:[f-z]",
+			want:   "L5 -> L6: inputs 2 + 5,6; move=false; bottom=true; score=0.60",
+		},
+		{
+			name:   "a denser table whose overlap is busy yields to the next",
+			levels: "L5: 1:[a-c]!40 2:[d-f]!60\nL6: 4:[a-b] 5:[c-e] 6:[f-z]",
+			busy:   "6",
+			want:   "L5 -> L6: inputs 1 + 4,5; move=false; bottom=true; score=0.40",
+		},
+		{
+			name:      "a snapshot that does not see a table's deletions holds it back, above the last level too",
+			levels:    "L5: 1:[a-c]!40\nL6: 4:[a-z]",
+			snapshots: "1",
+			want:      "none",
+		},
+		{
+			name:   "a table of deletions overlapping nothing below moves down",
+			levels: "L4: 1:[a-c]!50\nL6: 2:[x-z]",
+			want:   "L4 -> L5: inputs 1 + none; move=true; bottom=true; score=0.50",
+		},
 
 		// Compact's steps (manualSetupLocked).
 		{
@@ -413,7 +477,7 @@ func TestCompactionPicker(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			o := c.opts.withDefaultsMust(t)
 			v := parseLevels(t, c.levels)
-			d := &DB{opts: o, version: v, busy: map[uint64]bool{}, fileRefs: map[uint64]int{}, elide: map[uint64]*manifest.FileMetadata{}}
+			d := &DB{opts: o, version: v, busy: map[uint64]bool{}, fileRefs: map[uint64]int{}, elide: map[uint64]elisionCandidate{}}
 			d.noteElisionLocked(&manifest.VersionEdit{NewFiles: newFiles(v)})
 			for _, s := range strings.Fields(c.snapshots) {
 				d.snapshots = append(d.snapshots, base.SeqNum(parseUint(t, s)))

@@ -73,10 +73,10 @@ type DB struct {
 	closed  bool
 	busy    map[uint64]bool // tables being compacted
 	running []*compaction
-	// elide holds the tables of the last level that hold deletions (as
-	// far as known: those written since Open), for elision-only
-	// compactions (pickElisionLocked).
-	elide     map[uint64]*manifest.FileMetadata
+	// elide holds the tables below level 0 that hold deletions (as far as
+	// known: those written since Open), for elision-only and
+	// tombstone-density compactions (pickElisionLocked).
+	elide     map[uint64]elisionCandidate
 	fileRefs  map[uint64]int // read states referencing each table
 	snapshots []base.SeqNum  // read sequence numbers of open snapshots, ascending
 	// walBroken is set when a WAL write or sync failed. rescuing, set with

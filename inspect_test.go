@@ -11,12 +11,18 @@ import (
 )
 
 // checkedStore writes a store with tables on L0 and lower levels, deletions
-// and range deletions, and returns it open with its live key count.
+// and range deletions, and returns it open, with a snapshot older than the
+// deletions that keeps them, and its live key count.
 func checkedStore(t *testing.T, fs vfs.FS) (*DB, uint64) {
 	o := &Options{FS: fs, Logger: quietLogger(), MemTableSize: 128 << 10, LBaseMaxBytes: 256 << 10, TargetFileSize: 64 << 10}
 	d := mustOpen(t, "/db", o)
 	const n = 20_000
 	fillKeys(t, d, n, 50) // even keys 0..2n-2
+	// A snapshot older than the deletions keeps them (and the keys they
+	// delete) from being compacted away, so that the store holds some.
+	if _, err := d.NewSnapshot(); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.DeleteRange(levelKey(1000), levelKey(2000), NoSync); err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &DB{dir: dir, opts: o, fs: o.FS, fileRefs: map[uint64]int{}, busy: map[uint64]bool{}, elide: map[uint64]*manifest.FileMetadata{}}
+	d := &DB{dir: dir, opts: o, fs: o.FS, fileRefs: map[uint64]int{}, busy: map[uint64]bool{}, elide: map[uint64]elisionCandidate{}}
 	d.initDiff()
 	d.cond = sync.NewCond(&d.mu)
 	d.commitCond = sync.NewCond(&d.commitMu)

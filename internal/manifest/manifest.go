@@ -316,7 +316,34 @@ func Decode(data []byte) (*VersionEdit, error) {
 type Version struct {
 	levels [NumLevels]*btree.BTreeG[entry]
 	byNum  *btree.BTreeG[numbered] // every table, by file number
-	sizes  [NumLevels]uint64
+	stats  [NumLevels]LevelStats
+}
+
+// LevelStats sums a level's tables: their bytes, and, over the tables whose
+// entries are counted (FileMetadata.Entries, not 0), their bytes, entries
+// and deletions.
+type LevelStats struct {
+	Size, CountedSize, Entries, Deletions uint64
+}
+
+// add adds f to s.
+func (s *LevelStats) add(f *FileMetadata) {
+	s.Size += f.Size
+	if f.Entries > 0 {
+		s.CountedSize += f.Size
+		s.Entries += f.Entries
+		s.Deletions += f.Deletions
+	}
+}
+
+// remove takes f, which add added, away from s.
+func (s *LevelStats) remove(f *FileMetadata) {
+	s.Size -= f.Size
+	if f.Entries > 0 {
+		s.CountedSize -= f.Size
+		s.Entries -= f.Entries
+		s.Deletions -= f.Deletions
+	}
 }
 
 // entry is a table as its level's tree holds it. key is the user key of
@@ -426,14 +453,14 @@ func (v *Version) Apply(e *VersionEdit) (*Version, error) {
 		}
 		nv.byNum.Delete(got)
 		level(d.Level).Delete(entryOf(d.Level, got.f))
-		nv.sizes[d.Level] -= got.f.Size
+		nv.stats[d.Level].remove(got.f)
 	}
 	for _, n := range e.NewFiles {
 		if old, dup := nv.byNum.ReplaceOrInsert(numbered{n.Meta.FileNum, n.Level, n.Meta}); dup {
 			return nil, base.CorruptionErrorf("manifest: edit adds table %d to L%d, which L%d already holds", n.Meta.FileNum, n.Level, old.level)
 		}
 		level(n.Level).ReplaceOrInsert(entryOf(n.Level, n.Meta))
-		nv.sizes[n.Level] += n.Meta.Size
+		nv.stats[n.Level].add(n.Meta)
 	}
 	for _, n := range e.NewFiles {
 		if n.Level == 0 {
@@ -482,7 +509,7 @@ func NewVersionForTesting(levels [NumLevels][]*FileMetadata) *Version {
 		for _, f := range files {
 			v.levels[l].ReplaceOrInsert(entryOf(l, f))
 			v.byNum.ReplaceOrInsert(numbered{f.FileNum, l, f})
-			v.sizes[l] += f.Size
+			v.stats[l].add(f)
 		}
 	}
 	return v
@@ -624,4 +651,7 @@ func (v *Version) NumFiles(l int) int {
 }
 
 // LevelSize returns the bytes of the tables in level l.
-func (v *Version) LevelSize(l int) uint64 { return v.sizes[l] }
+func (v *Version) LevelSize(l int) uint64 { return v.stats[l].Size }
+
+// LevelStats returns the sums over the tables of level l.
+func (v *Version) LevelStats(l int) LevelStats { return v.stats[l] }

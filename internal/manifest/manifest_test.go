@@ -200,6 +200,10 @@ func TestVersionModel(t *testing.T) {
 			l := r.IntN(NumLevels)
 			lo := r.IntN(1000)
 			f := meta(num+1, key(lo), key(lo+r.IntN(20)), base.SeqNum(step))
+			if r.IntN(3) > 0 { // entries counted (a table written since Open)
+				f.Entries = 1 + uint64(r.IntN(100))
+				f.Deletions = uint64(r.IntN(int(f.Entries) + 1))
+			}
 			if l > 0 && slices.ContainsFunc(next[l], func(g *FileMetadata) bool { return g.Overlaps(f.Smallest.UserKey, f.Largest.UserKey) }) {
 				continue
 			}
@@ -224,11 +228,21 @@ func TestVersionModel(t *testing.T) {
 		m := models[i]
 		for l := range NumLevels {
 			var size uint64
+			var st LevelStats
 			for _, f := range m[l] {
 				size += f.Size
+				st.Size += f.Size
+				if f.Entries > 0 {
+					st.CountedSize += f.Size
+					st.Entries += f.Entries
+					st.Deletions += f.Deletions
+				}
 			}
 			if got := v.Files(l); !slices.Equal(got, m[l]) || v.NumFiles(l) != len(m[l]) || v.LevelSize(l) != size {
 				t.Fatalf("version %d L%d: %v (%d bytes), want %v (%d)", i, l, got, v.LevelSize(l), m[l], size)
+			}
+			if got := v.LevelStats(l); got != st {
+				t.Fatalf("version %d L%d: stats %+v, want %+v", i, l, got, st)
 			}
 			for range 20 {
 				lo := r.IntN(1020)
