@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"bytes"
 	"errors"
+	"sort"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
@@ -88,23 +89,89 @@ func (d *DB) newIter(s *readState, seq base.SeqNum, o *IterOptions) *Iterator {
 		visible(r.RangeDeletions())
 		it.l0 = true
 	}
-	for l := 1; l < manifest.NumLevels && it.err == nil; l++ {
-		files := s.version.Overlapping(l, it.lower, hi)
-		if len(files) == 0 {
-			continue
-		}
-		for _, f := range files {
-			r, err := d.tables.get(f)
-			if err != nil {
-				it.err = err
+	if it.err == nil {
+		lv := d.levelTables(s)
+		for _, b := range lv.bad {
+			if b.f.Overlaps(it.lower, hi) {
+				it.err = b.err
 				break
 			}
-			visible(r.RangeDeletions())
 		}
-		it.m.iters = append(it.m.iters, &levelIter{tables: d.tables, files: files})
+		for _, t := range lv.tombs {
+			if t.SeqNum < seq && (hi == nil || bytes.Compare(t.Start, hi) <= 0) && (it.lower == nil || bytes.Compare(t.End, it.lower) > 0) {
+				tombs = append(tombs, t)
+			}
+		}
+		for l := 1; l < manifest.NumLevels && it.err == nil; l++ {
+			if files := overlapping(lv.files[l], it.lower, hi); len(files) > 0 {
+				it.m.iters = append(it.m.iters, &levelIter{tables: d.tables, files: files})
+			}
+		}
 	}
 	it.tombs = rangedel.Fragment(tombs)
 	return it
+}
+
+// levelTables is what the iterators of one read state share, below level 0:
+// each level's tables in key order, and the range deletions of them all. The
+// first iterator of the state builds it (DB.levelTables), so that an
+// iterator costs no table-cache lookup nor slice per table of the store.
+type levelTables struct {
+	files [manifest.NumLevels][]*manifest.FileMetadata // shared: read only
+	tombs []rangedel.Tombstone
+	// bad holds the tables that did not open, with the error: an iterator
+	// whose bounds meet one fails with it, as it would opening the table.
+	bad []badTable
+}
+
+// badTable is a table that did not open, and why.
+type badTable struct {
+	f   *manifest.FileMetadata
+	err error
+}
+
+// levelTables returns s's levelTables, building them if no iterator has.
+// Tables that do not open are listed in bad, and the result is not kept,
+// so that the next iterator tries them again.
+func (d *DB) levelTables(s *readState) *levelTables {
+	if lv := s.levels.Load(); lv != nil {
+		return lv
+	}
+	lv := &levelTables{}
+	for l := 1; l < manifest.NumLevels; l++ {
+		lv.files[l] = s.version.Files(l)
+		for _, f := range lv.files[l] {
+			r, err := d.tables.get(f)
+			if err != nil {
+				lv.bad = append(lv.bad, badTable{f, err})
+				continue
+			}
+			lv.tombs = append(lv.tombs, r.RangeDeletions()...)
+		}
+	}
+	if len(lv.bad) > 0 {
+		return lv
+	}
+	// Iterators racing to build them build the same; the first kept wins.
+	s.levels.CompareAndSwap(nil, lv)
+	return s.levels.Load()
+}
+
+// overlapping returns the tables of files, a level below L0 in key order,
+// whose key ranges meet [lo, hi] (inclusive; nil for an open side), as a
+// subslice: Version.Overlapping without its walk and its copy.
+func overlapping(files []*manifest.FileMetadata, lo, hi []byte) []*manifest.FileMetadata {
+	i, j := 0, len(files)
+	if lo != nil {
+		i = sort.Search(len(files), func(k int) bool { return !files[k].Before(lo) })
+	}
+	if hi != nil {
+		j = sort.Search(len(files), func(k int) bool { return bytes.Compare(files[k].Smallest.UserKey, hi) > 0 })
+	}
+	if i >= j {
+		return nil
+	}
+	return files[i:j:j]
 }
 
 // First moves to the first key.

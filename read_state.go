@@ -28,6 +28,9 @@ type readState struct {
 	diffBase int
 	diffDels []rangedel.Tombstone
 	diffIdle bool
+
+	// levels is what its iterators share (levelTables), built by the first.
+	levels atomic.Pointer[levelTables]
 }
 
 // publishLocked installs the read state for mem, imm and version. d.mu is held (or

@@ -101,8 +101,13 @@ func (it *Iter) loadBlock() bool {
 	var err error
 	switch {
 	case it.bypassCache:
+		// A failed read-ahead is the block's error: a compaction does not
+		// retry a read the file system failed.
 		it.ra.saw(bh)
-		if raw := it.ra.stored(it.t, bh); raw != nil {
+		var raw []byte
+		if raw, err = it.ra.read(it.t, bh); err != nil {
+			err = fmt.Errorf("data block %s: %w", bh, err)
+		} else if raw != nil {
 			b, err = it.t.checkDecode(bh, "data", raw, &it.bufs, nil)
 		} else {
 			b, err = it.t.readBlockInto(bh, "data", &it.bufs)

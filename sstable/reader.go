@@ -670,20 +670,32 @@ func (ra *readahead) saw(bh BlockHandle) {
 // past what was read; nil when the block should be read on its own (as it is
 // when the read-ahead fails: its error is the block's own read's to report).
 func (ra *readahead) stored(t *Reader, bh BlockHandle) []byte {
+	raw, err := ra.read(t, bh)
+	if err != nil {
+		// Let the block's own read succeed or fail as it would have,
+		// and start over.
+		ra.n, ra.seq, ra.size = 0, 0, 0
+		return nil
+	}
+	return raw
+}
+
+// read is stored, but for a read-ahead that fails, whose error it returns.
+func (ra *readahead) read(t *Reader, bh BlockHandle) ([]byte, error) {
 	n := bh.Length + blockTrailerLen
 	if bh.Length > maxBlockLen || bh.Offset > t.size || n > t.size-bh.Offset {
-		return nil // readBlockAlloc reports it
+		return nil, nil // the block's own read reports it
 	}
 	if ra.buf != nil && bh.Offset >= ra.off && bh.Offset+n <= ra.off+uint64(ra.n) {
-		return (*ra.buf)[bh.Offset-ra.off:][:n]
+		return (*ra.buf)[bh.Offset-ra.off:][:n], nil
 	}
 	if ra.seq < raStart {
-		return nil
+		return nil, nil
 	}
 	ra.size = min(max(2*ra.size, raMin), raMax)
 	end := min(bh.Offset+uint64(ra.size), max(t.dataEnd, bh.Offset+n), t.size)
 	if end-bh.Offset <= n {
-		return nil // nothing to read beyond the block
+		return nil, nil // nothing to read beyond the block
 	}
 	if ra.buf == nil {
 		ra.pool = &t.opts.Buffers.readahead
@@ -694,12 +706,10 @@ func (ra *readahead) stored(t *Reader, bh BlockHandle) []byte {
 	}
 	ra.off, ra.n = bh.Offset, int(end-bh.Offset)
 	if err := t.readAt((*ra.buf)[:ra.n], ra.off); err != nil {
-		// Let the block's own read succeed or fail as it would have,
-		// and start over.
-		ra.n, ra.seq, ra.size = 0, 0, 0
-		return nil
+		ra.n = 0
+		return nil, err
 	}
-	return (*ra.buf)[:n]
+	return (*ra.buf)[:n], nil
 }
 
 // reset forgets the read-ahead, keeping its buffer, for another table.

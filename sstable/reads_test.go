@@ -3,6 +3,7 @@ package sstable
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -314,6 +315,34 @@ func TestReadAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	scan(rd)
+}
+
+// TestCompactionIterReportsReadErrors: a compaction iterator's read-ahead
+// that fails is the iteration's error, naming the file and offset; it does
+// not fall back to reading each block, which would hide a failing disk.
+func TestCompactionIterReportsReadErrors(t *testing.T) {
+	data := tableOfKeys(t, 5000)
+	dataEnd := int64(len(data))
+	rd := openTable(t, data)
+	for _, b := range rd.Blocks().Blocks {
+		if b.Kind != BlockData {
+			dataEnd = min(dataEnd, int64(b.Handle.Offset))
+		}
+	}
+	fr := &failingAfter{r: bytes.NewReader(data), limit: 8 << 10, dataEnd: dataEnd}
+	rd, err := NewReader(fr, int64(len(data)), ReaderOptions{FileName: "7.sst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := rd.NewCompactionIter()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	err = it.Close()
+	if err == nil || !strings.Contains(err.Error(), "read of") || !strings.Contains(err.Error(), "7.sst") || !strings.Contains(err.Error(), "at offset 0") {
+		t.Fatalf("after %d entries: %v, want the failed read-ahead naming 7.sst and offset 0", n, err)
+	}
 }
 
 // TestPooledIteratorForgetsErrors checks that resetting a pooled iterator
