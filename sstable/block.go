@@ -84,9 +84,10 @@ type blockWhere struct {
 // blockIter iterates over a decoded (uncompressed) block. Keys are
 // materialised into an owned buffer; values alias the block.
 type blockIter struct {
-	bytewise    bool   // keys are plain bytes (metaindex, properties), not internal keys
-	data        []byte // the entries, without the restart array
-	restarts    []byte // numRestarts uint32s
+	bytewise    bool     // keys are plain bytes (metaindex, properties), not internal keys
+	order       keyOrder // of the internal keys' user keys: bytewise unless set after init
+	data        []byte   // the entries, without the restart array
+	restarts    []byte   // numRestarts uint32s
 	numRestarts int
 	where       blockWhere // names the block for errors
 
@@ -144,6 +145,9 @@ func (it *blockIter) init(block []byte, bytewise bool, where blockWhere) error {
 func (it *blockIter) compare(a, b []byte) int {
 	if it.bytewise {
 		return bytes.Compare(a, b)
+	}
+	if it.order != orderBytewise {
+		return it.order.compareEncoded(a, b)
 	}
 	return base.CompareEncoded(a, b)
 }

@@ -388,7 +388,7 @@ func blockRecords(t *table, b sstable.BlockInfo, fm *formats) ([]recordOut, erro
 			ik, _ := base.DecodeInternalKey(k)
 			out = append(out, recordOut{fmt.Sprintf("[%s, %s) #%d", fm.k(ik.UserKey), fm.k(v), ik.SeqNum()), ""})
 		case sstable.BlockRangeKey:
-			rk, err := sstable.DecodeRangeKey(k, v)
+			rk, err := t.r.DecodeRangeKey(k, v)
 			if err != nil {
 				ferr = fmt.Errorf("%s: %s block %s: %w", t.name, b.Kind, b.Handle, err)
 				return false
