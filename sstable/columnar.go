@@ -175,7 +175,7 @@ func (t *Reader) rowBlock(ck colKind, where blockWhere, b []byte, dst func(int) 
 		w.restartInterval = 1
 		err = rowKV(&w, b)
 	case colRangeDel, colRangeKey:
-		err = rowKeyspan(&w, b, ck == colRangeKey)
+		err = rowKeyspan(&w, b, ck == colRangeKey, t.order)
 	case colBlobRefs:
 		err = rowBlobRefs(&w, b)
 	}
@@ -260,8 +260,8 @@ func rowKV(w *rowWriter, b []byte) error {
 	return nil
 }
 
-func rowKeyspan(w *rowWriter, b []byte, rangeKeys bool) error {
-	k, err := colblk.DecodeKeyspanBlock(b)
+func rowKeyspan(w *rowWriter, b []byte, rangeKeys bool, o keyOrder) error {
+	k, err := colblk.DecodeKeyspanBlockOrder(b, o.compare)
 	if err != nil {
 		return err
 	}

@@ -112,7 +112,7 @@ func (it *Iter) loadBlock() bool {
 		it.err = err
 		return false
 	}
-	it.data.order = it.t.order
+	it.data.useOrder(it.t.order)
 	return true
 }
 
@@ -329,7 +329,7 @@ func (x *indexIter) init(t *Reader, reuse bool) error {
 		return err
 	}
 	err = x.top.init(index, false, t.where("index", t.footer.index))
-	x.top.order = t.order
+	x.top.useOrder(t.order)
 	return err
 }
 
@@ -364,7 +364,7 @@ func (x *indexIter) loadPart() bool {
 	b, err := x.t.iterBlock(bh, "index partition", x.reuse, &x.bufs)
 	if err == nil {
 		err = x.part.init(b, false, x.t.where("index partition", bh))
-		x.part.order = x.t.order
+		x.part.useOrder(x.t.order)
 	}
 	if err != nil {
 		x.err = err

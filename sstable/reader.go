@@ -810,10 +810,10 @@ func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
 	if !it.seekGEEncoded(it.seek) {
 		return false
 	}
-	if it.t.order != orderBytewise {
-		return it.t.order.compare(it.Key().UserKey, userKey) == 0
-	}
-	return bytes.Equal(it.Key().UserKey, userKey)
+	k := it.Key().UserKey
+	// Distinct keys of a foreign order may compare equal (CockroachDB's
+	// timestamps with and without a zero logical time).
+	return bytes.Equal(k, userKey) || (it.t.order != orderBytewise && it.t.order.compare(k, userKey) == 0)
 }
 
 // ErrIterClosed is returned by an iterator used after Close.

@@ -259,9 +259,15 @@ type KeyspanBlock struct {
 }
 
 // DecodeKeyspanBlock decodes a keyspan block, checking that its boundary
-// keys increase and that the spans' key ranges are in order and cover its
-// keys.
+// keys increase (bytewise) and that the spans' key ranges are in order and
+// cover its keys.
 func DecodeKeyspanBlock(data []byte) (KeyspanBlock, error) {
+	return DecodeKeyspanBlockOrder(data, bytes.Compare)
+}
+
+// DecodeKeyspanBlockOrder is DecodeKeyspanBlock for a table whose user keys
+// compare tells the order of.
+func DecodeKeyspanBlockOrder(data []byte, compare func(a, b []byte) int) (KeyspanBlock, error) {
 	b, err := DecodeBlock(data, 4)
 	if err != nil {
 		return KeyspanBlock{}, err
@@ -296,7 +302,7 @@ func DecodeKeyspanBlock(data []byte) (KeyspanBlock, error) {
 		if (j == 0 && idx != 0) || (j > 0 && idx < k.boundIdx.At(j-1)) || idx > uint64(k.keys) || (j == k.bounds-1 && idx != uint64(k.keys)) {
 			return KeyspanBlock{}, corrupt(b.start(1), "boundary %d's key index %d is out of order or outside [0, %d]", j, idx, k.keys)
 		}
-		if j > 0 && bytes.Compare(k.boundKeys.At(j-1), k.boundKeys.At(j)) >= 0 {
+		if j > 0 && compare(k.boundKeys.At(j-1), k.boundKeys.At(j)) >= 0 {
 			return KeyspanBlock{}, corrupt(b.start(0), "boundary key %d does not sort after the one before it", j)
 		}
 	}

@@ -66,27 +66,28 @@ type nopCloser struct{ *bytes.Buffer }
 
 func (nopCloser) Close() error { return nil }
 
-func writeBlocks() (realBlocks, error) {
-	var buf bytes.Buffer
-	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), pebble.WriterOptions{
+// smallBlocks are the writer options of the tests' tables: Pebblev7,
+// uncompressed, small blocks and a two-level index.
+func smallBlocks() pebble.WriterOptions {
+	return pebble.WriterOptions{
 		TableFormat:    pebble.TableFormatPebblev7,
 		Compression:    pebble.NoCompression,
 		BlockSize:      512,
 		IndexBlockSize: 256,
-	})
+	}
+}
+
+func writeBlocks() (realBlocks, error) {
+	var buf bytes.Buffer
+	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), smallBlocks())
 	// Versions of shared-prefix keys, so that bundles share prefixes and
 	// keys repeat; deletions; range deletions and range keys.
+	var keys [][]byte
 	for i := 0; i < 300; i++ {
-		k := []byte(fmt.Sprintf("table/%03d/key%04d", i/40, i))
-		var err error
-		if i%5 == 2 {
-			err = w.Delete(k)
-		} else {
-			err = w.Set(k, bytes.Repeat([]byte{byte('a' + i%26)}, i%40))
-		}
-		if err != nil {
-			return realBlocks{}, err
-		}
+		keys = append(keys, []byte(fmt.Sprintf("table/%03d/key%04d", i/40, i)))
+	}
+	if err := addKeys(w, keys); err != nil {
+		return realBlocks{}, err
 	}
 	for _, err := range []error{
 		w.DeleteRange([]byte("table/001"), []byte("table/002")),
@@ -106,31 +107,35 @@ func writeBlocks() (realBlocks, error) {
 	return readBlocks(buf.Bytes(), pebble.ReaderOptions{})
 }
 
-// writeCRDBBlocks writes CockroachDB's keys, a deletion every seventh, with
+// addKeys adds keys to w: a deletion every fifth, the others SETs of
+// values of varied length.
+func addKeys(w *pebble.Writer, keys [][]byte) error {
+	for i, k := range keys {
+		var err error
+		if i%5 == 2 {
+			err = w.Delete(k)
+		} else {
+			err = w.Set(k, bytes.Repeat([]byte{byte('a' + i%26)}, i%40))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeCRDBBlocks writes CockroachDB's keys, a deletion every fifth, with
 // its comparer and key schema.
 func writeCRDBBlocks() (realBlocks, error) {
 	var buf bytes.Buffer
-	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), pebble.WriterOptions{
-		TableFormat:    pebble.TableFormatPebblev7,
-		Compression:    pebble.NoCompression,
-		BlockSize:      512,
-		IndexBlockSize: 256,
-		Comparer:       &cockroachkvs.Comparer,
-		KeySchema:      &cockroachkvs.KeySchema,
-		// Values in place, as the test compares them; the sstable
-		// package's tests read value blocks.
-		DisableValueBlocks: true,
-	})
-	for i, k := range pebbletest.CRDBKeys(400, 1) {
-		var err error
-		if i%7 == 3 {
-			err = w.Delete(k)
-		} else {
-			err = w.Set(k, bytes.Repeat([]byte{byte('a' + i%26)}, i%30))
-		}
-		if err != nil {
-			return realBlocks{}, err
-		}
+	o := smallBlocks()
+	o.Comparer, o.KeySchema = &cockroachkvs.Comparer, &cockroachkvs.KeySchema
+	// Values in place, as the test compares them; the sstable package's
+	// tests read value blocks.
+	o.DisableValueBlocks = true
+	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), o)
+	if err := addKeys(w, pebbletest.CRDBKeys(400, 1)); err != nil {
+		return realBlocks{}, err
 	}
 	if err := w.Close(); err != nil {
 		return realBlocks{}, err
