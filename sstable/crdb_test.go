@@ -277,21 +277,30 @@ func sameSeeks(t *testing.T, rd *Reader, data []byte, keys [][]byte) {
 	}
 }
 
-// TestCockroachTableOrderBroken: a table whose keys are in bytewise order
-// but not CockroachDB's (versions oldest first), which Pebble writes once
-// told not to check the order, fails the check with keys out of order.
+// TestCockroachTableOrderBroken: a table whose versions are oldest first,
+// against CockroachDB's order, fails the check with keys out of order:
+// in a row format, all of them, as Pebble writes them once told not to
+// check the order; in crdb1, two versions swapped in a columnar block
+// (Pebble's invariant checks, on under the race detector, refuse to write
+// such a block).
 func TestCockroachTableOrderBroken(t *testing.T) {
 	for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev4, pebble.TableFormatPebblev7} {
-		wo := pebble.WriterOptions{TableFormat: format, Comparer: &cockroachkvs.Comparer, KeySchema: &cockroachkvs.KeySchema}
-		// A testing knob of Pebble's, in a field it does not export.
-		knob := reflect.ValueOf(&wo).Elem().FieldByName("internal").FieldByName("DisableKeyOrderChecks")
-		reflect.NewAt(knob.Type(), unsafe.Pointer(knob.UnsafeAddr())).Elem().SetBool(true)
+		columnar := format >= pebble.TableFormatPebblev5
+		wo := pebble.WriterOptions{TableFormat: format, Comparer: &cockroachkvs.Comparer, KeySchema: &cockroachkvs.KeySchema, Compression: pebble.NoCompression}
+		if !columnar {
+			// A testing knob of Pebble's, in a field it does not export.
+			knob := reflect.ValueOf(&wo).Elem().FieldByName("internal").FieldByName("DisableKeyOrderChecks")
+			reflect.NewAt(knob.Type(), unsafe.Pointer(knob.UnsafeAddr())).Elem().SetBool(true)
+		}
 		var buf bytes.Buffer
 		w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), wo)
 		for i := range 50 {
-			for wall := uint64(1); wall <= 3; wall++ {
-				k := cockroachkvs.EncodeMVCCKey(nil, fmt.Appendf(nil, "key%03d", i), wall, 0)
-				if err := w.Set(k, []byte("v")); err != nil {
+			for j := range 3 {
+				wall := uint64(1000 + j) // oldest first
+				if columnar {
+					wall = uint64(1002 - j)
+				}
+				if err := w.Set(cockroachkvs.EncodeMVCCKey(nil, fmt.Appendf(nil, "key%03d", i), wall, 0), []byte("v")); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -299,15 +308,58 @@ func TestCockroachTableOrderBroken(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		rd, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), crdbReaderOptions)
+		data, want := buf.Bytes(), 100
+		if columnar {
+			data, want = swapFirstWallTimes(t, data), 1
+		}
+		rd, err := NewReader(bytes.NewReader(data), int64(len(data)), crdbReaderOptions)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rep := rd.Check()
-		if n := len(rep.Problems) + rep.MoreProblems; !errors.Is(rep.Err(), ErrCorruption) || !strings.Contains(rep.Err().Error(), "out of order") || n < 100 {
+		if n := len(rep.Problems) + rep.MoreProblems; !errors.Is(rep.Err(), ErrCorruption) || !strings.Contains(rep.Err().Error(), "out of order") || n < want {
 			t.Fatalf("%v: check of a table in the wrong order: %v (%d problems)", format, rep.Err(), n)
 		}
 	}
+}
+
+// swapFirstWallTimes swaps the MVCC wall times of the first two rows of
+// the first data block of an uncompressed crdb1 table, and reseals the
+// block's checksum.
+func swapFirstWallTimes(t *testing.T, data []byte) []byte {
+	t.Helper()
+	rd, err := NewReader(bytes.NewReader(data), int64(len(data)), crdbReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := bytes.Clone(data)
+	for _, b := range rd.Blocks().Blocks {
+		if b.Kind != BlockData {
+			continue
+		}
+		blk := out[b.Handle.Offset : b.Handle.Offset+b.Handle.Length]
+		// The wall times are column 1, after crdb1's 5-byte custom header
+		// and the 7-byte generic one: a uint column, an encoding byte (the
+		// width, and whether a base follows), then the values aligned.
+		col := int(binary.LittleEndian.Uint32(blk[5+7+5+1:]))
+		enc, p := blk[col], col+1
+		if enc&0x80 != 0 {
+			p += 8
+		}
+		width := int(enc & 0x7f)
+		if width == 0 {
+			t.Fatalf("wall-time column of constant values (encoding %#x)", enc)
+		}
+		p = (p + width - 1) &^ (width - 1)
+		a, c := bytes.Clone(blk[p:p+width]), blk[p+width:p+2*width]
+		copy(blk[p:], c)
+		copy(blk[p+width:], a)
+		end := b.Handle.Offset + b.Handle.Length
+		binary.LittleEndian.PutUint32(out[end+1:], blockChecksum(rd.footer.checksum, out[b.Handle.Offset:end+1]))
+		return out
+	}
+	t.Fatal("no data block")
+	return nil
 }
 
 // TestCockroachTableDamageRefused flips a bit of every byte of small
