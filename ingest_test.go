@@ -22,6 +22,7 @@ import (
 	"github.com/bloomkv/bloomkv/sstable"
 
 	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/cockroachkvs"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	pebblesstable "github.com/cockroachdb/pebble/v2/sstable"
 	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
@@ -509,9 +510,36 @@ func badTables(t *testing.T, fs vfs.FS) map[string]string {
 	})
 	out["key-too-large"] = "/bad/bigkey.sst"
 	add("not-a-table", []byte("this is not an sstable, it is text that goes on for a while"))
+	add("cockroachdb", crdbTable(t, good))
 	out["missing"] = "/bad/missing.sst"
 	return out
 }
+
+// crdbTable writes entries' keys as CockroachDB's engine keys (a sentinel
+// and a version appended) with Pebble's writer under CockroachDB's comparer
+// and key schema, in Pebblev7: a table the inspection tool reads and the
+// store must refuse.
+func crdbTable(t *testing.T, entries []ingestEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := pebblesstable.NewWriter(objstorageprovider.NewRemoteWritable(nopWriteCloser{&buf}), pebblesstable.WriterOptions{
+		TableFormat: pebblesstable.TableFormatPebblev7, Comparer: &cockroachkvs.Comparer, KeySchema: &cockroachkvs.KeySchema,
+	})
+	for _, e := range entries {
+		if err := w.Set(cockroachkvs.EncodeMVCCKey(nil, []byte(e.key), 1000, 0), []byte(e.value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// nopWriteCloser is a buffer Pebble's writer can close.
+type nopWriteCloser struct{ *bytes.Buffer }
+
+func (nopWriteCloser) Close() error { return nil }
 
 // reorderKey replaces key from (stored whole, in an uncompressed block)
 // with to, of the same length, and fixes the block's checksum.
@@ -578,7 +606,7 @@ func TestIngestRefusesBadTables(t *testing.T) {
 	wantWords := map[string]string{
 		"truncated": "", "truncated-middle": "", "bit-flipped": "checksum", "out-of-order": "out of order",
 		"nonzero-seqs": "sequence number 7", "nonzero-range-deletion-seq": "sequence number 3", "repeated-key": "repeats",
-		"key-too-large": "MaxKeySize", "not-a-table": "", "missing": "",
+		"key-too-large": "MaxKeySize", "not-a-table": "", "missing": "", "cockroachdb": `comparer "cockroach_comparator"`,
 	}
 	for i, name := range names {
 		t.Run(name, func(t *testing.T) {

@@ -84,9 +84,10 @@ type blockWhere struct {
 // blockIter iterates over a decoded (uncompressed) block. Keys are
 // materialised into an owned buffer; values alias the block.
 type blockIter struct {
-	bytewise    bool   // keys are plain bytes (metaindex, properties), not internal keys
-	data        []byte // the entries, without the restart array
-	restarts    []byte // numRestarts uint32s
+	cmp         keyCmp   // how keys compare
+	order       keyOrder // the user keys' order, with cmpForeign
+	data        []byte   // the entries, without the restart array
+	restarts    []byte   // numRestarts uint32s
 	numRestarts int
 	where       blockWhere // names the block for errors
 
@@ -124,7 +125,10 @@ func checkBlock(block []byte, where blockWhere) error {
 // init prepares it to iterate over block, whose restart array checkBlock has
 // verified; init itself checks only that the array fits.
 func (it *blockIter) init(block []byte, bytewise bool, where blockWhere) error {
-	*it = blockIter{bytewise: bytewise, where: where, key: it.key[:0]}
+	*it = blockIter{where: where, key: it.key[:0]}
+	if bytewise {
+		it.cmp = cmpBytes
+	}
 	if len(block) < 4 {
 		return it.corrupt(0, fmt.Sprintf("block of %d bytes is too short for its restart count", len(block)))
 	}
@@ -140,12 +144,33 @@ func (it *blockIter) init(block []byte, bytewise bool, where blockWhere) error {
 	return nil
 }
 
-// compare orders two keys of the block's kind.
+// keyCmp says how a block's keys compare.
+type keyCmp uint8
+
+const (
+	cmpInternal keyCmp = iota // internal keys whose user keys order bytewise
+	cmpBytes                  // plain bytes (metaindex, properties)
+	cmpForeign                // internal keys whose user keys order by blockIter.order
+)
+
+// useOrder has the internal keys of the block, once init has read it,
+// compare in order o, the order of the table's user keys.
+func (it *blockIter) useOrder(o keyOrder) {
+	if o != orderBytewise && it.cmp == cmpInternal {
+		it.cmp, it.order = cmpForeign, o
+	}
+}
+
+// compare orders two keys of the block's kind. bloomkv's own tables take
+// the first branch, as they did before foreign orders.
 func (it *blockIter) compare(a, b []byte) int {
-	if it.bytewise {
+	if it.cmp == cmpInternal {
+		return base.CompareEncoded(a, b)
+	}
+	if it.cmp == cmpBytes {
 		return bytes.Compare(a, b)
 	}
-	return base.CompareEncoded(a, b)
+	return it.order.compareEncoded(a, b)
 }
 
 // uvarint is binary.Uvarint with the one-byte case, the common one, inline.

@@ -149,10 +149,10 @@ func (t *Reader) CheckEntries(visit func(key base.InternalKey, value []byte, bh 
 				r.problem(corruptionf("%s: data block %s: first key %s does not sort after the previous block's separator", t.opts.FileName, bh, k))
 			}
 			first = false
-			if prev != nil && base.CompareEncoded(prev, it.key) >= 0 {
+			if prev != nil && t.order.compareEncoded(prev, it.key) >= 0 {
 				r.problem(corruptionf("%s: data block %s: offset %d in block: key %s is out of order after %s", t.opts.FileName, bh, it.offset, k, mustDecode(prev)))
 			}
-			if base.CompareEncoded(it.key, sep) > 0 {
+			if t.order.compareEncoded(it.key, sep) > 0 {
 				r.problem(corruptionf("%s: data block %s: offset %d in block: key %s sorts after the block's index separator %s", t.opts.FileName, bh, it.offset, k, mustDecode(sep)))
 			}
 			if visit != nil {
@@ -268,9 +268,9 @@ func (t *Reader) checkProperties(r *CheckReport, dataBlocks, deletions uint64) {
 // blocks.
 func (t *Reader) separatorAbove(sep, key []byte) bool {
 	if !t.columnar || len(sep) < base.TrailerLen || len(key) < base.TrailerLen {
-		return base.CompareEncoded(sep, key) >= 0
+		return t.order.compareEncoded(sep, key) >= 0
 	}
-	return bytes.Compare(sep[:len(sep)-base.TrailerLen], key[:len(key)-base.TrailerLen]) > 0
+	return t.order.compare(sep[:len(sep)-base.TrailerLen], key[:len(key)-base.TrailerLen]) > 0
 }
 
 // mustDecode decodes an internal key already known to be well formed.

@@ -29,10 +29,11 @@ package sstable
 import (
 	"encoding/binary"
 	"fmt"
-	"regexp"
+	"strings"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/colblk"
+	"github.com/bloomkv/bloomkv/internal/crdbkey"
 )
 
 // colKind says how the reader turns a block of a columnar table into a row
@@ -57,9 +58,13 @@ const (
 	propKeySchema        = "pebble.colblk.schema"
 )
 
-// defaultKeySchema matches the name of Pebble's default key schema over
-// bloomkv's comparer, whatever its bundle size (which its blocks record).
-var defaultKeySchema = regexp.MustCompile(`^DefaultKeySchema\(` + regexp.QuoteMeta(base.ComparerName) + `,[0-9]+\)$`)
+// isDefaultKeySchema reports whether name is that of Pebble's default key
+// schema over comparer, whatever its bundle size (which its blocks record).
+func isDefaultKeySchema(name, comparer string) bool {
+	rest, ok := strings.CutPrefix(name, "DefaultKeySchema("+comparer+",")
+	bundle, closed := strings.CutSuffix(rest, ")")
+	return ok && closed && bundle != "" && strings.Trim(bundle, "0123456789") == ""
+}
 
 // columnarKind returns how the block of kind (as readBlock names it) of t
 // is turned into a row block.
@@ -92,8 +97,9 @@ func (t *Reader) columnarKind(kind string) colKind {
 	return colNone
 }
 
-// checkKeySchema refuses a columnar table whose data blocks use a key
-// schema other than Pebble's default.
+// checkKeySchema picks the key schema of a columnar table's data blocks,
+// refusing one the reader does not know: Pebble's default schema over the
+// table's comparer, or CockroachDB's crdb1 over its own.
 func (t *Reader) checkKeySchema() error {
 	if !t.columnar {
 		return nil
@@ -102,10 +108,19 @@ func (t *Reader) checkKeySchema() error {
 	if !ok {
 		return corruptionf("%s: %s table without a %s property", t.opts.FileName, t.footer.format, propKeySchema)
 	}
-	if !defaultKeySchema.Match(name) {
-		return unsupportedf("%s: unsupported key schema %q (bloomkv reads Pebble's default key schema only)", t.opts.FileName, name)
+	comparer := t.props.ComparerName
+	if comparer == "" {
+		comparer = base.ComparerName
 	}
-	return nil
+	switch {
+	case string(name) == crdbkey.KeySchemaName && t.order == orderCRDB:
+		t.keySchema = colblk.KeySchemaCRDB1
+		return nil
+	case isDefaultKeySchema(string(name), comparer):
+		t.keySchema = colblk.KeySchemaDefault
+		return nil
+	}
+	return unsupportedf("%s: unsupported key schema %q for comparer %q (bloomkv reads Pebble's default key schema, and CockroachDB's %q)", t.opts.FileName, name, comparer, crdbkey.KeySchemaName)
 }
 
 // checkAttributes compares a Pebblev7 footer's attributes with those the
@@ -153,14 +168,14 @@ func (t *Reader) rowBlock(ck colKind, where blockWhere, b []byte, dst func(int) 
 	var err error
 	switch ck {
 	case colData:
-		err = rowData(&w, b)
+		err = rowData(&w, b, t.keySchema)
 	case colIndex:
 		err = rowIndex(&w, b)
 	case colKV:
 		w.restartInterval = 1
 		err = rowKV(&w, b)
 	case colRangeDel, colRangeKey:
-		err = rowKeyspan(&w, b, ck == colRangeKey)
+		err = rowKeyspan(&w, b, ck == colRangeKey, t.order)
 	case colBlobRefs:
 		err = rowBlobRefs(&w, b)
 	}
@@ -189,8 +204,8 @@ func (w *rowWriter) put(key, value []byte) error {
 	return nil
 }
 
-func rowData(w *rowWriter, b []byte) error {
-	d, err := colblk.DecodeDataBlock(b)
+func rowData(w *rowWriter, b []byte, s colblk.KeySchema) error {
+	d, err := colblk.DecodeDataBlockSchema(b, s)
 	if err != nil {
 		return err
 	}
@@ -245,8 +260,8 @@ func rowKV(w *rowWriter, b []byte) error {
 	return nil
 }
 
-func rowKeyspan(w *rowWriter, b []byte, rangeKeys bool) error {
-	k, err := colblk.DecodeKeyspanBlock(b)
+func rowKeyspan(w *rowWriter, b []byte, rangeKeys bool, o keyOrder) error {
+	k, err := colblk.DecodeKeyspanBlockOrder(b, o.compare)
 	if err != nil {
 		return err
 	}

@@ -237,13 +237,19 @@ func TestBitFlipsNeverSilent(t *testing.T) {
 // original.
 func flipEachByte(t *testing.T, tables, probes [][]byte) {
 	t.Helper()
+	flipEachByteWith(t, tables, probes, ReaderOptions{})
+}
+
+// flipEachByteWith is flipEachByte, reading with options opts.
+func flipEachByteWith(t *testing.T, tables, probes [][]byte, opts ReaderOptions) {
+	t.Helper()
 	stride := 1
 	if testing.Short() {
 		stride = 7 // every 7th byte: the race-detector run in CI
 	}
 	var trials, detected, harmless int
 	for ti, orig := range tables {
-		want, err := readAll(orig, probes, ReaderOptions{})
+		want, err := readAll(orig, probes, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +257,7 @@ func flipEachByte(t *testing.T, tables, probes [][]byte) {
 		for off := 0; off < len(orig); off += stride {
 			bad := append([]byte(nil), orig...)
 			bad[off] ^= 1 << r.IntN(8)
-			got, err := readAll(bad, probes, ReaderOptions{})
+			got, err := readAll(bad, probes, opts)
 			trials++
 			switch {
 			case err != nil && refused(err):
@@ -281,9 +287,15 @@ func TestTruncationsDetected(t *testing.T) {
 // cutEachLength cuts tables at every length: each prefix must be refused.
 func cutEachLength(t *testing.T, tables, probes [][]byte) {
 	t.Helper()
+	cutEachLengthWith(t, tables, probes, ReaderOptions{})
+}
+
+// cutEachLengthWith is cutEachLength, reading with options opts.
+func cutEachLengthWith(t *testing.T, tables, probes [][]byte, opts ReaderOptions) {
+	t.Helper()
 	for ti, orig := range tables {
 		for n := 0; n < len(orig); n++ {
-			if _, err := readAll(orig[:n], probes, ReaderOptions{}); !refused(err) {
+			if _, err := readAll(orig[:n], probes, opts); !refused(err) {
 				t.Fatalf("table %d cut to %d of %d bytes: %v, want ErrCorruption", ti, n, len(orig), err)
 			}
 		}

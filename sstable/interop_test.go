@@ -28,6 +28,12 @@ import (
 // Pebble's reader.
 func pebbleEntries(t *testing.T, data []byte) ([]entry, []RangeDeletion) {
 	t.Helper()
+	return pebbleEntriesWith(t, data, pebble.ReaderOptions{})
+}
+
+// pebbleEntriesWith is pebbleEntries with Pebble's reader options o.
+func pebbleEntriesWith(t *testing.T, data []byte, o pebble.ReaderOptions) ([]entry, []RangeDeletion) {
+	t.Helper()
 	fs := vfs.NewMem()
 	f, err := fs.Create("t.sst", vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -46,7 +52,7 @@ func pebbleEntries(t *testing.T, data []byte) ([]entry, []RangeDeletion) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := pebble.NewReader(context.Background(), readable, pebble.ReaderOptions{})
+	r, err := pebble.NewReader(context.Background(), readable, o)
 	if err != nil {
 		t.Fatalf("Pebble cannot open the table: %v", err)
 	}

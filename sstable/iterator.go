@@ -125,6 +125,7 @@ func (it *Iter) loadBlock() bool {
 		it.err = err
 		return false
 	}
+	it.data.useOrder(it.t.order)
 	return true
 }
 
@@ -235,7 +236,7 @@ func (it *Iter) SeekGEInternal(key base.InternalKey) bool {
 		// The stored numbers are not the ones returned: seek to the
 		// user key, then past its entries below key (as returned).
 		ok := it.SeekGE(key.UserKey)
-		for ok && base.CompareInternal(it.Key(), key) < 0 {
+		for ok && it.t.order.compareInternal(it.Key(), key) < 0 {
 			ok = it.Next()
 		}
 		return ok
@@ -255,7 +256,7 @@ func (it *Iter) seekGEEncoded(enc []byte) bool {
 		// Unless the table is columnar: its separators are user keys, and
 		// the versions of the separator's user key below enc may continue
 		// in the next blocks.
-		for ok && it.t.columnar && base.CompareEncoded(it.data.key, enc) < 0 {
+		for ok && it.t.columnar && it.data.compare(it.data.key, enc) < 0 {
 			ok = it.skipForward(it.data.seekGE(enc))
 		}
 	}
@@ -340,7 +341,9 @@ func (x *indexIter) init(t *Reader, reuse bool) error {
 		x.err = err
 		return err
 	}
-	return x.top.init(index, false, t.where("index", t.footer.index))
+	err = x.top.init(index, false, t.where("index", t.footer.index))
+	x.top.useOrder(t.order)
+	return err
 }
 
 // cur returns the block iterator whose value is the current data-block
@@ -374,6 +377,7 @@ func (x *indexIter) loadPart() bool {
 	b, err := x.t.iterBlock(bh, "index partition", x.reuse, &x.bufs)
 	if err == nil {
 		err = x.part.init(b, false, x.t.where("index partition", bh))
+		x.part.useOrder(x.t.order)
 	}
 	if err != nil {
 		x.err = err

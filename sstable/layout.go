@@ -212,7 +212,7 @@ func (t *Reader) verifyBlock(kind BlockKind, name string, bh BlockHandle) error 
 		return err
 	}
 	if kind == BlockRangeKey {
-		_, err := decodeRangeKeys(b, t.where(kind.String(), bh))
+		_, err := decodeRangeKeys(b, t.where(kind.String(), bh), t.order)
 		return err
 	}
 	var it blockIter
@@ -343,11 +343,11 @@ func (t *Reader) KeyRange() (lo, hi *base.InternalKey, err error) {
 	}
 	for _, d := range t.rangeDels {
 		s := base.MakeInternalKey(d.Start, d.SeqNum, base.KindRangeDelete)
-		if lo == nil || base.CompareInternal(s, *lo) < 0 {
+		if lo == nil || t.order.compareInternal(s, *lo) < 0 {
 			lo = &s
 		}
 		end := base.MakeRangeDeleteSentinel(d.End)
-		if hi == nil || base.CompareInternal(end, *hi) > 0 {
+		if hi == nil || t.order.compareInternal(end, *hi) > 0 {
 			hi = &end
 		}
 	}
@@ -387,7 +387,9 @@ type TableFilter struct {
 	mayContain func(key []byte) bool
 }
 
-// MayContain probes the filter: false means the table lacks key.
+// MayContain probes the filter: false means the table lacks key. In a
+// table of a foreign comparer, it probes the key's prefix (Reader.Split),
+// which is what the filter holds.
 func (f *TableFilter) MayContain(key []byte) bool { return f.mayContain(key) }
 
 // ExpectedFPRate returns the false-positive rate the filter's geometry
@@ -450,6 +452,11 @@ func (t *Reader) decodeTableFilter(name string, bh BlockHandle, b []byte) (*Tabl
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, bh, err)
+	}
+	if t.order != orderBytewise {
+		// The filter holds the keys' prefixes, as the comparer splits them.
+		whole, o := tf.mayContain, t.order
+		tf.mayContain = func(key []byte) bool { return whole(key[:o.split(key)]) }
 	}
 	return tf, nil
 }

@@ -51,11 +51,17 @@ func flatten(rks []RangeKey) []flatRangeKey {
 // openPebble opens a table with Pebble's reader.
 func openPebble(t testing.TB, data []byte) *pebble.Reader {
 	t.Helper()
+	return openPebbleWith(t, data, pebble.ReaderOptions{})
+}
+
+// openPebbleWith opens a table with Pebble's reader and options o.
+func openPebbleWith(t testing.TB, data []byte, o pebble.ReaderOptions) *pebble.Reader {
+	t.Helper()
 	readable, err := pebble.NewSimpleReadable(memReadable(t, data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := pebble.NewReader(context.Background(), readable, pebble.ReaderOptions{})
+	r, err := pebble.NewReader(context.Background(), readable, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +115,13 @@ func samePebbleProperties(t *testing.T, rd *Reader, data []byte) {
 // pebbleRangeKeys reads a table's range keys with Pebble's reader.
 func pebbleRangeKeys(t testing.TB, data []byte) []flatRangeKey {
 	t.Helper()
-	r := openPebble(t, data)
+	return pebbleRangeKeysWith(t, data, pebble.ReaderOptions{})
+}
+
+// pebbleRangeKeysWith is pebbleRangeKeys with Pebble's reader options o.
+func pebbleRangeKeysWith(t testing.TB, data []byte, o pebble.ReaderOptions) []flatRangeKey {
+	t.Helper()
+	r := openPebbleWith(t, data, o)
 	defer r.Close()
 	it, err := r.NewRawRangeKeyIter(context.Background(), pebble.NoFragmentTransforms, pebble.NoReadEnv)
 	if err != nil || it == nil {
@@ -503,21 +515,25 @@ func TestWeReadPebbleColumnarFormats(t *testing.T) {
 	}
 }
 
-// TestUnsupportedFormats: a columnar table of a key schema other than
-// Pebble's default is an error wrapping ErrUnsupportedFormat that names the
-// schema, never ErrCorruption; a known magic number with a bad version or
-// checksum type is corruption.
+// TestUnsupportedFormats: a columnar table of a key schema bloomkv does not
+// read (an unknown one, or CockroachDB's crdb1 over another comparer) is
+// an error wrapping ErrUnsupportedFormat that names the schema, never
+// ErrCorruption; a table CockroachDB writes (its comparer and crdb1) is
+// read, when the reader accepts foreign comparers, and refused otherwise;
+// a known magic number with a bad version or checksum type is corruption.
 func TestUnsupportedFormats(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	spec := randomSpec(r, 200)
-	ks := colblk.DefaultKeySchema(pebble.DefaultComparer, 16)
-	ks.Name = "crdb1"
-	for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev5, pebble.TableFormatPebblev6, pebble.TableFormatPebblev7} {
-		data := writePebbleWith(t, spec, pebbleOpts{format: format, sum: block.ChecksumTypeCRC32c, keySchema: &ks})
-		_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst"})
-		want := `unsupported key schema "crdb1"`
-		if !errors.Is(err, ErrUnsupportedFormat) || errors.Is(err, ErrCorruption) || !bytes.Contains([]byte(fmt.Sprint(err)), []byte(want)) {
-			t.Fatalf("%v: %v, want %q", format, err, want)
+	for _, name := range []string{"crdb1", "crdb2", "DefaultKeySchema(leveldb.BytewiseComparator,x)"} {
+		ks := colblk.DefaultKeySchema(pebble.DefaultComparer, 16)
+		ks.Name = name
+		for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev5, pebble.TableFormatPebblev6, pebble.TableFormatPebblev7} {
+			data := writePebbleWith(t, spec, pebbleOpts{format: format, sum: block.ChecksumTypeCRC32c, keySchema: &ks})
+			_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst", ForeignComparers: true})
+			want := fmt.Sprintf("unsupported key schema %q", name)
+			if !errors.Is(err, ErrUnsupportedFormat) || errors.Is(err, ErrCorruption) || !bytes.Contains([]byte(fmt.Sprint(err)), []byte(want)) {
+				t.Fatalf("%v: %v, want %q", format, err, want)
+			}
 		}
 	}
 	// A table CockroachDB would write: its key schema and comparer.
@@ -526,7 +542,7 @@ func TestUnsupportedFormats(t *testing.T) {
 		TableFormat: pebble.TableFormatPebblev7, Comparer: &cockroachkvs.Comparer, KeySchema: &cockroachkvs.KeySchema,
 	})
 	for i := range 100 {
-		if err := w.Set(fmt.Appendf(nil, "key%05d\x00", i), []byte("v")); err != nil {
+		if err := w.Set(fmt.Appendf(nil, "key%05d\x00", i), fmt.Appendf(nil, "v%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -534,8 +550,21 @@ func TestUnsupportedFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), ReaderOptions{FileName: "crdb.sst"})
-	if !errors.Is(err, ErrUnsupportedFormat) || !strings.Contains(fmt.Sprint(err), `unsupported key schema "crdb1"`) || !strings.Contains(fmt.Sprint(err), "crdb.sst") {
+	if err == nil || !strings.Contains(fmt.Sprint(err), `comparer "cockroach_comparator" is not bloomkv's`) || !strings.Contains(fmt.Sprint(err), "crdb.sst") {
+		t.Fatalf("CockroachDB's table without ForeignComparers: %v", err)
+	}
+	rd, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), ReaderOptions{FileName: "crdb.sst", ForeignComparers: true})
+	if err != nil {
 		t.Fatalf("CockroachDB's table: %v", err)
+	}
+	got := readEntries(t, rd)
+	for i, e := range got {
+		if string(e.key.UserKey) != fmt.Sprintf("key%05d\x00", i) || e.key.Kind() != base.KindSet || string(e.value) != fmt.Sprintf("v%d", i) {
+			t.Fatalf("CockroachDB's table: entry %d is %s = %q", i, e.key, e.value)
+		}
+	}
+	if len(got) != 100 {
+		t.Fatalf("CockroachDB's table: %d entries, want 100", len(got))
 	}
 
 	data := writePebbleFormat(t, spec, pebble.TableFormatPebblev2, block.ChecksumTypeCRC32c)
@@ -608,8 +637,9 @@ func refused(err error) bool {
 }
 
 // FuzzPebbleTable damages Pebblev2 tables (CRC32C and xxhash64 checksums,
-// range keys), a Pebblev4 table (value blocks) and Pebblev5 to v7 tables
-// (columnarCorpus) at the offsets the input names: the result is refused, or it
+// range keys), a Pebblev4 table (value blocks), Pebblev5 to v7 tables
+// (columnarCorpus) and CockroachDB's tables (Pebblev4, and Pebblev7 with
+// crdb1) at the offsets the input names: the result is refused, or it
 // reads back exactly as the original, range keys included, and its check
 // passes only then.
 func FuzzPebbleTable(f *testing.F) {
@@ -623,12 +653,18 @@ func FuzzPebbleTable(f *testing.F) {
 		tables = append(tables, writePebbleFormat(f, spec, format, sum))
 	}
 	tables = append(tables, columnarCorpus(f, 150)...)
-	for _, tb := range tables {
-		want, err := readAll(tb, nil, ReaderOptions{})
+	rkOpts := make([]pebble.ReaderOptions, len(tables))
+	// And CockroachDB's tables, row and columnar (crdb1).
+	for _, format := range []pebble.TableFormat{pebble.TableFormatPebblev4, pebble.TableFormatPebblev7} {
+		tables, rkOpts = append(tables, writeCRDB(f, crdbSpec(100, 3), format)), append(rkOpts, crdbPebbleOptions())
+	}
+	opts := ReaderOptions{ForeignComparers: true}
+	for i, tb := range tables {
+		want, err := readAll(tb, nil, opts)
 		if err != nil {
 			f.Fatal(err)
 		}
-		wants, wantRKs = append(wants, want), append(wantRKs, pebbleRangeKeys(f, tb))
+		wants, wantRKs = append(wants, want), append(wantRKs, pebbleRangeKeysWith(f, tb, rkOpts[i]))
 	}
 	f.Add(uint8(0), []byte{0, 10, 1})
 	f.Add(uint8(1), []byte{0xff, 0xf0, 0x80})
@@ -637,6 +673,7 @@ func FuzzPebbleTable(f *testing.F) {
 	f.Add(uint8(3), []byte{0x80, 0x00, 0x01})
 	f.Add(uint8(4), []byte{0xff, 0xe0, 0x10})
 	f.Add(uint8(5), []byte{0x10, 0x00, 0x04})
+	f.Add(uint8(7), []byte{0x40, 0x00, 0x02})
 	f.Fuzz(func(t *testing.T, which uint8, flips []byte) {
 		ti := int(which) % len(tables)
 		bad := bytes.Clone(tables[ti])
@@ -645,14 +682,14 @@ func FuzzPebbleTable(f *testing.F) {
 			off := (int(flips[i])<<8 | int(flips[i+1])) * len(bad) / 65536
 			bad[off] ^= flips[i+2]
 		}
-		got, err := readAll(bad, nil, ReaderOptions{})
+		got, err := readAll(bad, nil, opts)
 		if err != nil {
 			if !refused(err) {
 				t.Fatalf("error %v is neither corruption nor an unsupported format", err)
 			}
 			return
 		}
-		rd, err := NewReader(bytes.NewReader(bad), int64(len(bad)), ReaderOptions{FileName: "fuzz.sst"})
+		rd, err := NewReader(bytes.NewReader(bad), int64(len(bad)), ReaderOptions{FileName: "fuzz.sst", ForeignComparers: true})
 		if err != nil {
 			t.Fatal(err)
 		}

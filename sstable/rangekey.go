@@ -46,13 +46,13 @@ func (t *Reader) RangeKeys() ([]RangeKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeRangeKeys(b, t.where(BlockRangeKey.String(), bh))
+	return decodeRangeKeys(b, t.where(BlockRangeKey.String(), bh), t.order)
 }
 
 // decodeRangeKeys decodes and checks a range-key block: every entry a range
 // key with a well-formed value and an end after its start, fragments that do
-// not overlap unless equal, in order.
-func decodeRangeKeys(b []byte, where blockWhere) ([]RangeKey, error) {
+// not overlap unless equal, in order o.
+func decodeRangeKeys(b []byte, where blockWhere, o keyOrder) ([]RangeKey, error) {
 	var it blockIter
 	if err := it.init(b, false, where); err != nil {
 		return nil, err
@@ -63,13 +63,13 @@ func decodeRangeKeys(b []byte, where blockWhere) ([]RangeKey, error) {
 		if !ok {
 			return nil, it.corrupt(it.offset, fmt.Sprintf("range key %x is not an internal key", it.key))
 		}
-		rk, why := decodeRangeKeyValue(k, it.value)
+		rk, why := decodeRangeKeyValue(k, it.value, o)
 		if why != "" {
 			return nil, it.corrupt(it.offset, fmt.Sprintf("range key %s: %s", k, why))
 		}
 		if n := len(out); n > 0 {
 			p := out[n-1]
-			if c := bytes.Compare(p.Start, rk.Start); c > 0 || (c == 0 && !bytes.Equal(p.End, rk.End)) || (c < 0 && bytes.Compare(p.End, rk.Start) > 0) {
+			if c := o.compare(p.Start, rk.Start); c > 0 || (c == 0 && !bytes.Equal(p.End, rk.End)) || (c < 0 && o.compare(p.End, rk.Start) > 0) {
 				return nil, it.corrupt(it.offset, fmt.Sprintf("range key %s overlaps or precedes the one before it", k))
 			}
 		}
@@ -79,8 +79,9 @@ func decodeRangeKeys(b []byte, where blockWhere) ([]RangeKey, error) {
 }
 
 // decodeRangeKeyValue decodes the range key stored as k and value v, copying
-// its bytes; why says what is wrong when it cannot.
-func decodeRangeKeyValue(k base.InternalKey, v []byte) (rk RangeKey, why string) {
+// its bytes; why says what is wrong when it cannot. Its end must follow its
+// start in order o.
+func decodeRangeKeyValue(k base.InternalKey, v []byte, o keyOrder) (rk RangeKey, why string) {
 	rk = RangeKey{Start: bytes.Clone(k.UserKey), Trailer: k.Trailer}
 	switch k.Kind() {
 	case KindRangeKeyDelete:
@@ -111,7 +112,7 @@ func decodeRangeKeyValue(k base.InternalKey, v []byte) (rk RangeKey, why string)
 	default:
 		return rk, "not a range-key kind"
 	}
-	if bytes.Compare(rk.Start, rk.End) >= 0 {
+	if o.compare(rk.Start, rk.End) >= 0 {
 		return rk, fmt.Sprintf("end %q is not after the start", rk.End)
 	}
 	return rk, ""
@@ -127,14 +128,26 @@ func varstring(b []byte) (s, rest []byte, ok bool) {
 	return b[l : l+int(n)], b[l+int(n):], true
 }
 
-// DecodeRangeKey decodes one entry of a range-key block, as BlockRecords
-// yields it, into a range key whose bytes are its own.
+// DecodeRangeKey decodes one entry of a range-key block of a table of
+// bloomkv's (bytewise) key order, as BlockRecords yields it, into a range
+// key whose bytes are its own.
 func DecodeRangeKey(key, value []byte) (RangeKey, error) {
+	return decodeRangeKey(key, value, orderBytewise)
+}
+
+// DecodeRangeKey decodes one entry of t's range-key block, as BlockRecords
+// yields it, in the table's key order, into a range key whose bytes are
+// its own.
+func (t *Reader) DecodeRangeKey(key, value []byte) (RangeKey, error) {
+	return decodeRangeKey(key, value, t.order)
+}
+
+func decodeRangeKey(key, value []byte, o keyOrder) (RangeKey, error) {
 	k, ok := base.DecodeInternalKey(key)
 	if !ok {
 		return RangeKey{}, corruptionf("range key %x is not an internal key", key)
 	}
-	rk, why := decodeRangeKeyValue(k, value)
+	rk, why := decodeRangeKeyValue(k, value, o)
 	if why != "" {
 		return RangeKey{}, corruptionf("range key %s: %s", k, why)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
+	"github.com/bloomkv/bloomkv/internal/colblk"
 	"github.com/bloomkv/bloomkv/internal/compress"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
@@ -54,6 +55,12 @@ type ReaderOptions struct {
 	// for ingestion: the store assigns the number when it ingests it).
 	// Check reports the stored numbers.
 	SeqNumOverride base.SeqNum
+	// ForeignComparers accepts a table ordered by a comparer other than
+	// bloomkv's that the reader knows: CockroachDB's
+	// ("cockroach_comparator", with its columnar key schema "crdb1"), for
+	// inspection. Without it such a table is refused; the store never
+	// sets it, and never opens or ingests such a table as its own.
+	ForeignComparers bool
 }
 
 // Buffers are scratch buffers that table readers share: for the stored
@@ -119,6 +126,11 @@ type Reader struct {
 	rowBlockLimit int
 	// zstd decodes zstd blocks; made on the first.
 	zstd compress.ZstdDecoder
+	// order is the order of the table's user keys: bytewise (the zero
+	// value) but for a foreign comparer's table (keyorder.go).
+	order keyOrder
+	// keySchema is the key schema of a columnar table's data blocks.
+	keySchema colblk.KeySchema
 }
 
 // NewReader opens the table of size bytes that r holds. It checks the footer
@@ -259,18 +271,14 @@ func (t *Reader) readProperties() error {
 	if err := t.props.decode(&it); err != nil {
 		return err
 	}
-	// A columnar table's key schema first: CockroachDB's comes with its
-	// comparer, and is the format bloomkv does not read.
+	var known bool
+	if t.order, known = orderOf(t.props.ComparerName, t.opts.ForeignComparers); !known {
+		return fmt.Errorf("sstable: %s: comparer %q is not bloomkv's %q", t.opts.FileName, t.props.ComparerName, base.ComparerName)
+	}
 	if err := t.checkKeySchema(); err != nil {
 		return err
 	}
-	if err := t.checkAttributes(); err != nil {
-		return err
-	}
-	if t.props.ComparerName != "" && t.props.ComparerName != base.ComparerName {
-		return fmt.Errorf("sstable: %s: comparer %q is not bloomkv's %q", t.opts.FileName, t.props.ComparerName, base.ComparerName)
-	}
-	return nil
+	return t.checkAttributes()
 }
 
 // readFilter reads bloomkv's filter block, if the table has one, and pins it
@@ -417,7 +425,7 @@ func (t *Reader) loadRangeDels(bh BlockHandle, fragmented bool) error {
 	}
 	for ok := it.first(); ok; ok = it.next() {
 		k, ok := base.DecodeInternalKey(it.key)
-		if !ok || k.Kind() != base.KindRangeDelete || bytes.Compare(k.UserKey, it.value) >= 0 {
+		if !ok || k.Kind() != base.KindRangeDelete || t.order.compare(k.UserKey, it.value) >= 0 {
 			return it.corrupt(it.offset, fmt.Sprintf("bad range deletion %x -> %q", it.key, it.value))
 		}
 		t.rangeDels = append(t.rangeDels, RangeDeletion{
@@ -435,8 +443,8 @@ func (t *Reader) loadRangeDels(bh BlockHandle, fragmented bool) error {
 	}
 	for i := 1; i < len(t.rangeDels); i++ {
 		a, b := t.rangeDels[i-1], t.rangeDels[i]
-		c := bytes.Compare(a.Start, b.Start)
-		if c > 0 || (c == 0 && (!bytes.Equal(a.End, b.End) || a.SeqNum <= b.SeqNum)) || (c < 0 && bytes.Compare(a.End, b.Start) > 0) {
+		c := t.order.compare(a.Start, b.Start)
+		if c > 0 || (c == 0 && (!bytes.Equal(a.End, b.End) || a.SeqNum <= b.SeqNum)) || (c < 0 && t.order.compare(a.End, b.Start) > 0) {
 			return corruptionf("%s: range deletion block %s: fragments %d and %d overlap or are out of order", t.opts.FileName, bh, i-1, i)
 		}
 	}
@@ -809,7 +817,13 @@ func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
 		kind |= obsoleteBit // first among the keys at seq-1 with Pebble's bit too
 	}
 	it.seek = base.MakeInternalKey(userKey, seq-1, kind).Append(it.seek[:0])
-	return it.seekGEEncoded(it.seek) && bytes.Equal(it.Key().UserKey, userKey)
+	if !it.seekGEEncoded(it.seek) {
+		return false
+	}
+	k := it.Key().UserKey
+	// Distinct keys of a foreign order may compare equal (CockroachDB's
+	// timestamps with and without a zero logical time).
+	return bytes.Equal(k, userKey) || (it.t.order != orderBytewise && it.t.order.compare(k, userKey) == 0)
 }
 
 // ErrIterClosed is returned by an iterator used after Close.

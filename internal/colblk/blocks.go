@@ -28,11 +28,53 @@ import (
 	"encoding/binary"
 )
 
-// DataBlock is a decoded data block of Pebble's default key schema.
+// KeySchema names the key schema of a data block: the columns that hold
+// its user keys, before the columns every data block has.
+type KeySchema uint8
+
+// The key schemas bloomkv reads.
+const (
+	// KeySchemaDefault is Pebble's default schema: a custom header of no
+	// bytes; columns of the keys' prefixes (prefix bytes) and suffixes
+	// (bytes), a user key being its prefix followed by its suffix.
+	KeySchemaDefault KeySchema = iota
+	// KeySchemaCRDB1 is CockroachDB's schema "crdb1", over its engine keys
+	// (see internal/crdbkey): a custom header of one byte (which kinds of
+	// version the block holds, a hint bloomkv does not need); columns of
+	// the roachpb keys without their sentinel (prefix bytes), the MVCC
+	// wall times (uint), the logical times (uint) and the versions that
+	// are not MVCC timestamps (bytes, without the length byte). A row
+	// whose wall and logical times are both zero has its untyped version,
+	// or none when that is empty; any other row has a timestamp version of
+	// 8 bytes (wall time, big-endian), or 12 when the logical time is not
+	// zero (then the logical time, big-endian). A timestamp's synthetic
+	// byte is not stored: the 13-byte versions read back as 12.
+	KeySchemaCRDB1
+)
+
+// keyColumns returns how many key columns schema s has, and the length of
+// its own part of the custom header.
+func (s KeySchema) keyColumns() (columns, header int) {
+	if s == KeySchemaCRDB1 {
+		return 4, 1
+	}
+	return 2, 0
+}
+
+// The versions of CockroachDB's engine keys, as crdb1 stores them.
+const (
+	crdbWallLen       = 8
+	crdbLogicalLen    = 4
+	crdbMaxUntypedLen = 254 // the length byte holds the length plus one
+)
+
+// DataBlock is a decoded data block.
 type DataBlock struct {
 	rows               int
+	schema             KeySchema
 	prefixes           PrefixBytes
-	suffixes           RawBytes
+	suffixes           RawBytes // the default schema's suffixes; crdb1's untyped versions
+	wall, logical      Uints    // crdb1's timestamps
 	trailers           Uints
 	values             RawBytes
 	external, obsolete Bitmap
@@ -41,14 +83,23 @@ type DataBlock struct {
 // DecodeDataBlock decodes a data block written with Pebble's default key
 // schema.
 func DecodeDataBlock(data []byte) (DataBlock, error) {
-	b, err := DecodeBlock(data, 4)
+	return DecodeDataBlockSchema(data, KeySchemaDefault)
+}
+
+// DecodeDataBlockSchema decodes a data block written with key schema s.
+// It checks every row's key can be built (in crdb1, that an untyped
+// version fits its length byte and a logical time 32 bits), so that
+// AppendUserKey needs no error.
+func DecodeDataBlockSchema(data []byte, s KeySchema) (DataBlock, error) {
+	kc, hdr := s.keyColumns()
+	b, err := DecodeBlock(data, 4+hdr)
 	if err != nil {
 		return DataBlock{}, err
 	}
-	if b.columns != 7 {
-		return DataBlock{}, corrupt(5, "data block of %d columns, want 7", b.columns)
+	if want := kc + 5; b.columns != want {
+		return DataBlock{}, corrupt(4+hdr+1, "data block of %d columns, want %d", b.columns, want)
 	}
-	d := DataBlock{rows: b.rows}
+	d := DataBlock{rows: b.rows, schema: s}
 	n := b.rows
 	if n == 0 {
 		return d, nil
@@ -56,34 +107,81 @@ func DecodeDataBlock(data []byte) (DataBlock, error) {
 	if d.prefixes, err = b.PrefixBytes(0, n); err != nil {
 		return DataBlock{}, err
 	}
-	if d.suffixes, err = b.RawBytes(1, n); err != nil {
+	if s == KeySchemaCRDB1 {
+		if err = d.decodeCRDB1(b); err != nil {
+			return DataBlock{}, err
+		}
+	} else if d.suffixes, err = b.RawBytes(1, n); err != nil {
 		return DataBlock{}, err
 	}
-	if d.trailers, err = b.Uints(2, n); err != nil {
+	if d.trailers, err = b.Uints(kc, n); err != nil {
 		return DataBlock{}, err
 	}
-	if _, err = b.Bitmap(3, n); err != nil { // whether the key's prefix changed
+	if _, err = b.Bitmap(kc+1, n); err != nil { // whether the key's prefix changed
 		return DataBlock{}, err
 	}
-	if d.values, err = b.RawBytes(4, n); err != nil {
+	if d.values, err = b.RawBytes(kc+2, n); err != nil {
 		return DataBlock{}, err
 	}
-	if d.external, err = b.Bitmap(5, n); err != nil {
+	if d.external, err = b.Bitmap(kc+3, n); err != nil {
 		return DataBlock{}, err
 	}
-	if d.obsolete, err = b.Bitmap(6, n); err != nil {
+	if d.obsolete, err = b.Bitmap(kc+4, n); err != nil {
 		return DataBlock{}, err
 	}
 	return d, nil
 }
 
+// decodeCRDB1 decodes the version columns of a crdb1 data block and checks
+// each row's version.
+func (d *DataBlock) decodeCRDB1(b Block) error {
+	var err error
+	n := b.rows
+	if d.wall, err = b.Uints(1, n); err != nil {
+		return err
+	}
+	if d.logical, err = b.Uints(2, n); err != nil {
+		return err
+	}
+	if d.suffixes, err = b.RawBytes(3, n); err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if l := d.logical.At(i); l > 1<<32-1 {
+			return corrupt(b.start(2), "row %d: logical time %d exceeds 32 bits", i, l)
+		}
+		if v := d.suffixes.At(i); len(v) > crdbMaxUntypedLen {
+			return corrupt(b.start(3), "row %d: a version of %d bytes, more than its length byte can state", i, len(v))
+		}
+	}
+	return nil
+}
+
 // Rows returns the number of keys.
 func (d DataBlock) Rows() int { return d.rows }
 
-// AppendUserKey appends row i's user key to dst.
+// AppendUserKey appends row i's user key to dst: in crdb1, the engine key
+// (roachpb key, sentinel, version and its length byte).
 func (d DataBlock) AppendUserKey(dst []byte, i int) []byte {
 	dst = d.prefixes.AppendKey(dst, i)
-	return append(dst, d.suffixes.At(i)...)
+	if d.schema != KeySchemaCRDB1 {
+		return append(dst, d.suffixes.At(i)...)
+	}
+	dst = append(dst, 0) // the sentinel
+	wall, logical := d.wall.At(i), d.logical.At(i)
+	if wall == 0 && logical == 0 {
+		if v := d.suffixes.At(i); len(v) > 0 {
+			dst = append(dst, v...)
+			dst = append(dst, byte(len(v)+1))
+		}
+		return dst
+	}
+	dst = binary.BigEndian.AppendUint64(dst, wall)
+	if logical == 0 {
+		return append(dst, crdbWallLen+1)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(logical))
+	return append(dst, crdbWallLen+crdbLogicalLen+1)
 }
 
 // Trailer returns row i's trailer (sequence number and kind).
@@ -161,9 +259,15 @@ type KeyspanBlock struct {
 }
 
 // DecodeKeyspanBlock decodes a keyspan block, checking that its boundary
-// keys increase and that the spans' key ranges are in order and cover its
-// keys.
+// keys increase (bytewise) and that the spans' key ranges are in order and
+// cover its keys.
 func DecodeKeyspanBlock(data []byte) (KeyspanBlock, error) {
+	return DecodeKeyspanBlockOrder(data, bytes.Compare)
+}
+
+// DecodeKeyspanBlockOrder is DecodeKeyspanBlock for a table whose user keys
+// compare tells the order of.
+func DecodeKeyspanBlockOrder(data []byte, compare func(a, b []byte) int) (KeyspanBlock, error) {
 	b, err := DecodeBlock(data, 4)
 	if err != nil {
 		return KeyspanBlock{}, err
@@ -198,7 +302,7 @@ func DecodeKeyspanBlock(data []byte) (KeyspanBlock, error) {
 		if (j == 0 && idx != 0) || (j > 0 && idx < k.boundIdx.At(j-1)) || idx > uint64(k.keys) || (j == k.bounds-1 && idx != uint64(k.keys)) {
 			return KeyspanBlock{}, corrupt(b.start(1), "boundary %d's key index %d is out of order or outside [0, %d]", j, idx, k.keys)
 		}
-		if j > 0 && bytes.Compare(k.boundKeys.At(j-1), k.boundKeys.At(j)) >= 0 {
+		if j > 0 && compare(k.boundKeys.At(j-1), k.boundKeys.At(j)) >= 0 {
 			return KeyspanBlock{}, corrupt(b.start(0), "boundary key %d does not sort after the one before it", j)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/cockroachkvs"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	pebble "github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/colblk"
+	"github.com/bloomkv/bloomkv/internal/pebbletest"
 )
 
 // realBlocks are blocks of a Pebblev7 table Pebble wrote, by kind.
@@ -35,47 +37,57 @@ type realBlocks struct {
 	rangeKeys  []string // start, end, trailer, suffix and value
 }
 
-var (
-	blocksOnce sync.Once
-	blocks     realBlocks
-	blocksErr  error
-)
-
 // pebbleBlocks writes a table with Pebble's writer and returns its blocks.
-func pebbleBlocks(t testing.TB) *realBlocks {
-	t.Helper()
-	blocksOnce.Do(func() { blocks, blocksErr = writeBlocks() })
-	if blocksErr != nil {
-		t.Fatal(blocksErr)
+var pebbleBlocks = onceBlocks(writeBlocks)
+
+// crdbBlocks writes a table of CockroachDB's keys, comparer and key
+// schema (crdb1) with Pebble's writer and returns its blocks.
+var crdbBlocks = onceBlocks(writeCRDBBlocks)
+
+// onceBlocks returns a function that returns the blocks write returns,
+// calling it once.
+func onceBlocks(write func() (realBlocks, error)) func(t testing.TB) *realBlocks {
+	var (
+		once sync.Once
+		rb   realBlocks
+		err  error
+	)
+	return func(t testing.TB) *realBlocks {
+		t.Helper()
+		once.Do(func() { rb, err = write() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &rb
 	}
-	return &blocks
 }
 
 type nopCloser struct{ *bytes.Buffer }
 
 func (nopCloser) Close() error { return nil }
 
-func writeBlocks() (realBlocks, error) {
-	var buf bytes.Buffer
-	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), pebble.WriterOptions{
+// smallBlocks are the writer options of the tests' tables: Pebblev7,
+// uncompressed, small blocks and a two-level index.
+func smallBlocks() pebble.WriterOptions {
+	return pebble.WriterOptions{
 		TableFormat:    pebble.TableFormatPebblev7,
 		Compression:    pebble.NoCompression,
 		BlockSize:      512,
 		IndexBlockSize: 256,
-	})
+	}
+}
+
+func writeBlocks() (realBlocks, error) {
+	var buf bytes.Buffer
+	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), smallBlocks())
 	// Versions of shared-prefix keys, so that bundles share prefixes and
 	// keys repeat; deletions; range deletions and range keys.
+	var keys [][]byte
 	for i := 0; i < 300; i++ {
-		k := []byte(fmt.Sprintf("table/%03d/key%04d", i/40, i))
-		var err error
-		if i%5 == 2 {
-			err = w.Delete(k)
-		} else {
-			err = w.Set(k, bytes.Repeat([]byte{byte('a' + i%26)}, i%40))
-		}
-		if err != nil {
-			return realBlocks{}, err
-		}
+		keys = append(keys, []byte(fmt.Sprintf("table/%03d/key%04d", i/40, i)))
+	}
+	if err := addKeys(w, keys); err != nil {
+		return realBlocks{}, err
 	}
 	for _, err := range []error{
 		w.DeleteRange([]byte("table/001"), []byte("table/002")),
@@ -92,7 +104,50 @@ func writeBlocks() (realBlocks, error) {
 	if err := w.Close(); err != nil {
 		return realBlocks{}, err
 	}
-	data := buf.Bytes()
+	return readBlocks(buf.Bytes(), pebble.ReaderOptions{})
+}
+
+// addKeys adds keys to w: a deletion every fifth, the others SETs of
+// values of varied length.
+func addKeys(w *pebble.Writer, keys [][]byte) error {
+	for i, k := range keys {
+		var err error
+		if i%5 == 2 {
+			err = w.Delete(k)
+		} else {
+			err = w.Set(k, bytes.Repeat([]byte{byte('a' + i%26)}, i%40))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeCRDBBlocks writes CockroachDB's keys, a deletion every fifth, with
+// its comparer and key schema.
+func writeCRDBBlocks() (realBlocks, error) {
+	var buf bytes.Buffer
+	o := smallBlocks()
+	o.Comparer, o.KeySchema = &cockroachkvs.Comparer, &cockroachkvs.KeySchema
+	// Values in place, as the test compares them; the sstable package's
+	// tests read value blocks.
+	o.DisableValueBlocks = true
+	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), o)
+	if err := addKeys(w, pebbletest.CRDBKeys(400, 1)); err != nil {
+		return realBlocks{}, err
+	}
+	if err := w.Close(); err != nil {
+		return realBlocks{}, err
+	}
+	return readBlocks(buf.Bytes(), pebble.ReaderOptions{
+		Comparer: &cockroachkvs.Comparer, KeySchemas: pebble.MakeKeySchemas(&cockroachkvs.KeySchema),
+	})
+}
+
+// readBlocks cuts the table data into its blocks and reads it with
+// Pebble's reader, with options o.
+func readBlocks(data []byte, o pebble.ReaderOptions) (realBlocks, error) {
 	fs := vfs.NewMem()
 	f, err := fs.Create("t.sst", vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -111,7 +166,7 @@ func writeBlocks() (realBlocks, error) {
 	if err != nil {
 		return realBlocks{}, err
 	}
-	r, err := pebble.NewReader(context.Background(), readable, pebble.ReaderOptions{})
+	r, err := pebble.NewReader(context.Background(), readable, o)
 	if err != nil {
 		return realBlocks{}, err
 	}
@@ -130,8 +185,12 @@ func writeBlocks() (realBlocks, error) {
 		rb.index = append(rb.index, at(h))
 	}
 	rb.topIndex = [][]byte{at(l.TopIndex)}
-	rb.rangeDel = [][]byte{at(l.RangeDel)}
-	rb.rangeKey = [][]byte{at(l.RangeKey)}
+	if l.RangeDel.Length > 0 {
+		rb.rangeDel = [][]byte{at(l.RangeDel)}
+	}
+	if l.RangeKey.Length > 0 {
+		rb.rangeKey = [][]byte{at(l.RangeKey)}
+	}
 	rb.kv = [][]byte{at(l.MetaIndex), at(l.Properties)}
 
 	it, err := r.NewIter(pebble.NoTransforms, nil, nil, pebble.AssertNoBlobHandles)
@@ -143,7 +202,7 @@ func writeBlocks() (realBlocks, error) {
 		if err != nil {
 			return realBlocks{}, err
 		}
-		rb.keys = append(rb.keys, fmt.Sprintf("%s#%d", kv.K.UserKey, uint64(kv.K.Trailer)))
+		rb.keys = append(rb.keys, fmt.Sprintf("%q#%d", kv.K.UserKey, uint64(kv.K.Trailer)))
 		rb.values = append(rb.values, string(v))
 	}
 	if err := it.Close(); err != nil {
@@ -177,6 +236,9 @@ type spanIter interface {
 
 // spanLines lists the keys of it's spans, a line each, and closes it.
 func spanLines(it spanIter, line func(start, end []byte, tr uint64, suffix, value []byte) string) ([]string, error) {
+	if it == nil {
+		return nil, nil // the table has none
+	}
 	defer it.Close()
 	var out []string
 	s, err := it.First()
@@ -211,7 +273,7 @@ func TestDecodersAgreeWithPebble(t *testing.T) {
 				t.Fatalf("row %d: an external value in a table without value blocks", i)
 			}
 			tr := d.Trailer(i)
-			keys = append(keys, fmt.Sprintf("%s#%d", d.AppendUserKey(nil, i), tr))
+			keys = append(keys, fmt.Sprintf("%q#%d", d.AppendUserKey(nil, i), tr))
 			values = append(values, string(d.Value(i)))
 		}
 	}
@@ -295,13 +357,8 @@ func keyspanKeys(t *testing.T, b []byte, line func(start, end []byte, tr uint64,
 // decoders decode a block of each kind and read everything it holds,
 // returning the decoder's error.
 var decoders = map[string]func(b []byte) error{
-	"data": func(b []byte) error {
-		d, err := colblk.DecodeDataBlock(b)
-		for i := 0; err == nil && i < d.Rows(); i++ {
-			_, _, _, _, _ = d.AppendUserKey(nil, i), d.Trailer(i), d.Value(i), d.External(i), d.Obsolete(i)
-		}
-		return err
-	},
+	"data":  dataDecoder(colblk.KeySchemaDefault),
+	"crdb1": dataDecoder(colblk.KeySchemaCRDB1),
 	"index": func(b []byte) error {
 		x, err := colblk.DecodeIndexBlock(b)
 		for i := 0; err == nil && i < x.Rows(); i++ {
@@ -329,6 +386,17 @@ var decoders = map[string]func(b []byte) error{
 	},
 }
 
+// dataDecoder decodes a data block of key schema s and reads every row.
+func dataDecoder(s colblk.KeySchema) func(b []byte) error {
+	return func(b []byte) error {
+		d, err := colblk.DecodeDataBlockSchema(b, s)
+		for i := 0; err == nil && i < d.Rows(); i++ {
+			_, _, _, _, _ = d.AppendUserKey(nil, i), d.Trailer(i), d.Value(i), d.External(i), d.Obsolete(i)
+		}
+		return err
+	}
+}
+
 // checkDecode decodes b as a block of kind: an error must be corruption.
 func checkDecode(t *testing.T, kind string, b []byte) {
 	if err := decoders[kind](b); err != nil && !errors.Is(err, base.ErrCorruption) {
@@ -341,7 +409,7 @@ func checkDecode(t *testing.T, kind string, b []byte) {
 // a panic.
 func TestDamagedBlocks(t *testing.T) {
 	rb := pebbleBlocks(t)
-	sets := map[string][][]byte{"data": rb.data[:3], "index": append(rb.index[:2:2], rb.topIndex...), "keyspan": append(rb.rangeDel[:1:1], rb.rangeKey...), "kv": rb.kv}
+	sets := map[string][][]byte{"data": rb.data[:3], "crdb1": crdbBlocks(t).data[:3], "index": append(rb.index[:2:2], rb.topIndex...), "keyspan": append(rb.rangeDel[:1:1], rb.rangeKey...), "kv": rb.kv}
 	refused := 0
 	for kind, bs := range sets {
 		for _, b := range bs {
@@ -379,6 +447,8 @@ func fuzzBlocks(f *testing.F, kind string, seeds [][]byte) {
 
 func FuzzDataBlock(f *testing.F) { fuzzBlocks(f, "data", pebbleBlocks(f).data) }
 
+func FuzzCRDB1DataBlock(f *testing.F) { fuzzBlocks(f, "crdb1", crdbBlocks(f).data) }
+
 func FuzzIndexBlock(f *testing.F) {
 	rb := pebbleBlocks(f)
 	fuzzBlocks(f, "index", append(slices.Clone(rb.index), rb.topIndex...))
@@ -396,5 +466,45 @@ func TestDataTypeNames(t *testing.T) {
 	got := fmt.Sprint(colblk.DataTypeBool, colblk.DataTypeUint, colblk.DataTypeBytes, colblk.DataTypePrefixBytes, colblk.DataType(0), colblk.DataType(9))
 	if want := "bool uint bytes prefixbytes DataType(0) DataType(9)"; got != want {
 		t.Fatalf("%s, want %s", got, want)
+	}
+}
+
+// TestCRDB1AgreesWithPebble decodes the data blocks of a table of
+// CockroachDB's key schema: every row's engine key (byte for byte, as
+// Pebble's reader returns it), trailer and value, in order; a key schema's
+// data block read as another's is refused.
+func TestCRDB1AgreesWithPebble(t *testing.T) {
+	rb := crdbBlocks(t)
+	var keys, values []string
+	versions := map[int]int{} // by suffix length, the length byte included
+	for _, b := range rb.data {
+		if _, err := colblk.DecodeDataBlock(b); !errors.Is(err, base.ErrCorruption) {
+			t.Fatalf("a crdb1 block read with the default schema: %v", err)
+		}
+		d, err := colblk.DecodeDataBlockSchema(b, colblk.KeySchemaCRDB1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < d.Rows(); i++ {
+			if d.External(i) || d.Obsolete(i) {
+				t.Fatalf("row %d: external %v, obsolete %v", i, d.External(i), d.Obsolete(i))
+			}
+			k := d.AppendUserKey([]byte("junk"), i)[4:]
+			versions[int(k[len(k)-1])]++
+			keys = append(keys, fmt.Sprintf("%q#%d", k, d.Trailer(i)))
+			values = append(values, string(d.Value(i)))
+		}
+	}
+	if len(keys) < 300 || !slices.Equal(keys, rb.keys) || !slices.Equal(values, rb.values) {
+		t.Fatalf("data blocks: %d keys %v\nPebble: %d keys %v", len(keys), keys, len(rb.keys), rb.keys)
+	}
+	// No version, wall time, wall and logical time, the lock table.
+	for _, n := range []int{0, 9, 13, 18} {
+		if versions[n] == 0 {
+			t.Fatalf("no key of a %d-byte suffix among %v", n, versions)
+		}
+	}
+	if _, err := colblk.DecodeDataBlockSchema(pebbleBlocks(t).data[0], colblk.KeySchemaCRDB1); !errors.Is(err, base.ErrCorruption) {
+		t.Fatalf("a default-schema block read as crdb1: %v", err)
 	}
 }

@@ -68,7 +68,7 @@ func damaged(r *rand.Rand, data []byte, flips int) [][]byte {
 }
 
 // TestBadInput runs every file command on truncated and bit-flipped
-// tables (ours in both formats, Pebble's), WALs and manifests, on garbage,
+// tables (ours in both formats, Pebble's, CockroachDB's), WALs and manifests, on garbage,
 // on missing files and on a directory; and every store command on stores
 // with damaged files. Each run must end with status 0, or 1 and one line on
 // stderr naming the file; a damaged table must fail sstable check.
@@ -86,6 +86,8 @@ func TestBadInput(t *testing.T) {
 		writePebbleTable(t, path, format, 300)
 		columnarTables = append(columnarTables, path)
 	}
+	crdbTable := filepath.Join(f.dir, "crdb.sst") // CockroachDB's comparer and key schema
+	writeCRDBTable(t, crdbTable, pebble.TableFormatPebblev7, 300)
 	ps := writePebbleStore(t, filepath.Join(f.dir, "pebbledb"), pebbledb.FormatFlushableIngest, true)
 	pebbleBlob := filepath.Join(f.dir, "000005.blob")
 	writePebbleBlob(t, pebbleBlob, 100)
@@ -102,6 +104,7 @@ func TestBadInput(t *testing.T) {
 		{"damaged Pebblev5 table", columnarTables[0]},
 		{"damaged Pebblev6 table", columnarTables[1]},
 		{"damaged Pebblev7 table", columnarTables[2]},
+		{"damaged CockroachDB table", crdbTable},
 		{"damaged WAL", f.wal},
 		{"damaged Pebble WAL", ps.wal},
 		{"damaged Pebble manifest", filepath.Join(ps.dir, "MANIFEST-000001")},

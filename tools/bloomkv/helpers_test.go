@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,21 @@ func runTool(args ...string) (stdout, stderr string, code int) {
 	var out, errOut bytes.Buffer
 	code = run(args, &out, &errOut)
 	return out.String(), errOut.String(), code
+}
+
+// jsonOf runs a command line with --json, which must exit 0 quietly, and
+// returns the JSON object it prints.
+func jsonOf(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	out, errOut, code := runTool(append([]string{"--json"}, args...)...)
+	if code != 0 || errOut != "" {
+		t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+	return m
 }
 
 // writeTable writes a table of n keys "key000".."key<n-1>" (every seventh

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -88,20 +87,8 @@ func TestPebbleTables(t *testing.T) {
 			if format >= pebble.TableFormatPebblev2 {
 				rangeKeys = 2
 			}
-			jsonOf := func(args ...string) map[string]any {
-				t.Helper()
-				out, errOut, code := runTool(append([]string{"--json"}, args...)...)
-				if code != 0 || errOut != "" {
-					t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
-				}
-				var m map[string]any
-				if err := json.Unmarshal([]byte(out), &m); err != nil {
-					t.Fatalf("%v: %v\n%s", args, err, out)
-				}
-				return m
-			}
 
-			p := jsonOf("sstable", "properties", path)
+			p := jsonOf(t, "sstable", "properties", path)
 			if p["entries"].(float64) != n+float64(dels) || p["range_deletions"].(float64) != float64(dels) ||
 				p["filter_policy"] != "rocksdb.BuiltinBloomFilter" || p["comparer"] != "leveldb.BytewiseComparator" ||
 				p["index_type"] != index || p["smallest_key"] != "pk00000#0,DEL" || p["data_blocks"].(float64) < 10 {
@@ -111,7 +98,7 @@ func TestPebbleTables(t *testing.T) {
 				t.Fatalf("filter bits/key %.2f, Pebble was asked for 10", bpk)
 			}
 
-			l := jsonOf("sstable", "layout", "-v", path)
+			l := jsonOf(t, "sstable", "layout", "-v", path)
 			kinds := map[string]int{}
 			records := 0
 			for _, b := range l["blocks"].([]any) {
@@ -156,12 +143,12 @@ func TestPebbleTables(t *testing.T) {
 				}
 			}
 
-			c := jsonOf("sstable", "check", path)
+			c := jsonOf(t, "sstable", "check", path)
 			if c["ok"] != true || c["entries"].(float64) != n || c["user_keys"].(float64) != n || c["filter"] != "rocksdb.BuiltinBloomFilter" {
 				t.Fatalf("check: %v", c)
 			}
 
-			f := jsonOf("sstable", "filter", "--probes", "50000", path)
+			f := jsonOf(t, "sstable", "filter", "--probes", "50000", path)
 			if f["k"].(float64) != 6 || f["line_bits"].(float64) != 512 || f["keys"].(float64) != n {
 				t.Fatalf("filter: %v", f)
 			}

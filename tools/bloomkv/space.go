@@ -196,8 +196,8 @@ func rangeBytes(t *table, start, end []byte) (size uint64, blocks, total int, er
 	visit := func(sep []byte, bh sstable.BlockHandle) {
 		total++
 		lo, hi := prev, sep
-		overlaps := (start == nil || hi == nil || bytes.Compare(hi, start) >= 0) &&
-			(end == nil || first || bytes.Compare(lo, end) < 0)
+		overlaps := (start == nil || hi == nil || t.r.Compare(hi, start) >= 0) &&
+			(end == nil || first || t.r.Compare(lo, end) < 0)
 		if overlaps {
 			blocks++
 			size += bh.Length + sstable.BlockTrailerLen

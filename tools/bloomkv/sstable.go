@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -29,9 +28,14 @@ type table struct {
 
 func openTable(name string) (*table, error) { return openTableAt(name, 0) }
 
-// openTableAt opens a table whose keys all read at sequence number ov (an
-// ingested table's; 0: as stored).
+// openTableAt opens a table of a store whose keys all read at sequence
+// number ov (an ingested table's; 0: as stored).
 func openTableAt(name string, ov base.SeqNum) (*table, error) {
+	return openTableWith(name, sstable.ReaderOptions{SeqNumOverride: ov})
+}
+
+// openTableWith opens a table with reader options o, naming it name.
+func openTableWith(name string, o sstable.ReaderOptions) (*table, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
@@ -45,7 +49,8 @@ func openTableAt(name string, ov base.SeqNum) (*table, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is a directory, not a table", name)
 	}
-	r, err := sstable.NewReader(f, st.Size(), sstable.ReaderOptions{FileName: name, SeqNumOverride: ov})
+	o.FileName = name
+	r, err := sstable.NewReader(f, st.Size(), o)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -54,10 +59,11 @@ func openTableAt(name string, ov base.SeqNum) (*table, error) {
 }
 
 // eachTable opens every file and calls fn; a file that cannot be opened is
-// reported and skipped.
+// reported and skipped. The sstable commands read a table of CockroachDB's
+// comparer too, in its own key order (the db commands do not).
 func (e *env) eachTable(files []string, fn func(t *table) error) {
 	for _, name := range files {
-		t, err := openTable(name)
+		t, err := openTableWith(name, sstable.ReaderOptions{ForeignComparers: true})
 		if err == nil {
 			err = fn(t)
 			t.f.Close()
@@ -388,7 +394,7 @@ func blockRecords(t *table, b sstable.BlockInfo, fm *formats) ([]recordOut, erro
 			ik, _ := base.DecodeInternalKey(k)
 			out = append(out, recordOut{fmt.Sprintf("[%s, %s) #%d", fm.k(ik.UserKey), fm.k(v), ik.SeqNum()), ""})
 		case sstable.BlockRangeKey:
-			rk, err := sstable.DecodeRangeKey(k, v)
+			rk, err := t.r.DecodeRangeKey(k, v)
 			if err != nil {
 				ferr = fmt.Errorf("%s: %s block %s: %w", t.name, b.Kind, b.Handle, err)
 				return false
@@ -474,7 +480,7 @@ manifest names.`,
 func (e *env) scan(t *table, fm *formats, b *bounds, bv *blobValues) error {
 	r := t.r
 	overlaps := func(start, end []byte) bool {
-		return (b.end == nil || bytes.Compare(start, b.end) < 0) && (b.start == nil || bytes.Compare(end, b.start) > 0)
+		return (b.end == nil || r.Compare(start, b.end) < 0) && (b.start == nil || r.Compare(end, b.start) > 0)
 	}
 	var spans []scanOut // range deletions, then range keys, each in order
 	var starts [][]byte
@@ -499,7 +505,7 @@ func (e *env) scan(t *table, fm *formats, b *bounds, bv *blobValues) error {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(i, j int) int { return bytes.Compare(starts[i], starts[j]) })
+	slices.SortStableFunc(order, func(i, j int) int { return r.Compare(starts[i], starts[j]) })
 	it := r.NewIter()
 	ok := false
 	if b.start != nil {
@@ -538,9 +544,9 @@ func (e *env) scan(t *table, fm *formats, b *bounds, bv *blobValues) error {
 		}
 	}
 	for more() {
-		ok = ok && (b.end == nil || bytes.Compare(it.Key().UserKey, b.end) < 0)
+		ok = ok && (b.end == nil || r.Compare(it.Key().UserKey, b.end) < 0)
 		// Spans come before the points at or after their start.
-		if len(order) > 0 && (!ok || bytes.Compare(starts[order[0]], it.Key().UserKey) <= 0) {
+		if len(order) > 0 && (!ok || r.Compare(starts[order[0]], it.Key().UserKey) <= 0) {
 			print(spans[order[0]])
 			order = order[1:]
 			continue
@@ -673,7 +679,10 @@ RocksDB built-in Bloom filter Pebble writes): lines, k, bits per key, the
 fraction of bits set, the key count estimated from the bits set next to the
 real count of distinct user keys, the false-positive rate the geometry
 predicts, and the rate measured on --probes random keys the table does not
-hold (drawn from --seed, so runs repeat).`,
+hold (drawn from --seed, so runs repeat). In a table of CockroachDB's
+comparer the filter holds key prefixes (roachpb key and sentinel): those
+are the keys counted, and the absent keys probed are engine keys without a
+version.`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, files []string) error {
 			if probes < 0 {
@@ -696,10 +705,13 @@ func (e *env) filter(t *table, probes int, seed uint64) error {
 	if f == nil {
 		return fmt.Errorf("%s: the table has no filter bloomkv can read (policy %q)", t.name, t.r.Properties().FilterPolicy)
 	}
+	// The keys the filter holds: user keys, or in a table of CockroachDB's
+	// comparer their prefixes (roachpb key and sentinel).
+	prefix := func(k []byte) []byte { return k[:t.r.Split(k)] }
 	keys := map[string]struct{}{}
 	it := t.r.NewIter()
 	for ok := it.First(); ok; ok = it.Next() {
-		keys[string(it.Key().UserKey)] = struct{}{}
+		keys[string(prefix(it.Key().UserKey))] = struct{}{}
 	}
 	if err := it.Close(); err != nil {
 		return err
@@ -716,11 +728,14 @@ func (e *env) filter(t *table, probes int, seed uint64) error {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x62666b))
 	key := make([]byte, 16)
+	if t.r.ComparerIsForeign() {
+		key = make([]byte, 17) // an engine key without a version: 16 bytes and the sentinel
+	}
 	for i := 0; i < probes; {
-		for j := range key {
+		for j := range key[:16] {
 			key[j] = byte(rng.Uint32())
 		}
-		if _, ok := keys[string(key)]; ok {
+		if _, ok := keys[string(prefix(key))]; ok {
 			continue // not absent
 		}
 		i++
@@ -745,7 +760,11 @@ func (e *env) filter(t *table, probes int, seed uint64) error {
 	e.printf("  probes per key (k)   %d\n", out.Probes)
 	e.printf("  bits per key         %.2f\n", out.BitsPerKey)
 	e.printf("  bits set             %d of %d (%.1f%%)\n", out.BitsSet, bits, 100*out.FillRatio)
-	e.printf("  keys                 %d distinct user keys; filter states %s; estimated from the bits set %.1f\n", out.Keys, stated, out.EstimatedKeys)
+	what := "user keys"
+	if t.r.ComparerIsForeign() {
+		what = "key prefixes"
+	}
+	e.printf("  keys                 %d distinct %s; filter states %s; estimated from the bits set %.1f\n", out.Keys, what, stated, out.EstimatedKeys)
 	e.printf("  false-positive rate  %s expected for an ideal hash, %s measured (%d of %d absent keys)\n", percent(out.ExpectedFPRate), percent(out.MeasuredFPRate), out.FalsePositives, out.AbsentProbes)
 	return nil
 }
