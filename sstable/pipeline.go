@@ -4,10 +4,16 @@ import (
 	"sync/atomic"
 )
 
-// pipelineDepth is how many data blocks may wait to be compressed and
-// written while the Writer builds the next: enough to ride out a slow write,
-// few enough that Size's estimate stays close.
-const pipelineDepth = 4
+// The worker takes the data blocks in batches of pipelineBatch: handing it
+// one 4 KiB block at a time, the wake-up of its thread for each (tens of
+// microseconds) cost more than compressing the block, and the two goroutines
+// ran in turn instead of at once. pipelineDepth batches may wait while the
+// Writer builds the next: enough to ride out a slow write, few enough that
+// Size's estimate stays close.
+const (
+	pipelineBatch = 16
+	pipelineDepth = 2
+)
 
 // pipeline compresses and writes a Writer's data blocks on a goroutine of
 // its own (WriterOptions.Parallel), in the order they were built, while the
@@ -15,9 +21,10 @@ const pipelineDepth = 4
 // Writer's output (w.w, w.offset, w.compressed) until drain returns; the
 // block handles, needed by the index, are collected and added at Close.
 type pipeline struct {
-	jobs  chan []byte   // raw blocks, in table order
+	jobs  chan [][]byte // batches of raw blocks, in table order
 	free  chan []byte   // raw buffers back from the worker
 	done  chan struct{} // closed when the worker has exited
+	batch [][]byte      // the blocks not yet sent (caller)
 	nbufs int           // raw buffers made so far (caller)
 	// reported is the largest size Size has returned (caller).
 	reported uint64
@@ -37,12 +44,17 @@ type pipeline struct {
 	queued  atomic.Int64  // raw bytes sent and not yet written, for Size
 }
 
+// maxPipelineBufs is the raw buffers a pipeline may hold: those of the
+// batches waiting, of the one the worker is on, and of the one being filled.
+const maxPipelineBufs = (pipelineDepth + 2) * pipelineBatch
+
 // startPipeline starts the worker of a Writer with Parallel set.
 func (w *Writer) startPipeline() {
 	p := &pipeline{
-		jobs: make(chan []byte, pipelineDepth),
-		free: make(chan []byte, pipelineDepth+1),
-		done: make(chan struct{}),
+		jobs:  make(chan [][]byte, pipelineDepth),
+		free:  make(chan []byte, maxPipelineBufs),
+		done:  make(chan struct{}),
+		batch: make([][]byte, 0, pipelineBatch),
 	}
 	p.written.Store(w.offset)
 	w.pipe = p
@@ -51,26 +63,28 @@ func (w *Writer) startPipeline() {
 
 func (w *Writer) pipelineWorker(p *pipeline) {
 	defer close(p.done)
-	for raw := range p.jobs {
-		if p.err == nil {
-			bh, err := w.writeBlock(raw, w.opts.Compression)
-			if err != nil {
-				p.err = err
-				p.failed.Store(true)
-			} else {
-				p.handles = append(p.handles, bh)
-				p.dataSize += bh.Length + blockTrailerLen
-				p.written.Store(w.offset)
+	for batch := range p.jobs {
+		for _, raw := range batch {
+			if p.err == nil {
+				bh, err := w.writeBlock(raw, w.opts.Compression)
+				if err != nil {
+					p.err = err
+					p.failed.Store(true)
+				} else {
+					p.handles = append(p.handles, bh)
+					p.dataSize += bh.Length + blockTrailerLen
+					p.written.Store(w.offset)
+				}
 			}
+			p.queued.Add(-int64(len(raw)))
+			p.free <- raw[:0]
 		}
-		p.queued.Add(-int64(len(raw)))
-		p.free <- raw[:0]
 	}
 }
 
-// sendDataBlock hands the finished data block to the worker, giving the
-// block writer another buffer to fill. It returns the worker's error, if
-// it has met one.
+// sendDataBlock hands the finished data block to the worker (with the next
+// batch), giving the block writer another buffer to fill. It returns the
+// worker's error, if it has met one.
 func (w *Writer) sendDataBlock() error {
 	p := w.pipe
 	if p.failed.Load() {
@@ -81,7 +95,7 @@ func (w *Writer) sendDataBlock() error {
 	select {
 	case next = <-p.free:
 	default:
-		if p.nbufs < pipelineDepth+1 {
+		if p.nbufs < maxPipelineBufs {
 			p.nbufs++
 			next = make([]byte, 0, cap(raw))
 		} else {
@@ -90,8 +104,19 @@ func (w *Writer) sendDataBlock() error {
 	}
 	w.data.buf = next
 	p.queued.Add(int64(len(raw)))
-	p.jobs <- raw
+	p.batch = append(p.batch, raw)
+	if len(p.batch) == pipelineBatch {
+		p.sendBatch()
+	}
 	return nil
+}
+
+// sendBatch hands the blocks not yet sent to the worker.
+func (p *pipeline) sendBatch() {
+	if len(p.batch) > 0 {
+		p.jobs <- p.batch
+		p.batch = make([][]byte, 0, pipelineBatch)
+	}
 }
 
 // addSeparator keeps the index separator of the block last sent.
@@ -108,6 +133,7 @@ func (w *Writer) drain() error {
 		return nil
 	}
 	w.pipe = nil
+	p.sendBatch()
 	close(p.jobs)
 	<-p.done
 	if p.err != nil {
