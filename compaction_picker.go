@@ -343,7 +343,8 @@ type elisionCandidate struct {
 // which drops the deletions with the versions they hide; a table above it
 // is compacted into the next level with the tables it overlaps there (a
 // tombstone-density compaction), which takes the deletions to the versions
-// they hide, and drops both at the last level. Pebble and RocksDB do the
+// they hide, and drops both at the last level, when that frees enough of
+// what it rewrites (worthRewriting). Pebble and RocksDB do the
 // same. Deletions reach the last level where a snapshot kept them through
 // a compaction, or with a table moved there whole; they stay above it while
 // their level is under its target. It returns nil when no table qualifies.
@@ -373,6 +374,9 @@ func (d *DB) pickElisionLocked() *compaction {
 			c = d.newCompactionLocked(last, last, []*manifest.FileMetadata{cand.f}, nil)
 		} else {
 			c = d.setupLocked(cand.level, []*manifest.FileMetadata{cand.f})
+			if c != nil && !worthRewriting(c, entryBytesBelow(d.version, cand.level)) {
+				c = nil
+			}
 		}
 		if c != nil {
 			c.score = float64(cand.f.Deletions) / float64(cand.f.Entries)
@@ -380,6 +384,26 @@ func (d *DB) pickElisionLocked() *compaction {
 		}
 	}
 	return nil
+}
+
+// worthRewriting reports whether c, the compaction of a table dense in
+// deletions into the next level, is expected to free at least a quarter of
+// the bytes it rewrites there (per bytes an entry below). A table of
+// deletions spread over the whole key space, as a flush of random deletes
+// moved down whole makes, would otherwise rewrite all of the level below
+// for a few megabytes, and hold the one compaction slot while level 0
+// fills; its deletions wait until level 0's merges have cut them into
+// narrower tables.
+func worthRewriting(c *compaction, per float64) bool {
+	var over uint64
+	for _, f := range c.inputs[1] {
+		over += f.Size
+	}
+	var freed float64
+	for _, f := range c.inputs[0] {
+		freed += float64(f.Deletions) * per
+	}
+	return 4*freed >= float64(over)
 }
 
 // pickL0Locked returns the compaction of level 0 into base: a move of the

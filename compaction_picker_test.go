@@ -152,14 +152,12 @@ func TestCompactionPicker(t *testing.T) {
 			want:   "none",
 		},
 		{
-			// Not due, but half its entries deletions: a tombstone-density
-			// compaction (below) takes it.
 			name:   "deletions are worth nothing when no table below counts its entries",
 			opts:   Options{LBaseMaxBytes: 10 * mb},
 			levels: "L5: 3:[a-m]=2M!50 4:[n-z]=2M\nL6: 5:[a-z]=50M",
 			base:   5,
 			scores: "0 0 0 0 0 0.40 0",
-			want:   "L5 -> L6: inputs 3 + 5; move=false; bottom=true; score=0.50",
+			want:   "none",
 		},
 		{
 			// L6 holds 300 entries in 50M, 1/6M each. Each L5 table
@@ -374,14 +372,27 @@ func TestCompactionPicker(t *testing.T) {
 		},
 		{
 			name:   "above the last level, the densest table goes into the next level with the tables it overlaps",
-			levels: "L5: 1:[a-c]!40 2:[d-f]!60 3:[g-h]!5\nL6: 4:[a-b] 5:[c-e] 6:[f-z]",
+			levels: "L5: 1:[a-c]!40 2:[d-f]!60 3:[g-h]!5\nL6: 4:[a-b]!0 5:[c-e]!0 6:[f-z]!0",
 			want:   "L5 -> L6: inputs 2 + 5,6; move=false; bottom=true; score=0.60",
 		},
 		{
 			name:   "a denser table whose overlap is busy yields to the next",
-			levels: "L5: 1:[a-c]!40 2:[d-f]!60\nL6: 4:[a-b] 5:[c-e] 6:[f-z]",
+			levels: "L5: 1:[a-c]!50 2:[d-f]!60\nL6: 4:[a-b]!0 5:[c-e]!0 6:[f-z]!0",
 			busy:   "6",
-			want:   "L5 -> L6: inputs 1 + 4,5; move=false; bottom=true; score=0.40",
+			want:   "L5 -> L6: inputs 1 + 4,5; move=false; bottom=true; score=0.50",
+		},
+		{
+			// L6 holds 200 entries in 20M, 0.1M each. Table 1's 60
+			// deletions free 6M, over a quarter of the 20M it would
+			// rewrite; 40 would free 4M, under it.
+			name:   "a table of deletions over all of the level below is compacted only when it frees a quarter of what it rewrites",
+			levels: "L5: 1:[a-m]=1M!60\nL6: 11:[a-f]=10M!0 12:[g-m]=10M!0",
+			want:   "L5 -> L6: inputs 1 + 11,12; move=false; bottom=true; score=0.60",
+		},
+		{
+			name:   "and not when it frees less",
+			levels: "L5: 1:[a-m]=1M!40\nL6: 11:[a-f]=10M!0 12:[g-m]=10M!0",
+			want:   "none",
 		},
 		{
 			name:      "a snapshot that does not see a table's deletions holds it back, above the last level too",
