@@ -78,8 +78,9 @@ type CompactionInfo struct {
 	// the next level overlapped them). Manual: Compact asked for it.
 	Move, Manual bool
 	// Score is the level's score that called for the compaction (0 for a
-	// manual one): its size over its target, or for level 0 its table count
-	// over L0CompactionThreshold.
+	// manual one): its compensated size over its target, or for level 0
+	// its depth over L0CompactionThreshold; for an elision-only or
+	// tombstone-density compaction, the table's share of deletions.
 	Score             float64
 	Inputs            []uint64 // table file numbers read
 	Outputs           []uint64 // table file numbers written; set at CompactionEnd

@@ -95,8 +95,9 @@ type LevelMetrics struct {
 	// L0StopWritesThreshold, or 1 when they can move down unrewritten or
 	// when iterator seeks meeting them have paid for their compaction; the
 	// last level and those above the base level: always 0; the others:
-	// bytes over Target, not counting tables a running compaction is moving
-	// out).
+	// compensated bytes over Target, each deletion counting the mean bytes
+	// of an entry below it, not counting tables a running compaction is
+	// moving out).
 	Score float64
 	// Target is the size the level may reach before it is compacted into
 	// the next, for the levels from the base level down to the one above
