@@ -217,18 +217,27 @@ func TestCompactionPicker(t *testing.T) {
 			want:   "none",
 		},
 		{
+			// L0's score (two deep: 1) is divided by the base's (2).
 			name:   "the highest score wins: the base over L0",
 			opts:   Options{LBaseMaxBytes: 10 * mb},
 			levels: "L0: 1:[a-c] 2:[b-d]\nL5: 6:[a-c]=10M 7:[x-z]=10M\nL6: 8:[a-b]=80M",
-			scores: "1.00 0 0 0 0 2.00 0",
+			scores: "0.50 0 0 0 0 2.00 0",
 			want:   "L5 -> L6: inputs 7 + none; move=true; bottom=true; score=2.00",
 		},
 		{
+			// Ten deep: 5, over the base's 2.
 			name:   "the highest score wins: L0 over the base",
 			opts:   Options{LBaseMaxBytes: 10 * mb},
-			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[c-f] 5:[c-g]\nL5: 6:[a-c]=10M 7:[x-z]=10M\nL6: 8:[a-b]=80M",
+			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[c-f] 5:[c-g] 9:[a-c] 10:[a-c] 11:[a-c] 12:[a-c] 13:[a-c]\nL5: 6:[a-c]=10M 7:[x-z]=10M\nL6: 8:[a-b]=80M",
 			scores: "2.50 0 0 0 0 2.00 0",
-			want:   "L0 -> L5: inputs 1,2,3,4,5 + 6; move=false; bottom=false; score=2.50",
+			want:   "L0 -> L5: inputs 1,2,3,4,5,9,10,11,12,13 + 6; move=false; bottom=false; score=2.50",
+		},
+		{
+			name:   "L0 holding L0StopWritesThreshold tables is not weighed against the base",
+			opts:   Options{LBaseMaxBytes: 10 * mb, L0StopWritesThreshold: 4},
+			levels: "L0: 1:[a-c] 2:[b-d] 3:[c-e] 4:[c-f]\nL5: 6:[a-c]=10M 7:[x-z]=10M\nL6: 8:[a-b]=80M",
+			scores: "2.00 0 0 0 0 2.00 0",
+			want:   "L0 -> L5: inputs 1,2,3,4 + 6; move=false; bottom=false; score=2.00",
 		},
 
 		// Busy tables and running compactions.
@@ -308,10 +317,10 @@ func TestCompactionPicker(t *testing.T) {
 		{
 			name:    "the highest-scoring level cannot go: the next one does",
 			opts:    Options{LBaseMaxBytes: 10 * mb},
-			levels:  "L0: 1:[a-c] 2:[b-d]\nL5: 6:[a-c]=10M 7:[m-n]=10M\nL6: 8:[a-b]=80M",
+			levels:  "L0: 1:[a-c] 2:[b-d] 3:[a-d] 4:[b-c]\nL5: 6:[a-c]=10M 7:[m-n]=10M\nL6: 8:[a-b]=80M",
 			running: []string{"L5->L6 [a-z]"},
 			scores:  "1.00 0 0 0 0 2.00 0",
-			want:    "L0 -> L5: inputs 1,2 + 6; move=false; bottom=false; score=1.00",
+			want:    "L0 -> L5: inputs 1,2,3,4 + 6; move=false; bottom=false; score=1.00",
 		},
 
 		// bottom: whether a level below the output holds keys in range.
