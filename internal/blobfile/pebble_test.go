@@ -83,11 +83,13 @@ var profiles = []struct {
 	{block.MinLZCompression, MinLZCompression},
 }
 
-// pebbleReader opens a blob file with Pebble's reader.
+// pebbleReader opens a blob file with Pebble's reader, on a copy of data:
+// built with invariants (as under -race), Pebble poisons buffers it is done
+// with, which may be the very bytes it was handed.
 func pebbleReader(t testing.TB, data []byte) *blob.FileReader {
 	t.Helper()
 	obj := &objstorage.MemObj{}
-	if err := obj.Write(data); err != nil {
+	if err := obj.Write(bytes.Clone(data)); err != nil {
 		t.Fatal(err)
 	}
 	r, err := blob.NewFileReader(context.Background(), obj, blob.FileReaderOptions{})
