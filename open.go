@@ -50,7 +50,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("bloomkv: locking %s: %w", dir, err)
 	}
 	d.cache = cache.New(o.CacheSize, cache.Options{})
-	d.tables = &tableCache{fs: d.fs, dir: dir, cache: d.cache, tables: map[uint64]*openTable{}}
+	d.tables = &tableCache{fs: d.fs, dir: dir, cache: d.cache, tables: map[uint64]*openTable{}, mmap: !o.DisableMmapReads}
 	if err := d.open(); err != nil {
 		d.tables.close()
 		if d.manifest != nil {

@@ -65,6 +65,13 @@ type Options struct {
 	// DB.MayHaveChanged): every Get then asks the memtables and every level
 	// above the base, as a store without it would. It is on by default.
 	DisableDiffFilter bool
+	// DisableMmapReads reads tables with read system calls only. By default
+	// a table is also mapped into memory (on 64-bit Unix, when the store is
+	// on the operating system's file system), and a block the cache lacks
+	// is verified and decoded where it lies in the mapping, which saves a
+	// system call and a copy per block; as LevelDB does on 64-bit
+	// platforms.
+	DisableMmapReads bool
 	// FormatVersion is the format version a new store is created at
 	// (FormatNewest). An existing store keeps its own version unless this
 	// one is newer: Open then raises the store's to it (not when ReadOnly),

@@ -25,6 +25,8 @@ type tableCache struct {
 	closed  bool
 	// pinned sums the memory the open tables hold outside the cache.
 	pinned atomic.Int64
+	// mmap maps tables into memory (see Options.DisableMmapReads).
+	mmap bool
 }
 
 type openTable struct {
@@ -71,6 +73,9 @@ func (tc *tableCache) getOnce(num uint64, override base.SeqNum) (r *sstable.Read
 			return
 		}
 		size, err := f.Size()
+		if err == nil && tc.mmap {
+			f = vfs.MapForReading(f, size)
+		}
 		if err == nil {
 			t.r, err = sstable.NewReader(f, size, sstable.ReaderOptions{Cache: tc.cache, FileNum: num, FileName: name, Buffers: &tc.buffers, SeqNumOverride: override})
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
 	"unsafe"
 
@@ -87,7 +88,10 @@ type RangeDeletion = rangedel.Tombstone
 // deletions in memory and reads data blocks through the cache. It is safe for
 // concurrent use.
 type Reader struct {
-	r      io.ReaderAt
+	r io.ReaderAt
+	// mapped is r when r's bytes are mapped into memory: blocks are then
+	// verified and decoded where they lie, without a read system call.
+	mapped mappedFile
 	size   uint64
 	opts   ReaderOptions
 	footer footer
@@ -142,6 +146,7 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		return nil, err
 	}
 	t := &Reader{r: r, size: uint64(size), opts: opts}
+	t.mapped, _ = r.(mappedFile)
 	t.cc, _ = opts.Cache.(*cache.Cache)
 	for _, step := range []func() error{
 		t.readFooter,
@@ -495,6 +500,9 @@ func (t *Reader) readBlockInto(bh BlockHandle, kind string, bufs *blockBufs) ([]
 	n := int(bh.Length + blockTrailerLen)
 	switch {
 	case bufs != nil:
+		if out, ok, err := t.readMapped(bh, kind, bufs, nil); ok {
+			return out, err
+		}
 		bufs.raw = grow(bufs.raw, n)
 		return t.decodeBlock(bh, kind, bufs.raw, bufs, nil)
 	case kind == "filter":
@@ -511,6 +519,9 @@ func (t *Reader) readBlockAlloc(bh BlockHandle, kind string, alloc func(int) []b
 	if bh.Length > maxBlockLen || bh.Offset > t.size || bh.Length+blockTrailerLen > t.size-bh.Offset {
 		return nil, corruptionf("%s: %s block %s lies outside the file of %d bytes", t.opts.FileName, kind, bh, t.size)
 	}
+	if out, ok, err := t.readMapped(bh, kind, nil, alloc); ok {
+		return out, err
+	}
 	pooled := getBuf(&t.opts.Buffers.raw)
 	*pooled = grow(*pooled, int(bh.Length+blockTrailerLen))
 	out, err := t.decodeBlock(bh, kind, *pooled, nil, alloc)
@@ -524,6 +535,61 @@ func (t *Reader) readBlockAlloc(bh BlockHandle, kind string, alloc func(int) []b
 		t.opts.Buffers.raw.Put(pooled)
 	}
 	return out, err
+}
+
+// mappedFile is a file whose bytes are mapped into memory (a
+// vfs.MappedFile): MappedBytes returns them (ok false once the file is
+// closed), to use until ReleaseMapped.
+type mappedFile interface {
+	MappedBytes() (data []byte, ok bool)
+	ReleaseMapped()
+}
+
+// readMapped verifies and decompresses the block at bh where it lies in the
+// table's mapped bytes, as checkDecode does, copying a block stored
+// uncompressed out of them. ok is false, and the block must be read instead,
+// when the table is not mapped (or no longer: its file was closed) or the
+// block lies past the mapping. A fault while touching the bytes (the file was
+// cut short under the mapping) is an error wrapping ErrCorruption, as a
+// short read is.
+func (t *Reader) readMapped(bh BlockHandle, kind string, bufs *blockBufs, alloc func(int) []byte) (out []byte, ok bool, err error) {
+	if t.mapped == nil {
+		return nil, false, nil
+	}
+	data, ok := t.mapped.MappedBytes()
+	if !ok {
+		return nil, false, nil
+	}
+	defer t.mapped.ReleaseMapped()
+	end := bh.Offset + bh.Length + blockTrailerLen
+	if end > uint64(len(data)) || end < bh.Offset {
+		return nil, false, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			fault, isFault := r.(interface{ Addr() uintptr })
+			if !isFault {
+				panic(r)
+			}
+			out, err = nil, corruptionf("%s: %s block %s: fault reading the mapped file at offset %d (cut short since it was opened?): %v", t.opts.FileName, kind, bh, bh.Offset, fault)
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	raw := data[bh.Offset:end:end]
+	out, err = t.checkDecode(bh, kind, raw, bufs, alloc)
+	if err == nil && len(out) > 0 && &out[0] == &raw[0] {
+		// Stored uncompressed: copy the block out of the mapping.
+		var b []byte
+		if bufs != nil {
+			bufs.dec = grow(bufs.dec, len(out))
+			b = bufs.dec
+		} else {
+			b = alloc(len(out))
+		}
+		copy(b, out)
+		out = b
+	}
+	return out, true, err
 }
 
 // decodeBlock reads the block at bh into buf (its stored length plus the
