@@ -52,3 +52,39 @@ func TestTableOpenFailureIsNotShared(t *testing.T) {
 		t.Fatal("the table's entry is not the reopened one")
 	}
 }
+
+// TestTableCacheForgets: a table evicted is opened again by the next get,
+// not served from the lookup without the lock; after close, a get of a
+// table opened before is ErrClosed.
+func TestTableCacheForgets(t *testing.T) {
+	mem := vfs.NewMem()
+	d := mustOpen(t, "/db", memOpts(mem))
+	if err := d.Set([]byte("k"), []byte("v"), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	meta := newestTable(d)
+	d.Close()
+
+	tc := &tableCache{fs: mem, dir: "/db", tables: map[uint64]*openTable{}}
+	first, err := tc.get(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := tc.get(meta); err != nil || again != first {
+		t.Fatalf("second get = %p, %v; want the open table %p", again, err, first)
+	}
+	tc.evict(meta.FileNum)
+	reopened, err := tc.get(meta)
+	if err != nil || reopened == first {
+		t.Fatalf("get after evict = %p, %v; want a new open of the table", reopened, err)
+	}
+	if err := tc.close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.get(meta); !errors.Is(err, ErrClosed) {
+		t.Fatalf("get after close: %v, want ErrClosed", err)
+	}
+}
