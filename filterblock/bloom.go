@@ -89,6 +89,32 @@ func (b *Bloom) MayContainHash(h uint64) bool {
 	return true
 }
 
+// MayContainHashes sets may[i] to MayContainHash(hs[i]) for every i (may
+// must be as long as hs). It tests every hash's first bit before any
+// second one, so that the memory reads of a filter larger than the CPU's
+// caches overlap instead of following one another: for a caller with many
+// keys to probe at once, such as a scan against a filter.
+func (b *Bloom) MayContainHashes(hs []uint64, may []bool) {
+	may = may[:len(hs)]
+	for i, h := range hs {
+		pos := b.reduce(h)
+		may[i] = b.words[pos>>6]&(1<<(pos&63)) != 0
+	}
+	for i, h := range hs {
+		if !may[i] {
+			continue
+		}
+		d := doubleHashStep(h)
+		for j := 1; j < b.k; j++ {
+			h += d
+			if pos := b.reduce(h); b.words[pos>>6]&(1<<(pos&63)) == 0 {
+				may[i] = false
+				break
+			}
+		}
+	}
+}
+
 // reduce maps a probe value to a bit position: x mod m, a mask when m is a
 // power of two. Taking the value mod m (rather than by multiply-shift) is what
 // makes Halve exact: (x mod m) mod m/2 = x mod m/2.

@@ -3,6 +3,7 @@ package filterblock
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -259,5 +260,41 @@ func TestCountingAgainstMultiset(t *testing.T) {
 	cf, _ := NewCounting(1<<12, 4)
 	if cf.Remove([]byte("never added")) {
 		t.Fatal("Remove of a key the filter certainly lacks reported success")
+	}
+}
+
+// TestMayContainHashes: the batch test answers as MayContainHash does, for
+// members and non-members, at several probe counts.
+func TestMayContainHashes(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, k := range []int{1, 2, 7, 11} {
+		b, err := NewBloom(1<<16, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3000 {
+			b.AddHash(r.Uint64())
+		}
+		hs := make([]uint64, 0, 5000)
+		for range 5000 {
+			hs = append(hs, r.Uint64())
+		}
+		for i := 0; i < len(hs); i += 10 {
+			b.AddHash(hs[i]) // some members
+		}
+		may := make([]bool, len(hs))
+		b.MayContainHashes(hs, may)
+		yes := 0
+		for i, h := range hs {
+			if may[i] != b.MayContainHash(h) {
+				t.Fatalf("k=%d: hash %d: batch says %v", k, i, may[i])
+			}
+			if may[i] {
+				yes++
+			}
+		}
+		if yes < len(hs)/10 || yes == len(hs) {
+			t.Fatalf("k=%d: %d of %d pass", k, yes, len(hs))
+		}
 	}
 }
