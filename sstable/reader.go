@@ -568,8 +568,8 @@ func (t *Reader) readMapped(bh BlockHandle, kind string, bufs *blockBufs, alloc 
 	defer func() {
 		if r := recover(); r != nil {
 			fault, isFault := r.(interface{ Addr() uintptr })
-			if !isFault {
-				panic(r)
+			if start := uintptr(unsafe.Pointer(unsafe.SliceData(data))); !isFault || fault.Addr() < start || fault.Addr()-start >= uintptr(len(data)) {
+				panic(r) // not a fault on the mapping: a bug, not the file
 			}
 			out, err = nil, corruptionf("%s: %s block %s: fault reading the mapped file at offset %d (cut short since it was opened?): %v", t.opts.FileName, kind, bh, bh.Offset, fault)
 		}
