@@ -551,7 +551,7 @@ func diffCapacity(n int) int { return max(diffMinCapacity, n*7/4) }
 // beginDiffBuildLocked and installs it, unless the base level moved
 // meanwhile (then it asks for another). d.mu is not held.
 func (d *DB) finishDiffBuild(b *diffBuild) error {
-	err := d.fillDiff(b.filter, b.state, b.base, b.seq)
+	err := d.fillDiff(b.filter, b.mems, b.state.version, b.base, b.seq)
 	d.release(b.state)
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -576,10 +576,12 @@ func (d *DB) finishDiffBuild(b *diffBuild) error {
 }
 
 // diffBuild is a build begun in the commit pipeline: the filter to fill,
-// for base level base, with what state holds up to sequence number seq.
+// for base level base, with what state holds up to sequence number seq:
+// the entries of the memtables mems and of its tables above the base.
 type diffBuild struct {
 	filter *difffile.Filter
 	state  *readState
+	mems   []*memEntry
 	base   int
 	seq    base.SeqNum
 }
@@ -605,19 +607,28 @@ func (d *DB) beginDiffBuildLocked(n int) *diffBuild {
 	d.addWriterLocked(f)
 	s := d.state.Load()
 	s.refs.Add(1) // the current state holds a reference, so it is live
-	return &diffBuild{filter: f, state: s, base: b, seq: d.lastSeq}
+	// A flushed memtable's entries are in a level-0 table of s.version as
+	// well (a flush publishes the state holding both before it lets go of
+	// the memtable): the build counts them there, once.
+	var mems []*memEntry
+	for _, m := range append([]*memEntry{s.mem}, s.imm...) {
+		if !m.flushed {
+			mems = append(mems, m)
+		}
+	}
+	return &diffBuild{filter: f, state: s, mems: mems, base: b, seq: d.lastSeq}
 }
 
-// fillDiff adds to f the point versions s holds above level baseLevel: the
-// memtables' entries up to seq, and every entry of the tables above the
-// base, recording the range deletions of those tables. It runs without d.mu.
-func (d *DB) fillDiff(f *difffile.Filter, s *readState, baseLevel int, seq base.SeqNum) error {
-	for _, m := range append([]*memEntry{s.mem}, s.imm...) {
+// fillDiff adds to f the point versions above level baseLevel: the entries
+// of mems up to seq, and every entry of the tables of v above the base,
+// recording the range deletions of those tables. It runs without d.mu.
+func (d *DB) fillDiff(f *difffile.Filter, mems []*memEntry, v *manifest.Version, baseLevel int, seq base.SeqNum) error {
+	for _, m := range mems {
 		addMemtableToDiff(f, m.mt, seq)
 	}
 	dels := map[uint64][]rangedel.Tombstone{}
 	for l := range baseLevel {
-		for meta := range s.version.Level(l) {
+		for meta := range v.Level(l) {
 			if d.closedFlag.Load() {
 				return ErrClosed // Close waits for the builder: stop here
 			}

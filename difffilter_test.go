@@ -561,3 +561,63 @@ func TestDiffFilterStepsAsideWhenItDoesNotPay(t *testing.T) {
 		t.Fatalf("%d Gets of unchanged keys asked the filter %d times, want every one", diffWindow, got)
 	}
 }
+
+// TestDiffBuildDuringFlushCountsOnce: a build that begins while a flush has
+// published the state holding its memtable and the memtable's new level-0
+// table both (the flush's FlushEnd runs then) counts those versions once,
+// not twice. Counted twice, they stayed in the filter's count after a
+// compaction took them into the base ("403 versions above" a one-table
+// store, seen under load in bench's TestReadBaseAlone).
+func TestDiffBuildDuringFlushCountsOnce(t *testing.T) {
+	const n = 300
+	o := memOpts(vfs.NewMem())
+	o.L0CompactionThreshold, o.L0StopWritesThreshold = 100, 200 // level 0 keeps the table
+	var hook func()
+	o.EventListener.FlushEnd = func(FlushInfo) {
+		if hook != nil {
+			h := hook
+			hook = nil
+			h()
+		}
+	}
+	d := baseStore(t, o, 1000)
+	defer d.Close()
+	for i := range n {
+		if err := d.Set(diffKey(100_000+i), []byte("new"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var count int64 = -1
+	var inWindow bool
+	hook = func() {
+		d.mu.Lock()
+		s := d.state.Load()
+		inWindow = len(s.imm) == 1 && s.version.NumFiles(0) == 1
+		b := d.beginDiffBuildLocked(n)
+		d.mu.Unlock()
+		if b == nil {
+			t.Error("no build began")
+			return
+		}
+		if err := d.finishDiffBuild(b); err != nil {
+			t.Error(err)
+			return
+		}
+		count = b.filter.Count()
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !inWindow {
+		t.Fatal("the build did not begin with the memtable and its table both in the state")
+	}
+	if count != n {
+		t.Fatalf("the build counted %d versions above the base, want %d", count, n)
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if m := d.Metrics().DiffFilter; m.Keys != 0 {
+		t.Fatalf("after a full compaction the filter counts %d versions, want 0", m.Keys)
+	}
+}

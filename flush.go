@@ -109,6 +109,7 @@ func (d *DB) flushOldestLocked() error {
 	// every memtable entry of every state.
 	if meta != nil {
 		d.busy[meta.FileNum] = true
+		m.flushed = true
 	}
 	d.publishLocked()
 	// FlushEnd runs before m leaves d.imm, so that a Flush waiting for m

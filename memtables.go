@@ -13,6 +13,9 @@ import (
 type memEntry struct {
 	mt     *memtable.MemTable
 	logNum uint64
+	// flushed is set, under d.mu, once a level-0 table holding mt's
+	// entries is in the version (while mt is still in d.imm).
+	flushed bool
 }
 
 // batchEntries is a batch as the memtable reads it (memtable.Batch): its
