@@ -241,6 +241,13 @@ func compensatedSize(f *manifest.FileMetadata, per float64) float64 {
 // pickAutoLocked returns the compaction the scores call for, with its tables
 // marked busy, or nil.
 func (d *DB) pickAutoLocked() *compaction {
+	if d.manualCompacts > 0 {
+		// Compact goes first, as Pebble's manual compactions do: a
+		// background compaction started while it waits for the tables it
+		// needs would write data it is about to rewrite (at 8M keys, 450 MB
+		// of L5 -> L6 merges before one of L0, L5 and L6 together).
+		return nil
+	}
 	t := d.levelTargets(d.version, d.running)
 	scores := d.levelScores(d.version, t, d.busy)
 	// Every level but the last, highest score first.

@@ -40,6 +40,8 @@ func TestCompactionPicker(t *testing.T) {
 		// snapshots lists the read sequence numbers of open snapshots,
 		// ascending (a table's sequence numbers are its number).
 		snapshots string
+		// compacting: a Compact call is under way.
+		compacting bool
 		// base, when set, is the base level levelTargets computes.
 		base int
 		want string
@@ -415,6 +417,14 @@ func TestCompactionPicker(t *testing.T) {
 			want:   "L4 -> L5: inputs 1 + none; move=true; bottom=true; score=0.50",
 		},
 
+		{
+			name:       "no background compaction starts while Compact is under way",
+			levels:     "L0: 1:[a-c] 2:[b-d]\nL6: 3:[a-b] 4:[c-g] 5:[h-k]",
+			compacting: true,
+			scores:     "1.00 0 0 0 0 0 0",
+			want:       "none",
+		},
+
 		// Compact's steps (manualSetupLocked).
 		{
 			name:   "Compact: L0 over empty levels goes into the last level",
@@ -507,6 +517,9 @@ func TestCompactionPicker(t *testing.T) {
 			}
 			for _, r := range c.running {
 				d.running = append(d.running, parseRunning(t, r))
+			}
+			if c.compacting {
+				d.manualCompacts = 1
 			}
 			if c.base != 0 {
 				if got := d.levelTargets(v, d.running).base; got != c.base {

@@ -73,6 +73,9 @@ type DB struct {
 	closed  bool
 	busy    map[uint64]bool // tables being compacted
 	running []*compaction
+	// manualCompacts counts the Compact calls under way: while one is,
+	// no background compaction starts (pickAutoLocked).
+	manualCompacts int
 	// elide holds the tables below level 0 that hold deletions (as far as
 	// known: those written since Open), for elision-only and
 	// tombstone-density compactions (pickElisionLocked).
