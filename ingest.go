@@ -2,6 +2,7 @@ package bloomkv
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"slices"
@@ -25,11 +26,15 @@ import (
 // RocksDBv2 format; their keys must be at sequence number 0, of user keys
 // in strictly increasing order (one entry per key), sets, deletions and
 // range deletions only, and the tables' key ranges (range deletions
-// included) must not overlap one another. Each table is read and checked
-// whole (every block's checksum, key order, sequence numbers, sizes)
-// before anything changes; a table that fails is refused with an error
-// naming its file (and offset), and nothing is ingested. An empty table is
-// skipped.
+// included) must not overlap one another. Before anything changes, each
+// table's structure, properties, range deletions and first and last entries
+// are checked (with Options.VerifyIngestedTables, every block and entry:
+// checksums, key order, sequence numbers, sizes); a table that fails is
+// refused with an error naming its file (and offset), and nothing is
+// ingested. Without that option, a data block between the first and the
+// last is verified when first read, as every table's blocks are: damage
+// there surfaces as ErrCorruption from the reads of its keys. An empty
+// table is skipped.
 //
 // All the keys get one new sequence number, above every write before the
 // call and below every write after it: they shadow the versions the store
@@ -53,7 +58,7 @@ import (
 // version (RatchetFormatVersion) locks out builds that do not know it and is
 // the caller's decision. It fails with ErrClosed on a closed store and
 // ErrReadOnly on one opened read-only.
-func (d *DB) Ingest(paths []string) error {
+func (d *DB) Ingest(paths []string) (err error) {
 	if d.closedFlag.Load() {
 		return ErrClosed
 	}
@@ -69,6 +74,7 @@ func (d *DB) Ingest(paths []string) error {
 			"or Options.FormatVersion (builds that do not know it then cannot open the store): %w", FormatIngest, v, ErrUnsupportedFormat)
 	}
 	op := &ingestOp{}
+	defer func() { d.releaseIngest(op.tables, err != nil) }()
 	tables, err := d.loadIngestTables(paths)
 	if err != nil {
 		return err
@@ -83,6 +89,9 @@ func (d *DB) Ingest(paths []string) error {
 	}
 	if len(op.tables) == 0 {
 		return nil
+	}
+	if err := d.hashIngestTables(op.tables); err != nil {
+		return err
 	}
 	// From the links to the edit, Close waits for the call (as for a
 	// running Compact): it must not let the store go while links no edit
@@ -160,94 +169,103 @@ type ingestOp struct {
 type ingestTable struct {
 	path string
 	// meta holds the table's size, counts and bounds (as stored, at
-	// sequence number 0); FileNum once it is linked into the store.
-	meta   *manifest.FileMetadata
-	dels   []rangedel.Tombstone // as stored
-	hashes []uint64             // of its point entries' user keys, for the differential-file filter
+	// sequence number 0); FileNum, the number it has in the store.
+	meta *manifest.FileMetadata
+	dels []rangedel.Tombstone // as stored
+	// hashes are of its point entries' user keys, for the
+	// differential-file filter, once hashed (hashIngestTables).
+	hashes []uint64
+	hashed bool
+	// r reads the table, through f (opened at path), until the store's
+	// table cache adopts them (applyIngestLocked) or releaseIngest closes
+	// them; nil after either.
+	r      *sstable.Reader
+	f      vfs.File
 	linked bool
 	level  int
 }
+
+// ingestLoadWidth is how many tables Ingest loads at once per core.
+const ingestLoadWidth = 4
 
 // loadIngestTables loads the tables at paths (loadIngestTable), several at
 // once, up to one per core Go may use; the first failure in paths' order
 // is returned.
 func (d *DB) loadIngestTables(paths []string) ([]*ingestTable, error) {
 	tables := make([]*ingestTable, len(paths))
-	errs := make([]error, len(paths))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(len(paths), runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(paths); i = int(next.Add(1) - 1) {
-				tables[i], errs[i] = d.loadIngestTable(paths[i])
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	// Wider than the cores: the sync at the end of each load is a wait
+	// for the device, which other loads go on through.
+	err := forEachParallel(len(paths), ingestLoadWidth*runtime.GOMAXPROCS(0), func(i int) (err error) {
+		tables[i], err = d.loadIngestTable(paths[i])
+		return err
+	})
+	if err != nil {
+		d.releaseIngest(tables, true)
+		return nil, err
 	}
 	return tables, nil
 }
 
-// loadIngestTable reads and checks the table at path for Ingest, whole, and
-// syncs it, so that the link Ingest makes of it is durable once the store's
-// directory is synced; an empty table gives nil.
-func (d *DB) loadIngestTable(path string) (*ingestTable, error) {
+// releaseIngest closes the readers of tables the table cache did not adopt
+// (nil entries are skipped); after a failed Ingest it also drops the blocks
+// they left in the block cache, under file numbers no table will have.
+func (d *DB) releaseIngest(tables []*ingestTable, failed bool) {
+	for _, t := range tables {
+		if t == nil || t.f == nil {
+			continue
+		}
+		t.f.Close()
+		t.r, t.f = nil, nil
+		if failed {
+			d.cache.EvictFile(t.meta.FileNum)
+		}
+	}
+}
+
+// loadIngestTable reads and checks the table at path for Ingest (whole
+// with Options.VerifyIngestedTables, else what placing it needs:
+// checkIngestEnds), and syncs it, so that the link Ingest makes of it is
+// durable once the store's directory is synced; an empty table gives nil.
+func (d *DB) loadIngestTable(path string) (_ *ingestTable, err error) {
 	f, err := d.fs.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("bloomkv: Ingest: opening %s: %w", path, err)
 	}
-	defer f.Close()
 	size, err := f.Size()
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("bloomkv: Ingest: %s: %w", path, err)
 	}
-	r, err := sstable.NewReader(f, size, sstable.ReaderOptions{FileName: path})
+	if d.tables.mmap {
+		f = vfs.MapForReading(f, size)
+	}
+	// Opened as the table cache opens the store's tables, under the file
+	// number the table will have, so that the store keeps this reader.
+	d.mu.Lock()
+	num := d.allocFileNumLocked()
+	d.mu.Unlock()
+	t := &ingestTable{path: path, f: f, meta: &manifest.FileMetadata{FileNum: num}}
+	defer func() {
+		if err != nil || t.r == nil {
+			d.releaseIngest([]*ingestTable{t}, true)
+		}
+	}()
+	r, err := sstable.NewReader(f, size, sstable.ReaderOptions{Cache: d.cache, FileNum: num, FileName: path, Buffers: &d.tables.buffers})
 	if err != nil {
 		return nil, fmt.Errorf("bloomkv: Ingest: %s refused: %w", path, err)
 	}
-	t := &ingestTable{path: path}
-	var prev []byte
-	havePrev := false // not prev != nil: the empty key is a key
 	var entries, deletions uint64
-	hash := d.diff.enabled
-	if hash {
-		t.hashes = make([]uint64, 0, min(r.Properties().NumEntries, 1<<20))
-	}
-	rep := r.CheckEntries(func(k base.InternalKey, v []byte, bh sstable.BlockHandle, off int) error {
-		var why string
-		switch {
-		case k.SeqNum() != 0:
-			why = fmt.Sprintf("has sequence number %d: a table for Ingest holds its keys at 0, and the store assigns their number", k.SeqNum())
-		case k.Kind() != base.KindSet && k.Kind() != base.KindDelete:
-			why = fmt.Sprintf("is of kind %v: Ingest takes sets, deletions and range deletions", k.Kind())
-		case len(k.UserKey) > MaxKeySize:
-			return fmt.Errorf("%s: data block %s: offset %d in block: %w: key of %d bytes exceeds MaxKeySize (%d)", path, bh, off, ErrTooLarge, len(k.UserKey), MaxKeySize)
-		case len(v) > MaxValueSize:
-			return fmt.Errorf("%s: data block %s: offset %d in block: %w: value of %d bytes exceeds MaxValueSize (%d)", path, bh, off, ErrTooLarge, len(v), MaxValueSize)
-		case havePrev && bytes.Equal(prev, k.UserKey):
-			why = "repeats the previous entry's user key: a table for Ingest holds one entry per key"
+	if d.opts.VerifyIngestedTables {
+		if entries, deletions, err = d.checkIngestEntries(r, t); err != nil {
+			return nil, fmt.Errorf("bloomkv: Ingest: %s refused: %w", path, err)
 		}
-		if why != "" {
-			return fmt.Errorf("%s: data block %s: offset %d in block: key %s %s", path, bh, off, k, why)
+	} else {
+		if err := checkIngestEnds(r, path); err != nil {
+			return nil, fmt.Errorf("bloomkv: Ingest: %s refused: %w", path, err)
 		}
-		prev, havePrev = append(prev[:0], k.UserKey...), true
-		entries++
-		if k.Kind() == base.KindDelete {
-			deletions++
-		}
-		if hash {
-			t.hashes = append(t.hashes, filterblock.Hash(k.UserKey))
-		}
-		return nil
-	})
-	if err := rep.Err(); err != nil {
-		return nil, fmt.Errorf("bloomkv: Ingest: %s refused: %w", path, err)
+		p := r.Properties()
+		entries = p.NumEntries - min(p.NumRangeDeletions, p.NumEntries)
+		deletions = min(p.NumDeletions-min(p.NumRangeDeletions, p.NumDeletions), entries)
 	}
 	t.dels = r.RangeDeletions()
 	for _, rd := range t.dels {
@@ -263,7 +281,7 @@ func (d *DB) loadIngestTable(path string) (*ingestTable, error) {
 		return nil, fmt.Errorf("bloomkv: Ingest: %s refused: %w", path, err)
 	}
 	if lo == nil {
-		return nil, nil
+		return nil, nil // (t.r is nil: the deferred release closes f)
 	}
 	// Its writer may not have synced it; a sync of a synced file is cheap,
 	// and one before the link costs less than one after: the link dirties
@@ -273,8 +291,146 @@ func (d *DB) loadIngestTable(path string) (*ingestTable, error) {
 		return nil, fmt.Errorf("bloomkv: Ingest: syncing %s: %w", path, err)
 	}
 	n := uint64(len(t.dels))
-	t.meta = &manifest.FileMetadata{Size: uint64(size), Smallest: *lo, Largest: *hi, Entries: entries + n, Deletions: deletions + n}
+	t.meta = &manifest.FileMetadata{FileNum: num, Size: uint64(size), Smallest: *lo, Largest: *hi, Entries: entries + n, Deletions: deletions + n}
+	t.r = r
 	return t, nil
+}
+
+// checkIngestEntries reads every entry of r and checks it for Ingest:
+// sequence number 0, a set or a deletion, sizes within the limits, user keys
+// strictly increasing (with every block's checksum and the table's
+// structure, Reader.CheckEntries). It returns the counts of point entries
+// and deletions, and fills t.hashes for the differential-file filter.
+func (d *DB) checkIngestEntries(r *sstable.Reader, t *ingestTable) (entries, deletions uint64, err error) {
+	var prev []byte
+	havePrev := false // not prev != nil: the empty key is a key
+	hash := d.diff.enabled
+	if hash {
+		t.hashes = make([]uint64, 0, min(r.Properties().NumEntries, 1<<20))
+		t.hashed = true
+	}
+	rep := r.CheckEntries(func(k base.InternalKey, v []byte, bh sstable.BlockHandle, off int) error {
+		if err := checkIngestEntry(k, v); err != nil {
+			return fmt.Errorf("%s: data block %s: offset %d in block: %w", t.path, bh, off, err)
+		}
+		if havePrev && bytes.Equal(prev, k.UserKey) {
+			return fmt.Errorf("%s: data block %s: offset %d in block: key %s repeats the previous entry's user key: a table for Ingest holds one entry per key", t.path, bh, off, k)
+		}
+		prev, havePrev = append(prev[:0], k.UserKey...), true
+		entries++
+		if k.Kind() == base.KindDelete {
+			deletions++
+		}
+		if hash {
+			t.hashes = append(t.hashes, filterblock.Hash(k.UserKey))
+		}
+		return nil
+	})
+	return entries, deletions, rep.Err()
+}
+
+// checkIngestEntry checks one entry of a table for Ingest: sequence number
+// 0, a set or a deletion, key and value within MaxKeySize and MaxValueSize.
+func checkIngestEntry(k base.InternalKey, v []byte) error {
+	switch {
+	case len(k.UserKey) > MaxKeySize:
+		return fmt.Errorf("%w: key of %d bytes exceeds MaxKeySize (%d)", ErrTooLarge, len(k.UserKey), MaxKeySize)
+	case len(v) > MaxValueSize:
+		return fmt.Errorf("%w: value of %d bytes exceeds MaxValueSize (%d)", ErrTooLarge, len(v), MaxValueSize)
+	case k.SeqNum() != 0:
+		return fmt.Errorf("key %s has sequence number %d: a table for Ingest holds its keys at 0, and the store assigns their number", k, k.SeqNum())
+	case k.Kind() != base.KindSet && k.Kind() != base.KindDelete:
+		return fmt.Errorf("key %s is of kind %v: Ingest takes sets, deletions and range deletions", k, k.Kind())
+	}
+	return nil
+}
+
+// checkIngestEnds checks, without reading the table's data blocks but its
+// first and last, what Ingest needs of the table at path to place it, as
+// Pebble's Ingest does: its properties (sequence numbers 0 where it records
+// them, no merge operands, no range keys), and its first and last entries
+// (checkIngestEntry).
+func checkIngestEnds(r *sstable.Reader, path string) error {
+	p := r.Properties()
+	if p.LargestSeqNum != 0 {
+		return fmt.Errorf("%s: its properties record keys up to sequence number %d: a table for Ingest holds its keys at 0, and the store assigns their number", path, p.LargestSeqNum)
+	}
+	for _, name := range []string{"rocksdb.merge.operands", "pebble.num.range-key-sets", "pebble.num.range-key-unsets", "pebble.num.range-key-dels"} {
+		if n, _ := binary.Uvarint(p.User[name]); n > 0 {
+			return fmt.Errorf("%s: property %s is %d: Ingest takes sets, deletions and range deletions", path, name, n)
+		}
+	}
+	it := r.NewIter()
+	for i, end := range []func() bool{it.First, it.Last} {
+		if !end() {
+			break
+		}
+		if err := checkIngestEntry(it.Key(), it.Value()); err != nil {
+			it.Close()
+			return fmt.Errorf("%s: its %s entry: %w", path, [2]string{"first", "last"}[i], err)
+		}
+	}
+	return it.Close()
+}
+
+// hashIngestTables hashes the keys of the tables that, as the store stands,
+// go above the last level, for the differential-file filter; a table bound
+// for the last level is either the base, whose keys the filter does not
+// hold, or goes there into an empty store. applyIngestLocked hashes any
+// table the store's changes since then put above the base after all.
+func (d *DB) hashIngestTables(tables []*ingestTable) error {
+	if !d.diff.enabled {
+		return nil
+	}
+	var todo []*ingestTable
+	d.mu.Lock()
+	lbase := d.levelTargets(d.version, d.running).base
+	for _, t := range tables {
+		if !t.hashed && d.ingestLevelLocked(t.meta, lbase) < manifest.NumLevels-1 {
+			todo = append(todo, t)
+		}
+	}
+	d.mu.Unlock()
+	return forEachParallel(len(todo), runtime.GOMAXPROCS(0), func(i int) error { return d.hashIngestTable(todo[i]) })
+}
+
+// hashIngestTable fills t.hashes with the hashes of the user keys of its
+// point entries, read past the block cache.
+func (d *DB) hashIngestTable(t *ingestTable) error {
+	hashes := make([]uint64, 0, min(t.r.Properties().NumEntries, 1<<20))
+	it := t.r.NewCompactionIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		hashes = append(hashes, filterblock.Hash(it.Key().UserKey))
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("bloomkv: Ingest: reading %s: %w", t.path, err)
+	}
+	t.hashes, t.hashed = hashes, true
+	return nil
+}
+
+// forEachParallel calls fn(0) to fn(n-1), up to width at once, and
+// returns the error of the lowest i that failed.
+func forEachParallel(n, width int, fn func(i int) error) error {
+	errs := make([]error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, width) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				errs[i] = fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkDisjoint refuses tables whose key ranges overlap.
@@ -291,16 +447,11 @@ func checkDisjoint(tables []*ingestTable) error {
 	return nil
 }
 
-// linkIngest gives each table a file number and hard-links (or copies) it
-// into the store's directory under that number, and syncs the directory
+// linkIngest hard-links (or copies) each table into the store's directory
+// under its file number, and syncs the directory
 // (loadIngestTable synced the contents). On failure it removes what it
 // added.
 func (d *DB) linkIngest(op *ingestOp) error {
-	d.mu.Lock()
-	for _, t := range op.tables {
-		t.meta.FileNum = d.allocFileNumLocked()
-	}
-	d.mu.Unlock()
 	for i, t := range op.tables {
 		name := d.path(tableName(t.meta.FileNum))
 		if l, ok := d.fs.(vfs.Linker); ok {
@@ -386,6 +537,14 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 	edit := &manifest.VersionEdit{}
 	for _, t := range op.tables {
 		t.level = d.ingestLevelLocked(t.meta, lbase)
+		if d.diff.enabled && t.level < manifest.NumLevels-1 && !t.hashed {
+			// hashIngestTables found it bound for the last level, but
+			// the store changed since. Rare: hashed here, with writes
+			// waiting.
+			if err := d.hashIngestTable(t); err != nil {
+				return err // nothing written
+			}
+		}
 		m := t.meta
 		m.SmallestSeq, m.LargestSeq, m.SeqNumOverride = seq, seq, seq
 		m.Smallest.Trailer = base.MakeTrailer(seq, m.Smallest.Kind())
@@ -431,6 +590,14 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 					f.AddHash(h)
 				}
 			}
+		}
+	}
+	// The readers Ingest opened become the store's, for the tables it
+	// linked (a copy is another file), before any read can reach them.
+	for _, t := range op.tables {
+		if t.linked && t.r.Reassign(d.path(tableName(t.meta.FileNum)), seq) == nil {
+			d.tables.adopt(t.meta.FileNum, t.r, t.f)
+			t.r, t.f = nil, nil
 		}
 	}
 	d.publishLocked()

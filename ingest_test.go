@@ -589,9 +589,28 @@ func storeFiles(t *testing.T, fs vfs.FS) map[string]string {
 	return out
 }
 
+// TestIngestRefusesBadTables: each bad table is refused, with an error
+// naming it, and nothing changes. With VerifyIngestedTables every entry is
+// checked; by default only what placing a table needs (its structure,
+// properties, range deletions, first and last entries), so the two tables
+// that are bad only in their middle pass (TestIngestUnverifiedDamage).
 func TestIngestRefusesBadTables(t *testing.T) {
+	for _, verify := range []bool{true, false} {
+		t.Run(fmt.Sprintf("VerifyIngestedTables=%v", verify), func(t *testing.T) {
+			var unverified []string
+			if !verify {
+				unverified = []string{"out-of-order", "repeated-key"}
+			}
+			testIngestRefusesBadTables(t, verify, unverified)
+		})
+	}
+}
+
+func testIngestRefusesBadTables(t *testing.T, verify bool, unverified []string) {
 	mem := vfs.NewMem()
-	d := mustOpen(t, "/db", memOpts(mem))
+	o := memOpts(mem)
+	o.VerifyIngestedTables = verify
+	d := mustOpen(t, "/db", o)
 	defer d.Close()
 	for _, e := range sets(0, 50, "old") {
 		d.Set([]byte(e.key), []byte(e.value), Sync)
@@ -609,6 +628,9 @@ func TestIngestRefusesBadTables(t *testing.T) {
 		"key-too-large": "MaxKeySize", "not-a-table": "", "missing": "", "cockroachdb": `comparer "cockroach_comparator"`,
 	}
 	for i, name := range names {
+		if slices.Contains(unverified, name) {
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			p := bad[name]
 			good1, good2 := fmt.Sprintf("/in/g%d-1.sst", i), fmt.Sprintf("/in/g%d-2.sst", i)
@@ -1124,5 +1146,221 @@ func TestIngestThenCheckpoint(t *testing.T) {
 	}
 	if _, err := c.Check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestIngestUnverifiedDamage: by default Ingest reads a table's first and
+// last data blocks only, so a middle block whose bytes are damaged passes
+// Ingest and is caught when it is read: Gets of its keys fail with
+// ErrCorruption naming the store's file, while the other keys read. With
+// VerifyIngestedTables the table is refused whole and nothing changes.
+func TestIngestUnverifiedDamage(t *testing.T) {
+	for _, verify := range []bool{false, true} {
+		t.Run(fmt.Sprintf("VerifyIngestedTables=%v", verify), func(t *testing.T) {
+			mem := vfs.NewMem()
+			o := memOpts(mem)
+			o.VerifyIngestedTables = verify
+			d := mustOpen(t, "/db", o)
+			defer d.Close()
+			entries := sets(0, 400, "v")
+			writeIngestTable(t, mem, "/in/t.sst", entries)
+			data := readFile(t, mem, "/in/t.sst")
+			r, err := sstable.NewReader(bytes.NewReader(data), int64(len(data)), sstable.ReaderOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var blocks []sstable.BlockInfo
+			for _, b := range r.Blocks().Blocks {
+				if b.Kind == sstable.BlockData {
+					blocks = append(blocks, b)
+				}
+			}
+			if len(blocks) < 5 {
+				t.Fatalf("%d data blocks: too few for a middle one", len(blocks))
+			}
+			mid := blocks[len(blocks)/2]
+			var damaged []string
+			if err := r.BlockRecords(mid, func(k, _ []byte) bool {
+				damaged = append(damaged, string(k[:len(k)-8]))
+				return true
+			}); err != nil || len(damaged) == 0 {
+				t.Fatalf("the middle block's keys: %v, %v", damaged, err)
+			}
+			data[mid.Handle.Offset+mid.Handle.Length/2] ^= 0x40
+			rewrite(t, mem, "/in/t.sst", data)
+
+			err = d.Ingest([]string{"/in/t.sst"})
+			if verify {
+				if err == nil || !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "/in/t.sst") {
+					t.Fatalf("Ingest of a table damaged in its middle, verified: %v", err)
+				}
+				if v, err := d.Get([]byte(entries[0].key)); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("after the refusal, Get(%s) = %q, %v", entries[0].key, v, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Ingest: %v", err)
+			}
+			for _, e := range entries {
+				v, err := d.Get([]byte(e.key))
+				if slices.Contains(damaged, e.key) {
+					// The store's name for the table, not the path
+					// Ingest was given: its reader changed hands.
+					if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "/db/") || strings.Contains(err.Error(), "/in/") {
+						t.Fatalf("Get(%s) in the damaged block = %q, %v; want ErrCorruption naming the store's table", e.key, v, err)
+					}
+					continue
+				}
+				if err != nil || string(v) != e.value {
+					t.Fatalf("Get(%s) = %q, %v; want %q", e.key, v, err, e.value)
+				}
+			}
+		})
+	}
+}
+
+// linkHookFS runs hook before its first Link.
+type linkHookFS struct {
+	*vfs.MemFS
+	hook func()
+}
+
+func (l *linkHookFS) Link(oldname, newname string) error {
+	if h := l.hook; h != nil {
+		l.hook = nil
+		h()
+	}
+	return l.MemFS.Link(oldname, newname)
+}
+
+// TestIngestDiffFilterLateOverlap: a table bound for the last level when
+// Ingest looks (so it does not hash its keys then) that a flush puts above
+// the base before its edit still has every key counted by the
+// differential-file filter: Ingest hashes it at the edit.
+func TestIngestDiffFilterLateOverlap(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := &linkHookFS{MemFS: mem}
+	o := memOpts(fs)
+	o.L0CompactionThreshold, o.L0StopWritesThreshold = 100, 200
+	d := baseStore(t, o, 2000)
+	closeAtCleanup(t, d)
+	problem := checkDiffAtEveryPublish(d)
+	want := map[string]string{}
+	for i := range 2000 {
+		want[string(diffKey(i))] = fmt.Sprintf("base-%d", i)
+	}
+	setsTable(t, mem, "/in/beyond.sst", 5000, 5100, "beyond", want)
+	fs.hook = func() {
+		if err := d.Set(diffKey(5050), []byte("late"), NoSync); err != nil {
+			t.Error(err)
+		}
+		if err := d.Flush(); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := d.Ingest([]string{"/in/beyond.sst"}); err != nil {
+		t.Fatal(err)
+	}
+	if fs.hook != nil {
+		t.Fatal("Ingest linked nothing")
+	}
+	if got := slices.Collect(stdmaps.Values(ingestedLevels(t, d))); !slices.Equal(got, []int{0}) {
+		t.Fatalf("ingested into levels %v, want L0 (above the table flushed meanwhile)", got)
+	}
+	for i := 5000; i < 5100; i++ {
+		if !d.MayHaveChanged(diffKey(i)) {
+			t.Fatalf("the filter says %q (ingested above the base) has not changed", diffKey(i))
+		}
+	}
+	sameContents(t, "after Ingest", d.Get, d.NewIter, want, nil)
+	checkDiffFilter(t, d)
+	if p := problem(); p != "" {
+		t.Fatal(p)
+	}
+}
+
+// openCountFS counts the opens of each file.
+type openCountFS struct {
+	*vfs.MemFS
+	mu    sync.Mutex
+	opens map[string]int
+}
+
+func (c *openCountFS) Open(name string) (vfs.File, error) {
+	c.mu.Lock()
+	c.opens[name]++
+	c.mu.Unlock()
+	return c.MemFS.Open(name)
+}
+
+// TestIngestKeepsItsReaders: the store keeps the readers Ingest opened to
+// check the tables it links, so reads after it open no table again, and
+// they read the keys at the sequence number Ingest assigned (an older
+// snapshot does not see them). A copied table is another file: the store
+// opens its copy.
+func TestIngestKeepsItsReaders(t *testing.T) {
+	for _, link := range []bool{true, false} {
+		t.Run(fmt.Sprintf("linked=%v", link), func(t *testing.T) {
+			c := &openCountFS{MemFS: vfs.NewMem(), opens: map[string]int{}}
+			var fsys vfs.FS = c
+			if !link {
+				efs := vfs.NewErrorFS(c)
+				efs.SetInjector(func(o vfs.Op, _ string) error {
+					if o == vfs.OpLink {
+						return vfs.ErrInjected
+					}
+					return nil
+				})
+				fsys = efs
+			}
+			o := memOpts(fsys)
+			var info IngestInfo
+			o.EventListener.TableIngested = func(i IngestInfo) { info = i }
+			d := mustOpen(t, "/db", o)
+			defer d.Close()
+			if err := d.Set(diffKey(3), []byte("old"), NoSync); err != nil {
+				t.Fatal(err)
+			}
+			snap, err := d.NewSnapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snap.Close()
+			writeIngestTable(t, c.MemFS, "/in/a.sst", sets(0, 50, "a"), [2]string{string(diffKey(60)), string(diffKey(70))})
+			writeIngestTable(t, c.MemFS, "/in/b.sst", sets(100, 150, "b"))
+			if err := d.Ingest([]string{"/in/a.sst", "/in/b.sst"}); err != nil {
+				t.Fatal(err)
+			}
+			c.mu.Lock()
+			clear(c.opens)
+			c.mu.Unlock()
+			for _, e := range append(sets(0, 50, "a"), sets(100, 150, "b")...) {
+				if v, err := d.Get([]byte(e.key)); err != nil || string(v) != e.value {
+					t.Fatalf("Get(%s) = %q, %v; want %q", e.key, v, err, e.value)
+				}
+			}
+			if v, err := snap.Get(diffKey(3)); err != nil || string(v) != "old" {
+				t.Fatalf("the snapshot's Get = %q, %v; want old", v, err)
+			}
+			if v, err := snap.Get(diffKey(7)); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("the snapshot sees an ingested key: %q, %v", v, err)
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			opened := 0
+			for _, it := range info.Tables {
+				opened += c.opens["/db/"+tableName(it.FileNum)]
+			}
+			if len(info.Tables) != 2 || info.Tables[0].Linked != link {
+				t.Fatalf("IngestInfo %+v", info)
+			}
+			if link && opened != 0 {
+				t.Fatalf("reads after Ingest opened tables: %v", c.opens)
+			}
+			if !link && opened != 2 {
+				t.Fatalf("reads after an Ingest that copied opened %d tables (%v), want the 2 copies", opened, c.opens)
+			}
+		})
 	}
 }

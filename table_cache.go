@@ -103,6 +103,23 @@ func (tc *tableCache) getOnce(num uint64, override base.SeqNum) (r *sstable.Read
 	return t.r, opened, t.err
 }
 
+// adopt makes r, reading the open file f, the open reader of table num, as
+// if get had opened it (Ingest opens its tables before they are the
+// store's); on a closed cache, or if num is open already, it closes f.
+func (tc *tableCache) adopt(num uint64, r *sstable.Reader, f vfs.File) {
+	t := &openTable{r: r, f: f}
+	t.once.Do(func() {})
+	tc.mu.Lock()
+	if _, open := tc.tables[num]; tc.closed || open {
+		tc.mu.Unlock()
+		f.Close()
+		return
+	}
+	tc.tables[num] = t
+	tc.mu.Unlock()
+	tc.pinned.Add(int64(r.PinnedBytes()))
+}
+
 // evict closes and forgets a table that was deleted.
 func (tc *tableCache) evict(num uint64) {
 	tc.mu.Lock()

@@ -162,24 +162,51 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		}
 	}
 	t.storedDels = t.rangeDels
-	if o := opts.SeqNumOverride; o != 0 {
-		if o > base.SeqNumMax {
-			return nil, fmt.Errorf("sstable: %s: sequence-number override %d exceeds 2^56-1", opts.FileName, o)
-		}
-		// The stored fragments are ordered and disjoint but for equal
-		// spans of distinct sequence numbers; overridden, such a span's
-		// fragments would be one, so only the first is kept.
-		var out []RangeDeletion
-		for _, d := range t.rangeDels {
-			if n := len(out); n > 0 && bytes.Equal(out[n-1].Start, d.Start) {
-				continue
-			}
-			d.SeqNum = o
-			out = append(out, d)
-		}
-		t.rangeDels = out
+	if err := t.setOverride(opts.SeqNumOverride); err != nil {
+		return nil, err
 	}
 	return t, nil
+}
+
+// Reassign changes the name the reader's errors give the table and its
+// sequence-number override (ReaderOptions.FileName and SeqNumOverride), for
+// a table that changes hands: a store's Ingest opens a table at the
+// caller's path, and keeps the reader for the table once it is the store's,
+// under the store's name and the sequence number it assigned. It must be
+// called before any other use of the reader starts after the change (no
+// iterator opened before it is used after it).
+func (t *Reader) Reassign(fileName string, override base.SeqNum) error {
+	if err := t.setOverride(override); err != nil {
+		return err
+	}
+	t.opts.FileName = fileName
+	return nil
+}
+
+// setOverride sets the sequence-number override, and the range deletions as
+// it makes them.
+func (t *Reader) setOverride(o base.SeqNum) error {
+	if o > base.SeqNumMax {
+		return fmt.Errorf("sstable: %s: sequence-number override %d exceeds 2^56-1", t.opts.FileName, o)
+	}
+	t.opts.SeqNumOverride = o
+	if o == 0 {
+		t.rangeDels = t.storedDels
+		return nil
+	}
+	// The stored fragments are ordered and disjoint but for equal spans of
+	// distinct sequence numbers; overridden, such a span's fragments would
+	// be one, so only the first is kept.
+	var out []RangeDeletion
+	for _, d := range t.storedDels {
+		if n := len(out); n > 0 && bytes.Equal(out[n-1].Start, d.Start) {
+			continue
+		}
+		d.SeqNum = o
+		out = append(out, d)
+	}
+	t.rangeDels = out
+	return nil
 }
 
 // complete checks options for a table of size bytes and fills in the

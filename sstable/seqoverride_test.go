@@ -189,3 +189,58 @@ func TestCheckEntries(t *testing.T) {
 func BenchmarkScanKeysOverride(b *testing.B) {
 	benchmarkScanKeys(b, ReaderOptions{SeqNumOverride: 77}, 77)
 }
+
+// TestReassign: a reader opened without an override, then reassigned,
+// reads as one opened with the new name and override; reassigned back to
+// 0, as one opened with none. An override beyond 2^56-1 is refused.
+func TestReassign(t *testing.T) {
+	const n, seq = 200, 1000
+	data := ingestTable(t, n)
+	r, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "in.sst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "store.sst", SeqNumOverride: seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reassign("store.sst", seq); err != nil {
+		t.Fatal(err)
+	}
+	same := func(what string, a, b *Reader) {
+		t.Helper()
+		if fmt.Sprint(a.RangeDeletions()) != fmt.Sprint(b.RangeDeletions()) {
+			t.Fatalf("%s: range deletions %v, want %v", what, a.RangeDeletions(), b.RangeDeletions())
+		}
+		ia, ib := a.NewIter(), b.NewIter()
+		defer ia.Close()
+		defer ib.Close()
+		for oa, ob := ia.First(), ib.First(); oa || ob; oa, ob = ia.Next(), ib.Next() {
+			if oa != ob || ia.Key().String() != ib.Key().String() {
+				t.Fatalf("%s: key %v, want %v", what, ia.Key(), ib.Key())
+			}
+		}
+		for _, k := range []string{"k005", "k100", "k199", "k999"} {
+			va, ta, fa, ea := a.LookupCopy([]byte(k), base.SeqNumMax)
+			vb, tb, fb, eb := b.LookupCopy([]byte(k), base.SeqNumMax)
+			if string(va) != string(vb) || ta != tb || fa != fb || (ea == nil) != (eb == nil) {
+				t.Fatalf("%s: LookupCopy(%s) = %q %v %v %v, want %q %v %v %v", what, k, va, ta, fa, ea, vb, tb, fb, eb)
+			}
+		}
+	}
+	same("reassigned", r, want)
+	if r.opts.FileName != "store.sst" {
+		t.Fatalf("errors name %q", r.opts.FileName)
+	}
+	raw, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "raw.sst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reassign("raw.sst", 0); err != nil {
+		t.Fatal(err)
+	}
+	same("reassigned to 0", r, raw)
+	if err := r.Reassign("x.sst", base.SeqNumMax+1); err == nil {
+		t.Fatal("an override beyond 2^56-1 accepted")
+	}
+}
