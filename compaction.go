@@ -18,13 +18,13 @@ import (
 type compaction struct {
 	level, outputLevel int
 	// inputs are the tables read from level and from outputLevel; mid,
-	// when set, those of midLevel, a level between (a compaction of three
-	// levels, which Compact runs where it saves rewriting the middle
-	// level's data twice).
-	inputs   [2][]*manifest.FileMetadata
-	mid      []*manifest.FileMetadata
-	midLevel int
-	lo, hi   []byte // the inputs' user-key range, inclusive
+	// when set, those of levels between, midLevels[i] the level of mid[i]
+	// (a compaction of three levels or more, which Compact runs where it
+	// saves rewriting the upper levels' data once per level below them).
+	inputs    [2][]*manifest.FileMetadata
+	mid       []*manifest.FileMetadata
+	midLevels []int
+	lo, hi    []byte // the inputs' user-key range, inclusive
 	// bottom: no level below outputLevel holds keys in [lo, hi], so
 	// deletions visible to every snapshot can go.
 	bottom bool
@@ -59,8 +59,8 @@ func (c *compaction) eachInput(fn func(level int, f *manifest.FileMetadata)) {
 	for _, f := range c.inputs[0] {
 		fn(c.level, f)
 	}
-	for _, f := range c.mid {
-		fn(c.midLevel, f)
+	for i, f := range c.mid {
+		fn(c.midLevels[i], f)
 	}
 	for _, f := range c.inputs[1] {
 		fn(c.outputLevel, f)
@@ -330,7 +330,7 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 			if !havePrev || !bytes.Equal(k.UserKey, prevUser) {
 				hash = filterblock.Hash(k.UserKey)
 			}
-			in0 = slices.Contains(mi.iters[:n0], mi.top())
+			in0 = mi.topIndex() < n0
 		}
 		if !havePrev || !bytes.Equal(k.UserKey, prevUser) {
 			if d.closedFlag.Load() {

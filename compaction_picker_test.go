@@ -463,6 +463,25 @@ func TestCompactionPicker(t *testing.T) {
 			want:   "L0 -> L6: inputs 1,2 + 3 (L5) + 4; move=false; bottom=true",
 		},
 		{
+			name:   "Compact: L0 merges with every level below holding keys in range at once",
+			levels: "L0: 1:[a-c] 2:[b-d]\nL4: 3:[a-b]\nL5: 4:[a-e]\nL6: 5:[a-z]",
+			manual: "L0: 1 2",
+			want:   "L0 -> L6: inputs 1,2 + 3 (L4) + 4 (L5) + 5; move=false; bottom=true",
+		},
+		{
+			name:   "Compact: every level would widen the range onto another table of one between: three levels",
+			levels: "L0: 1:[c-d]\nL4: 2:[c-e]\nL5: 3:[a-f] 4:[g-h]\nL6: 5:[a-z]",
+			manual: "L0: 1",
+			want:   "L0 -> L5: inputs 1 + 2 (L4) + 3; move=false; bottom=false",
+		},
+		{
+			name:    "Compact: a compaction running into a level between the ones read: not that far",
+			levels:  "L1: 1:[a-c]\nL2: 2:[a-d]\nL4: 3:[a-z]\nL6: 4:[a-z]",
+			running: []string{"L3->L5 [b-b]"},
+			manual:  "L1: 1",
+			want:    "L1 -> L4: inputs 1 + 2 (L2) + 3; move=false; bottom=false",
+		},
+		{
 			name:   "Compact: three levels would widen the range onto another table of the middle one: two levels",
 			levels: "L0: 1:[c-d]\nL5: 2:[c-e] 3:[f-g]\nL6: 4:[a-z]",
 			manual: "L0: 1",
@@ -702,8 +721,16 @@ func renderCompaction(c *compaction) string {
 		return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ns)), ","), "[]")
 	}
 	mid := ""
-	if c.mid != nil {
-		mid = fmt.Sprintf(" + %s (L%d)", nums(c.mid), c.midLevel)
+	for l := range manifest.NumLevels {
+		var files []*manifest.FileMetadata
+		for i, f := range c.mid {
+			if c.midLevels[i] == l {
+				files = append(files, f)
+			}
+		}
+		if len(files) > 0 {
+			mid += fmt.Sprintf(" + %s (L%d)", nums(files), l)
+		}
 	}
 	s := fmt.Sprintf("L%d -> L%d: inputs %s%s + %s; move=%t; bottom=%t", c.level, c.outputLevel, nums(c.inputs[0]), mid, nums(c.inputs[1]), c.move, c.bottom)
 	if c.score != 0 {

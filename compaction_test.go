@@ -398,10 +398,17 @@ func TestBottomCompactionZeroesSequenceNumbers(t *testing.T) {
 }
 
 // TestCompactRewritesEachTableOnce: Compact of a store whose data sits in
-// level 0, the base level (5) and the last level merges the three in one
-// compaction: every table is read by one merge, nothing is written into
-// level 5 on the way, and every key reads its newest value after.
+// level 0, the levels between (5; 4 and 5) and the last level merges them
+// all in one compaction: every table is read by one merge, nothing is
+// written into the levels between on the way, and every key reads its
+// newest value after.
 func TestCompactRewritesEachTableOnce(t *testing.T) {
+	for _, between := range [][]int{{5}, {4, 5}} {
+		t.Run(fmt.Sprintf("L0+%v+L6", between), func(t *testing.T) { testCompactRewritesEachTableOnce(t, between) })
+	}
+}
+
+func testCompactRewritesEachTableOnce(t *testing.T, between []int) {
 	var mu sync.Mutex
 	var infos []CompactionInfo
 	o := memOpts(vfs.NewMem())
@@ -423,9 +430,13 @@ func TestCompactRewritesEachTableOnce(t *testing.T) {
 	if err := d.Compact(nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Every other table of the last level up to the base, as the level
-	// targets leave a store of this size, deterministically.
-	moveTables(t, d, 6, 5, func(i int) bool { return i%2 == 0 })
+	// Tables of the last level up to the levels between, as the level
+	// targets leave a store of this size, deterministically: every other
+	// one to the base (the highest), every third of the rest below it.
+	moveTables(t, d, 6, between[0], func(i int) bool { return i%2 == 0 })
+	for _, l := range between[1:] {
+		moveTables(t, d, 6, l, func(i int) bool { return i%3 == 0 })
+	}
 	// Newer versions of every 13th key, across the whole range, in
 	// level-0 tables.
 	for i := range 1500 {
@@ -441,15 +452,15 @@ func TestCompactRewritesEachTableOnce(t *testing.T) {
 	waitForCompactions(t, d)
 	m := d.Metrics()
 	for l := range m.Levels {
-		if (m.Levels[l].Files == 0) == (l == 0 || l == 5 || l == 6) {
-			t.Fatalf("want tables in L0, L5 and L6 only; tables per level: %v", levelFiles(m))
+		if (m.Levels[l].Files == 0) == (l == 0 || slices.Contains(between, l) || l == 6) {
+			t.Fatalf("want tables in L0, %v and L6 only; tables per level: %v", between, levelFiles(m))
 		}
 	}
 	// Every table of levels 0 and 5 is to be read once, by a merge into
 	// the last level; those of the last level at most once.
 	d.mu.Lock()
 	mustRead := map[uint64]bool{}
-	for _, l := range []int{0, 5} {
+	for _, l := range append([]int{0}, between...) {
 		for f := range d.version.Level(l) {
 			mustRead[f.FileNum] = true
 		}
@@ -482,7 +493,7 @@ func TestCompactRewritesEachTableOnce(t *testing.T) {
 	}
 	for f := range mustRead {
 		if read[f] == 0 {
-			t.Errorf("table %d of level 0 or 5 not read by a merge into the last level", f)
+			t.Errorf("table %d of level 0 or %v not read by a merge into the last level", f, between)
 		}
 	}
 	for i := range n {

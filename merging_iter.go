@@ -55,9 +55,9 @@ func (m *mergingIter) position(reverse bool, fn func(internalIterator) bool) {
 	if m.e != nil {
 		return
 	}
-	for _, it := range m.iters {
+	for i, it := range m.iters {
 		if fn(it) {
-			m.h.items = append(m.h.items, heapItem{it: it, key: it.Key()})
+			m.h.items = append(m.h.items, heapItem{it: it, key: it.Key(), idx: i})
 		} else if err := it.Error(); err != nil {
 			m.e = err
 			m.h.items = m.h.items[:0]
@@ -131,6 +131,9 @@ func (m *mergingIter) value() []byte { return m.h.items[0].it.Value() }
 // top returns the child at the current key.
 func (m *mergingIter) top() internalIterator { return m.h.items[0].it }
 
+// topIndex returns the index in m.iters of the child at the current entry.
+func (m *mergingIter) topIndex() int { return m.h.items[0].idx }
+
 func (m *mergingIter) err() error {
 	if m.e != nil {
 		return m.e
@@ -162,6 +165,7 @@ type iterHeap struct {
 type heapItem struct {
 	it  internalIterator
 	key base.InternalKey
+	idx int // its index in mergingIter.iters
 }
 
 func (h *iterHeap) less(i, j int) bool {
