@@ -26,15 +26,13 @@ import (
 // RocksDBv2 format; their keys must be at sequence number 0, of user keys
 // in strictly increasing order (one entry per key), sets, deletions and
 // range deletions only, and the tables' key ranges (range deletions
-// included) must not overlap one another. Before anything changes, each
-// table's structure, properties, range deletions and first and last entries
-// are checked (with Options.VerifyIngestedTables, every block and entry:
-// checksums, key order, sequence numbers, sizes); a table that fails is
-// refused with an error naming its file (and offset), and nothing is
-// ingested. Without that option, a data block between the first and the
-// last is verified when first read, as every table's blocks are: damage
-// there surfaces as ErrCorruption from the reads of its keys. An empty
-// table is skipped.
+// included) must not overlap one another. Each table is read and checked
+// whole (every block's checksum, key order, sequence numbers, kinds, sizes)
+// before anything changes; a table that fails is refused with an error
+// naming its file (and offset), and nothing is ingested. With
+// Options.TrustIngestedTables only its structure, properties, range
+// deletions and first and last entries are checked, and a data block
+// between is verified when first read. An empty table is skipped.
 //
 // All the keys get one new sequence number, above every write before the
 // call and below every write after it: they shadow the versions the store
@@ -58,7 +56,7 @@ import (
 // version (RatchetFormatVersion) locks out builds that do not know it and is
 // the caller's decision. It fails with ErrClosed on a closed store and
 // ErrReadOnly on one opened read-only.
-func (d *DB) Ingest(paths []string) (err error) {
+func (d *DB) Ingest(paths []string) error {
 	if d.closedFlag.Load() {
 		return ErrClosed
 	}
@@ -74,7 +72,7 @@ func (d *DB) Ingest(paths []string) (err error) {
 			"or Options.FormatVersion (builds that do not know it then cannot open the store): %w", FormatIngest, v, ErrUnsupportedFormat)
 	}
 	op := &ingestOp{}
-	defer func() { d.releaseIngest(op.tables, err != nil) }()
+	defer func() { d.releaseIngest(op.tables) }() // op.tables as they are at the return
 	tables, err := d.loadIngestTables(paths)
 	if err != nil {
 		return err
@@ -200,30 +198,27 @@ func (d *DB) loadIngestTables(paths []string) ([]*ingestTable, error) {
 		return err
 	})
 	if err != nil {
-		d.releaseIngest(tables, true)
+		d.releaseIngest(tables)
 		return nil, err
 	}
 	return tables, nil
 }
 
 // releaseIngest closes the readers of tables the table cache did not adopt
-// (nil entries are skipped); after a failed Ingest it also drops the blocks
-// they left in the block cache, under file numbers no table will have.
-func (d *DB) releaseIngest(tables []*ingestTable, failed bool) {
+// (nil entries are skipped). Blocks a failed Ingest left in the block cache,
+// under file numbers no table will have, age out as any other.
+func (d *DB) releaseIngest(tables []*ingestTable) {
 	for _, t := range tables {
 		if t == nil || t.f == nil {
 			continue
 		}
 		t.f.Close()
 		t.r, t.f = nil, nil
-		if failed {
-			d.cache.EvictFile(t.meta.FileNum)
-		}
 	}
 }
 
-// loadIngestTable reads and checks the table at path for Ingest (whole
-// with Options.VerifyIngestedTables, else what placing it needs:
+// loadIngestTable reads and checks the table at path for Ingest (whole,
+// or with Options.TrustIngestedTables what placing it needs:
 // checkIngestEnds), and syncs it, so that the link Ingest makes of it is
 // durable once the store's directory is synced; an empty table gives nil.
 func (d *DB) loadIngestTable(path string) (_ *ingestTable, err error) {
@@ -247,7 +242,7 @@ func (d *DB) loadIngestTable(path string) (_ *ingestTable, err error) {
 	t := &ingestTable{path: path, f: f, meta: &manifest.FileMetadata{FileNum: num}}
 	defer func() {
 		if err != nil || t.r == nil {
-			d.releaseIngest([]*ingestTable{t}, true)
+			d.releaseIngest([]*ingestTable{t})
 		}
 	}()
 	r, err := sstable.NewReader(f, size, sstable.ReaderOptions{Cache: d.cache, FileNum: num, FileName: path, Buffers: &d.tables.buffers})
@@ -255,7 +250,7 @@ func (d *DB) loadIngestTable(path string) (_ *ingestTable, err error) {
 		return nil, fmt.Errorf("bloomkv: Ingest: %s refused: %w", path, err)
 	}
 	var entries, deletions uint64
-	if d.opts.VerifyIngestedTables {
+	if !d.opts.TrustIngestedTables {
 		if entries, deletions, err = d.checkIngestEntries(r, t); err != nil {
 			return nil, fmt.Errorf("bloomkv: Ingest: %s refused: %w", path, err)
 		}

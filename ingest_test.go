@@ -590,26 +590,27 @@ func storeFiles(t *testing.T, fs vfs.FS) map[string]string {
 }
 
 // TestIngestRefusesBadTables: each bad table is refused, with an error
-// naming it, and nothing changes. With VerifyIngestedTables every entry is
-// checked; by default only what placing a table needs (its structure,
+// naming it, and nothing changes. By default every entry is checked; with
+// TrustIngestedTables only what placing a table needs (its structure,
 // properties, range deletions, first and last entries), so the two tables
 // that are bad only in their middle pass (TestIngestUnverifiedDamage).
 func TestIngestRefusesBadTables(t *testing.T) {
-	for _, verify := range []bool{true, false} {
-		t.Run(fmt.Sprintf("VerifyIngestedTables=%v", verify), func(t *testing.T) {
+	for _, trust := range []bool{false, true} {
+		t.Run(fmt.Sprintf("TrustIngestedTables=%v", trust), func(t *testing.T) {
 			var unverified []string
-			if !verify {
+			if trust {
 				unverified = []string{"out-of-order", "repeated-key"}
 			}
-			testIngestRefusesBadTables(t, verify, unverified)
+			testIngestRefusesBadTables(t, trust, unverified)
 		})
 	}
 }
 
-func testIngestRefusesBadTables(t *testing.T, verify bool, unverified []string) {
+func testIngestRefusesBadTables(t *testing.T, trust bool, unverified []string) {
+	t.Helper()
 	mem := vfs.NewMem()
 	o := memOpts(mem)
-	o.VerifyIngestedTables = verify
+	o.TrustIngestedTables = trust
 	d := mustOpen(t, "/db", o)
 	defer d.Close()
 	for _, e := range sets(0, 50, "old") {
@@ -1149,17 +1150,18 @@ func TestIngestThenCheckpoint(t *testing.T) {
 	}
 }
 
-// TestIngestUnverifiedDamage: by default Ingest reads a table's first and
-// last data blocks only, so a middle block whose bytes are damaged passes
-// Ingest and is caught when it is read: Gets of its keys fail with
-// ErrCorruption naming the store's file, while the other keys read. With
-// VerifyIngestedTables the table is refused whole and nothing changes.
+// TestIngestUnverifiedDamage: with TrustIngestedTables Ingest reads a
+// table's first and last data blocks only, so a middle block whose bytes
+// are damaged passes Ingest and is caught when it is read: Gets of its keys
+// fail with ErrCorruption naming the store's file, while the other keys
+// read. By default the table is refused whole and nothing changes.
 func TestIngestUnverifiedDamage(t *testing.T) {
-	for _, verify := range []bool{false, true} {
-		t.Run(fmt.Sprintf("VerifyIngestedTables=%v", verify), func(t *testing.T) {
+	for _, trust := range []bool{true, false} {
+		verify := !trust
+		t.Run(fmt.Sprintf("TrustIngestedTables=%v", trust), func(t *testing.T) {
 			mem := vfs.NewMem()
 			o := memOpts(mem)
-			o.VerifyIngestedTables = verify
+			o.TrustIngestedTables = trust
 			d := mustOpen(t, "/db", o)
 			defer d.Close()
 			entries := sets(0, 400, "v")

@@ -72,16 +72,18 @@ type Options struct {
 	// system call and a copy per block; as LevelDB does on 64-bit
 	// platforms.
 	DisableMmapReads bool
-	// VerifyIngestedTables makes Ingest read and check each table whole
-	// before it changes anything: every block's checksum, and every entry's
-	// order, kind, sequence number and size. Its cost grows with the
-	// tables' size. By default Ingest checks what it needs to place a table
-	// (footer, index, properties, range deletions, the first and the last
-	// entry) and a data block's checksum is verified when the block is
-	// first read, as for every table of the store; Pebble's Ingest and
-	// RocksDB's IngestExternalFile (verify_checksums_before_ingest) default
-	// to the same. Turn it on for tables from a writer you do not trust.
-	VerifyIngestedTables bool
+	// TrustIngestedTables makes Ingest check only what it needs to place a
+	// table (footer, index, properties, range deletions, the first and the
+	// last entry), as Pebble's Ingest and RocksDB's IngestExternalFile
+	// (without verify_checksums_before_ingest) do; the other data blocks
+	// are verified when first read. By default Ingest reads and checks
+	// each table whole before it changes anything: every block's checksum,
+	// and every entry's order, kind, sequence number and size, at a cost
+	// that grows with the tables. Set it only for tables from a writer you
+	// trust: an entry out of order or of another kind in a table's middle
+	// then goes unseen, and reads of it may return older data without an
+	// error, and the compactions that read it fail, stopping writes.
+	TrustIngestedTables bool
 	// FormatVersion is the format version a new store is created at
 	// (FormatNewest). An existing store keeps its own version unless this
 	// one is newer: Open then raises the store's to it (not when ReadOnly),

@@ -3,6 +3,7 @@ package sstable
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -108,6 +109,9 @@ type Writer struct {
 	offset uint64
 	err    error
 	closed bool
+	// blockLimit bounds a data block's length (maxBlockLen; tests lower
+	// it).
+	blockLimit int
 
 	data       blockWriter
 	index      blockWriter
@@ -149,6 +153,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 		tw.filter = filterblock.NewBuilder(o.BloomBitsPerKey)
 	}
 	tw.props.SmallestSeqNum = base.SeqNumMax
+	tw.blockLimit = maxBlockLen
 	return tw, nil
 }
 
@@ -172,6 +177,20 @@ func (w *Writer) Add(key base.InternalKey, value []byte) error {
 	if w.hasLast && base.CompareEncoded(w.lastKey, w.scratch) >= 0 {
 		prev, _ := base.DecodeInternalKey(w.lastKey)
 		return fmt.Errorf("sstable: keys out of order: %s after %s", key, prev)
+	}
+	// No block may outgrow what a reader takes (maxBlockLen): an entry
+	// that would take this one past it starts the next, and one that
+	// cannot fit in a block alone is refused, so that a table written is
+	// always one that reads (a value beyond the store's limits can only
+	// come from an ingested table).
+	entry := len(w.scratch) + len(value) + 3*binary.MaxVarintLen32 + maxBlockSlack
+	if entry > w.blockLimit {
+		return fmt.Errorf("sstable: entry %s with a %d-byte value does not fit in a block (at most %d bytes)", key, len(value), w.blockLimit)
+	}
+	if w.data.estimatedSize() > 0 && w.data.estimatedSize()+entry > w.blockLimit {
+		if err := w.flushDataBlock(); err != nil {
+			return w.fail(err)
+		}
 	}
 	if w.pending {
 		// The index entry of the previous block separates its last key
@@ -198,6 +217,10 @@ func (w *Writer) Add(key base.InternalKey, value []byte) error {
 	}
 	return nil
 }
+
+// maxBlockSlack bounds what a data block holds besides its entries: its
+// restart points and their count.
+const maxBlockSlack = 64 << 10
 
 // Set appends a Set of key to value at sequence number 0, the form of the
 // tables a store's Ingest takes; keys must arrive in increasing order.

@@ -1,0 +1,65 @@
+package sstable
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestWriterBlockLimit: an entry that would take a data block past the
+// largest a reader takes starts a new block, and one that cannot fit in a
+// block alone is refused without harming the table, which reads back whole.
+func TestWriterBlockLimit(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, WriterOptions{BlockSize: 1 << 20, DisableCompression: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.blockLimit = 100 << 10
+	big := bytes.Repeat([]byte{'v'}, 30<<10)
+	var keys []string
+	for i := range 10 {
+		k := fmt.Sprintf("k%02d", i)
+		if err := w.Set([]byte(k), big); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := w.Set([]byte("k10"), bytes.Repeat([]byte{'v'}, 100<<10)); err == nil || !strings.Contains(err.Error(), "does not fit in a block") {
+		t.Fatalf("an entry larger than a block: %v", err)
+	}
+	if err := w.Set([]byte("k11"), big); err != nil {
+		t.Fatalf("after a refused entry: %v", err)
+	}
+	keys = append(keys, "k11")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openTable(t, buf.Bytes())
+	blocks := 0
+	for _, b := range r.Blocks().Blocks {
+		if b.Kind != BlockData {
+			continue
+		}
+		blocks++
+		if b.Handle.Length > uint64(w.blockLimit) {
+			t.Fatalf("data block %v longer than the limit %d", b.Handle, w.blockLimit)
+		}
+	}
+	if blocks < 4 {
+		t.Fatalf("%d data blocks for 11 entries of 30 KiB under a 100 KiB limit", blocks)
+	}
+	it := r.NewIter()
+	defer it.Close()
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if i >= len(keys) || string(it.Key().UserKey) != keys[i] || len(it.Value()) != len(big) {
+			t.Fatalf("entry %d: %s, %d bytes", i, it.Key(), len(it.Value()))
+		}
+		i++
+	}
+	if i != len(keys) {
+		t.Fatalf("%d entries read back, want %d", i, len(keys))
+	}
+}
