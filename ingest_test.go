@@ -1366,3 +1366,121 @@ func TestIngestKeepsItsReaders(t *testing.T) {
 		})
 	}
 }
+
+// handleFS counts the files opened for reading and not yet closed, by name.
+type handleFS struct {
+	*vfs.MemFS
+	mu   sync.Mutex
+	open map[string]int
+}
+
+type countedFile struct {
+	vfs.File
+	fs     *handleFS
+	name   string
+	closed bool
+}
+
+func (c *handleFS) Open(name string) (vfs.File, error) {
+	f, err := c.MemFS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.open[name]++
+	c.mu.Unlock()
+	return &countedFile{File: f, fs: c, name: name}, nil
+}
+
+func (f *countedFile) Close() error {
+	f.fs.mu.Lock()
+	if !f.closed {
+		f.closed = true
+		f.fs.open[f.name]--
+	}
+	f.fs.mu.Unlock()
+	return f.File.Close()
+}
+
+// openUnder returns the files under dir open now.
+func (c *handleFS) openUnder(dir string) map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for name, n := range c.open {
+		if n != 0 && strings.HasPrefix(name, dir) {
+			out[name] = n
+		}
+	}
+	return out
+}
+
+// TestIngestClosesWhatItOpens: whatever an Ingest meets (tables refused,
+// an empty table, a failed link, success), it leaves open no file it was
+// given but those whose readers the store adopted, and Close closes
+// every file the store opened.
+func TestIngestClosesWhatItOpens(t *testing.T) {
+	for _, trust := range []bool{false, true} {
+		t.Run(fmt.Sprintf("TrustIngestedTables=%v", trust), func(t *testing.T) {
+			c := &handleFS{MemFS: vfs.NewMem(), open: map[string]int{}}
+			efs := vfs.NewErrorFS(c)
+			failLink := false
+			efs.SetInjector(func(o vfs.Op, _ string) error {
+				if o == vfs.OpLink && failLink {
+					return vfs.ErrInjected
+				}
+				return nil
+			})
+			o := memOpts(efs)
+			o.TrustIngestedTables = trust
+			d := mustOpen(t, "/db", o)
+			bad := badTables(t, c.MemFS)
+			i := 0
+			ingest := func(what string, wantErr bool, names ...string) {
+				t.Helper()
+				i++
+				var paths []string
+				for j, name := range names {
+					p := bad[name]
+					if p == "" {
+						p = fmt.Sprintf("/in/%d-%d.sst", i, j)
+						switch name {
+						case "empty":
+							writeIngestTable(t, c.MemFS, p, nil)
+						default:
+							writeIngestTable(t, c.MemFS, p, sets(1000*i+10*j, 1000*i+10*j+5, name))
+						}
+					}
+					paths = append(paths, p)
+				}
+				err := d.Ingest(paths)
+				if (err != nil) != wantErr {
+					t.Fatalf("%s: Ingest: %v", what, err)
+				}
+				if wantErr || failLink {
+					for _, p := range paths {
+						if open := c.openUnder(p); len(open) > 0 {
+							t.Fatalf("%s: files left open: %v", what, open)
+						}
+					}
+				}
+				if open := c.openUnder("/bad/"); len(open) > 0 {
+					t.Fatalf("%s: files left open: %v", what, open)
+				}
+			}
+			ingest("a bad table among good ones", true, "good", "bit-flipped", "good2")
+			ingest("a table refused after the others loaded", true, "good", "good2", "not-a-table")
+			ingest("an empty table and a good one", false, "empty", "good")
+			failLink = true
+			ingest("tables copied where links fail", false, "good", "good2")
+			failLink = false
+			ingest("tables linked", false, "good", "good2")
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if open := c.openUnder("/"); len(open) > 0 {
+				t.Fatalf("after Close, files still open: %v", open)
+			}
+		})
+	}
+}
