@@ -165,9 +165,11 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 	if ws := d.diff.writers.Load(); ws != nil && len(*ws) > 0 {
 		// Before the memtable: a read that can see an entry finds it in
 		// every filter it may consult.
+		var added uint64
 		for _, g := range group {
-			addBatchToDiff(*ws, g.batch.data)
+			added += addBatchToDiff(*ws, g.batch.data)
 		}
+		d.diff.adds.Add(added)
 	}
 	for _, g := range group {
 		mem.mt.Apply((*batchEntries)(g.batch))

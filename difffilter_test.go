@@ -621,3 +621,65 @@ func TestDiffBuildDuringFlushCountsOnce(t *testing.T) {
 		t.Fatalf("after a full compaction the filter counts %d versions, want 0", m.Keys)
 	}
 }
+
+// TestDiffFilterIdlesUnderWrites: a stretch of diffWindowAdds versions that
+// no Get is answered "no" for drops the filter (its adds cost the writes
+// more than it saved reads); Gets that come while writes outrun them do
+// not build it again; Gets alone do. Every answer stays right throughout.
+func TestDiffFilterIdlesUnderWrites(t *testing.T) {
+	const n = 2000
+	d := baseStore(t, memOpts(vfs.NewMem()), n)
+	defer d.Close()
+	problem := checkDiffAtEveryPublish(d)
+	set := func(i int) {
+		t.Helper()
+		if err := d.Set(diffKey(i%n), fmt.Appendf(nil, "w-%d", i), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(i int) {
+		t.Helper()
+		if _, err := d.Get(diffKey(i % n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := d.Metrics().DiffFilter; !m.On || m.Idle {
+		t.Fatalf("before the writes: %+v", m)
+	}
+	// Writes only, then a flush to publish a state.
+	for i := range diffWindowAdds + 1000 {
+		set(i)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m := d.Metrics().DiffFilter; m.On || !m.Idle {
+		t.Fatalf("after %d writes and no Get: %+v, want the filter idle", diffWindowAdds+1000, m)
+	}
+	rebuilds := d.Metrics().DiffFilter.Rebuilds
+	// Gets, four writes to each: well past the Gets that would wake it.
+	for i := range 4 * diffWakeGets {
+		get(i)
+		for j := range 4 {
+			set(4*i + j)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m := d.Metrics().DiffFilter; m.On || m.Rebuilds != rebuilds {
+		t.Fatalf("with writes outrunning the Gets: %+v, want no build (%d before)", m, rebuilds)
+	}
+	// Gets alone wake it.
+	for i := range 4 * diffWakeGets {
+		get(i)
+	}
+	waitForDiffFilter(t, d)
+	if m := d.Metrics().DiffFilter; m.Idle || m.Rebuilds <= rebuilds {
+		t.Fatalf("after Gets alone: %+v", m)
+	}
+	if p := problem(); p != "" {
+		t.Fatal(p)
+	}
+	checkDiffFilter(t, d)
+}
