@@ -26,13 +26,21 @@ import (
 // RocksDBv2 format; their keys must be at sequence number 0, of user keys
 // in strictly increasing order (one entry per key), sets, deletions and
 // range deletions only, and the tables' key ranges (range deletions
-// included) must not overlap one another. Each table is read and checked
-// whole (every block's checksum, key order, sequence numbers, kinds, sizes)
-// before anything changes; a table that fails is refused with an error
-// naming its file (and offset), and nothing is ingested. With
-// Options.TrustIngestedTables only its structure, properties, range
-// deletions and first and last entries are checked, and a data block
-// between is verified when first read. An empty table is skipped.
+// included) must not overlap one another. Before anything changes, Ingest
+// checks what placing each table needs, as Pebble's Ingest does: its
+// footer, index, properties (sequence numbers 0, no merge operands or range
+// keys), range deletions and first and last entries; a table that fails is
+// refused with an error naming its file (and offset), and nothing is
+// ingested. The data blocks between are not read then: the store checks
+// each as it first reads it from the file (its checksum, and its entries'
+// order, against the index's separators too, sequence numbers, kinds and
+// sizes), and a block that fails is an error wrapping ErrCorruption for
+// every read of it, never an answer from it: a Get or an iterator that
+// reaches it fails, and so does a compaction that reads it, which, as for
+// any table found damaged, leaves its inputs as they were and stops the
+// store's writes until it is reopened. Options.VerifyIngestedTables makes
+// Ingest read and check every table whole first, to refuse such a table
+// instead. An empty table is skipped.
 //
 // All the keys get one new sequence number, above every write before the
 // call and below every write after it: they shadow the versions the store
@@ -217,9 +225,9 @@ func (d *DB) releaseIngest(tables []*ingestTable) {
 	}
 }
 
-// loadIngestTable reads and checks the table at path for Ingest (whole,
-// or with Options.TrustIngestedTables what placing it needs:
-// checkIngestEnds), and syncs it, so that the link Ingest makes of it is
+// loadIngestTable reads and checks the table at path for Ingest (what
+// placing it needs, checkIngestEnds, or with Options.VerifyIngestedTables
+// all of it), and syncs it, so that the link Ingest makes of it is
 // durable once the store's directory is synced; an empty table gives nil.
 func (d *DB) loadIngestTable(path string) (_ *ingestTable, err error) {
 	f, err := d.fs.Open(path)
@@ -245,12 +253,17 @@ func (d *DB) loadIngestTable(path string) (_ *ingestTable, err error) {
 			d.releaseIngest([]*ingestTable{t})
 		}
 	}()
-	r, err := sstable.NewReader(f, size, sstable.ReaderOptions{Cache: d.cache, FileNum: num, FileName: path, Buffers: &d.tables.buffers})
+	// The override is set when the store assigns the sequence number
+	// (Reassign), but the reader checks the data blocks it reads (its
+	// first and last here, the hashes', the store's) from now on.
+	ro := d.tables.readerOptions(num, path, 0)
+	ro.IngestChecks = &d.tables.ingestChecks
+	r, err := sstable.NewReader(f, size, ro)
 	if err != nil {
 		return nil, fmt.Errorf("bloomkv: Ingest: %s refused: %w", path, err)
 	}
 	var entries, deletions uint64
-	if !d.opts.TrustIngestedTables {
+	if d.opts.VerifyIngestedTables {
 		if entries, deletions, err = d.checkIngestEntries(r, t); err != nil {
 			return nil, fmt.Errorf("bloomkv: Ingest: %s refused: %w", path, err)
 		}

@@ -472,14 +472,7 @@ func badTables(t *testing.T, fs vfs.FS) map[string]string {
 	// Out of order: a table whose keys are full at every entry, one of
 	// them then rewritten to sort after the next, its block's checksum
 	// made right again.
-	writeTableWith(t, fs, "/bad/order-src.sst", sstable.WriterOptions{BlockSize: 512, BlockRestartInterval: 1, DisableCompression: true}, func(w *sstable.Writer) error {
-		for _, e := range good {
-			if err := w.Set([]byte(e.key), []byte(e.value)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	writeUncompressedTable(t, fs, "/bad/order-src.sst", good)
 	order := readFile(t, fs, "/bad/order-src.sst")
 	fs.Remove("/bad/order-src.sst")
 	add("out-of-order", reorderKey(t, order, string(diffKey(510)), string(diffKey(515))))
@@ -573,6 +566,21 @@ func reorderKey(t *testing.T, data []byte, from, to string) []byte {
 	return nil
 }
 
+// writeUncompressedTable writes the sets of entries as a table for Ingest
+// whose keys lie whole in its blocks (no compression, no shared prefixes),
+// for tests that change them in place (reorderKey).
+func writeUncompressedTable(t testing.TB, fs vfs.FS, name string, entries []ingestEntry) {
+	t.Helper()
+	writeTableWith(t, fs, name, sstable.WriterOptions{BlockSize: 512, BlockRestartInterval: 1, DisableCompression: true}, func(w *sstable.Writer) error {
+		for _, e := range entries {
+			if err := w.Set([]byte(e.key), []byte(e.value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // storeFiles lists the store's directory with each file's contents.
 func storeFiles(t *testing.T, fs vfs.FS) map[string]string {
 	t.Helper()
@@ -590,27 +598,28 @@ func storeFiles(t *testing.T, fs vfs.FS) map[string]string {
 }
 
 // TestIngestRefusesBadTables: each bad table is refused, with an error
-// naming it, and nothing changes. By default every entry is checked; with
-// TrustIngestedTables only what placing a table needs (its structure,
-// properties, range deletions, first and last entries), so the two tables
-// that are bad only in their middle pass (TestIngestUnverifiedDamage).
+// naming it, and nothing changes. With VerifyIngestedTables every entry is
+// checked; by default what placing a table needs (its structure,
+// properties, range deletions, the blocks of its first and last entries),
+// so the table that is bad only in its middle passes
+// (TestIngestMiddleDamage).
 func TestIngestRefusesBadTables(t *testing.T) {
-	for _, trust := range []bool{false, true} {
-		t.Run(fmt.Sprintf("TrustIngestedTables=%v", trust), func(t *testing.T) {
+	for _, verify := range []bool{false, true} {
+		t.Run(fmt.Sprintf("VerifyIngestedTables=%v", verify), func(t *testing.T) {
 			var unverified []string
-			if trust {
-				unverified = []string{"out-of-order", "repeated-key"}
+			if !verify {
+				unverified = []string{"out-of-order"}
 			}
-			testIngestRefusesBadTables(t, trust, unverified)
+			testIngestRefusesBadTables(t, verify, unverified)
 		})
 	}
 }
 
-func testIngestRefusesBadTables(t *testing.T, trust bool, unverified []string) {
+func testIngestRefusesBadTables(t *testing.T, verify bool, unverified []string) {
 	t.Helper()
 	mem := vfs.NewMem()
 	o := memOpts(mem)
-	o.TrustIngestedTables = trust
+	o.VerifyIngestedTables = verify
 	d := mustOpen(t, "/db", o)
 	defer d.Close()
 	for _, e := range sets(0, 50, "old") {
@@ -626,7 +635,7 @@ func testIngestRefusesBadTables(t *testing.T, trust bool, unverified []string) {
 	wantWords := map[string]string{
 		"truncated": "", "truncated-middle": "", "bit-flipped": "checksum", "out-of-order": "out of order",
 		"nonzero-seqs": "sequence number 7", "nonzero-range-deletion-seq": "sequence number 3", "repeated-key": "repeats",
-		"key-too-large": "MaxKeySize", "not-a-table": "", "missing": "", "cockroachdb": `comparer "cockroach_comparator"`,
+		"key-too-large": "exceeds", "not-a-table": "", "missing": "", "cockroachdb": `comparer "cockroach_comparator"`,
 	}
 	for i, name := range names {
 		if slices.Contains(unverified, name) {
@@ -1150,76 +1159,134 @@ func TestIngestThenCheckpoint(t *testing.T) {
 	}
 }
 
-// TestIngestUnverifiedDamage: with TrustIngestedTables Ingest reads a
-// table's first and last data blocks only, so a middle block whose bytes
-// are damaged passes Ingest and is caught when it is read: Gets of its keys
-// fail with ErrCorruption naming the store's file, while the other keys
-// read. By default the table is refused whole and nothing changes.
-func TestIngestUnverifiedDamage(t *testing.T) {
-	for _, trust := range []bool{true, false} {
-		verify := !trust
-		t.Run(fmt.Sprintf("TrustIngestedTables=%v", trust), func(t *testing.T) {
-			mem := vfs.NewMem()
-			o := memOpts(mem)
-			o.TrustIngestedTables = trust
-			d := mustOpen(t, "/db", o)
-			defer d.Close()
-			entries := sets(0, 400, "v")
-			writeIngestTable(t, mem, "/in/t.sst", entries)
-			data := readFile(t, mem, "/in/t.sst")
-			r, err := sstable.NewReader(bytes.NewReader(data), int64(len(data)), sstable.ReaderOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var blocks []sstable.BlockInfo
-			for _, b := range r.Blocks().Blocks {
-				if b.Kind == sstable.BlockData {
-					blocks = append(blocks, b)
-				}
-			}
-			if len(blocks) < 5 {
-				t.Fatalf("%d data blocks: too few for a middle one", len(blocks))
-			}
-			mid := blocks[len(blocks)/2]
-			var damaged []string
-			if err := r.BlockRecords(mid, func(k, _ []byte) bool {
-				damaged = append(damaged, string(k[:len(k)-8]))
-				return true
-			}); err != nil || len(damaged) == 0 {
-				t.Fatalf("the middle block's keys: %v, %v", damaged, err)
-			}
-			data[mid.Handle.Offset+mid.Handle.Length/2] ^= 0x40
-			rewrite(t, mem, "/in/t.sst", data)
-
-			err = d.Ingest([]string{"/in/t.sst"})
-			if verify {
-				if err == nil || !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "/in/t.sst") {
-					t.Fatalf("Ingest of a table damaged in its middle, verified: %v", err)
-				}
-				if v, err := d.Get([]byte(entries[0].key)); !errors.Is(err, ErrNotFound) {
-					t.Fatalf("after the refusal, Get(%s) = %q, %v", entries[0].key, v, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Ingest: %v", err)
-			}
-			for _, e := range entries {
-				v, err := d.Get([]byte(e.key))
-				if slices.Contains(damaged, e.key) {
-					// The store's name for the table, not the path
-					// Ingest was given: its reader changed hands.
-					if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "/db/") || strings.Contains(err.Error(), "/in/") {
-						t.Fatalf("Get(%s) in the damaged block = %q, %v; want ErrCorruption naming the store's table", e.key, v, err)
-					}
-					continue
-				}
-				if err != nil || string(v) != e.value {
-					t.Fatalf("Get(%s) = %q, %v; want %q", e.key, v, err, e.value)
-				}
-			}
-		})
+// TestIngestMiddleDamage: a table damaged in a middle data block (its
+// bytes, or an entry out of order with the checksum right) over keys the
+// store holds older values of. By default Ingest reads only the blocks of
+// the table's first and last entries, so it takes the table when the
+// differential-file filter is off (or the table goes to the last level);
+// every read of the damaged block then fails with ErrCorruption naming the
+// store's table, never with an older value (before or after a reopen),
+// the other keys read the new values, and a compaction that reads the block
+// fails and leaves the table.
+// With the differential-file filter on, a table bound above the base is read
+// whole for the filter's hashes, and refused; with VerifyIngestedTables
+// every such table is refused, and nothing changes.
+func TestIngestMiddleDamage(t *testing.T) {
+	for _, damage := range []string{"bit-flip", "out-of-order"} {
+		for _, c := range []struct{ verify, diff bool }{{false, false}, {false, true}, {true, false}} {
+			t.Run(fmt.Sprintf("%s/VerifyIngestedTables=%v/diff=%v", damage, c.verify, c.diff), func(t *testing.T) {
+				testIngestMiddleDamage(t, damage, c.verify, c.diff)
+			})
+		}
 	}
+}
+
+func testIngestMiddleDamage(t *testing.T, damage string, verify, diff bool) {
+	mem := vfs.NewMem()
+	o := memOpts(mem)
+	o.VerifyIngestedTables, o.DisableDiffFilter = verify, !diff
+	d := mustOpen(t, "/db", o)
+	defer func() { d.Close() }()
+	for _, e := range sets(0, 400, "old") {
+		if err := d.Set([]byte(e.key), []byte(e.value), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Compact(nil, []byte("\xff")); err != nil {
+		t.Fatal(err)
+	}
+	entries := sets(0, 400, "new")
+	if err := mem.MkdirAll("/in"); err != nil {
+		t.Fatal(err)
+	}
+	writeUncompressedTable(t, mem, "/in/t.sst", entries)
+	data := readFile(t, mem, "/in/t.sst")
+	r, err := sstable.NewReader(bytes.NewReader(data), int64(len(data)), sstable.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []sstable.BlockInfo
+	for _, b := range r.Blocks().Blocks {
+		if b.Kind == sstable.BlockData {
+			blocks = append(blocks, b)
+		}
+	}
+	if len(blocks) < 5 {
+		t.Fatalf("%d data blocks: too few for a middle one", len(blocks))
+	}
+	mid := blocks[len(blocks)/2]
+	var damaged []string
+	if err := r.BlockRecords(mid, func(k, _ []byte) bool {
+		damaged = append(damaged, string(k[:len(k)-8]))
+		return true
+	}); err != nil || len(damaged) < 4 {
+		t.Fatalf("the middle block's keys: %v, %v", damaged, err)
+	}
+	want := "checksum"
+	switch damage {
+	case "bit-flip":
+		data[mid.Handle.Offset+mid.Handle.Length/2] ^= 0x40
+	case "out-of-order":
+		data, want = reorderKey(t, data, damaged[1], damaged[3]), "out of order"
+	}
+	rewrite(t, mem, "/in/t.sst", data)
+
+	err = d.Ingest([]string{"/in/t.sst"})
+	if verify || diff {
+		if err == nil || !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "/in/t.sst") || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Ingest: %v; want a refusal wrapping ErrCorruption naming /in/t.sst and saying %q", err, want)
+		}
+		for _, e := range sets(0, 400, "old") {
+			if v, err := d.Get([]byte(e.key)); err != nil || string(v) != e.value {
+				t.Fatalf("after the refusal, Get(%s) = %q, %v; want %q", e.key, v, err, e.value)
+			}
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("Ingest: %v", err)
+	}
+	readAll := func(when string) {
+		t.Helper()
+		for _, e := range entries {
+			v, err := d.Get([]byte(e.key))
+			if slices.Contains(damaged, e.key) {
+				// The store's name for the table, not the path
+				// Ingest was given: its reader changed hands.
+				if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "/db/") || strings.Contains(err.Error(), "/in/") {
+					t.Fatalf("%s: Get(%s) in the damaged block = %q, %v; want ErrCorruption naming the store's table and saying %q", when, e.key, v, err, want)
+				}
+				continue
+			}
+			if err != nil || string(v) != e.value {
+				t.Fatalf("%s: Get(%s) = %q, %v; want %q", when, e.key, v, err, e.value)
+			}
+		}
+		it, err := d.NewIter(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+		}
+		if err := it.Close(); !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: a walk over the store: %v; want ErrCorruption saying %q", when, err, want)
+		}
+	}
+	readAll("after Ingest")
+	// The table went to level 0, over the old values in the last level,
+	// where a Compact merges it.
+	if lv := d.Metrics().Levels; lv[0].Files != 1 || lv[len(lv)-1].Files != 1 {
+		t.Fatalf("levels after Ingest: %+v; want a table in level 0 and one in the last", lv)
+	}
+	if err := d.Compact(nil, []byte("\xff")); !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Compact over the damaged table: %v; want ErrCorruption saying %q", err, want)
+	}
+	if err := d.Set([]byte("a"), nil, NoSync); err == nil {
+		t.Fatal("a write after a failed compaction was taken")
+	}
+	d.Close()
+	d = mustOpen(t, "/db", o)
+	readAll("after a reopen")
 }
 
 // linkHookFS runs hook before its first Link.
@@ -1420,8 +1487,8 @@ func (c *handleFS) openUnder(dir string) map[string]int {
 // given but those whose readers the store adopted, and Close closes
 // every file the store opened.
 func TestIngestClosesWhatItOpens(t *testing.T) {
-	for _, trust := range []bool{false, true} {
-		t.Run(fmt.Sprintf("TrustIngestedTables=%v", trust), func(t *testing.T) {
+	for _, verify := range []bool{false, true} {
+		t.Run(fmt.Sprintf("VerifyIngestedTables=%v", verify), func(t *testing.T) {
 			c := &handleFS{MemFS: vfs.NewMem(), open: map[string]int{}}
 			efs := vfs.NewErrorFS(c)
 			failLink := false
@@ -1432,7 +1499,7 @@ func TestIngestClosesWhatItOpens(t *testing.T) {
 				return nil
 			})
 			o := memOpts(efs)
-			o.TrustIngestedTables = trust
+			o.VerifyIngestedTables = verify
 			d := mustOpen(t, "/db", o)
 			bad := badTables(t, c.MemFS)
 			i := 0

@@ -15,6 +15,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/record"
 	"github.com/bloomkv/bloomkv/internal/vfs"
 	"github.com/bloomkv/bloomkv/memtable"
+	"github.com/bloomkv/bloomkv/sstable"
 )
 
 // Open opens the store in dir, creating it unless opts.ReadOnly. A nil opts
@@ -50,7 +51,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("bloomkv: locking %s: %w", dir, err)
 	}
 	d.cache = cache.New(o.CacheSize, cache.Options{})
-	d.tables = &tableCache{fs: d.fs, dir: dir, cache: d.cache, tables: map[uint64]*openTable{}, mmap: !o.DisableMmapReads}
+	d.tables = &tableCache{fs: d.fs, dir: dir, cache: d.cache, tables: map[uint64]*openTable{}, mmap: !o.DisableMmapReads,
+		ingestChecks: sstable.IngestChecks{MaxKeySize: MaxKeySize, MaxValueSize: MaxValueSize, TooLarge: ErrTooLarge}}
 	if err := d.open(); err != nil {
 		d.tables.close()
 		if d.manifest != nil {

@@ -72,18 +72,17 @@ type Options struct {
 	// system call and a copy per block; as LevelDB does on 64-bit
 	// platforms.
 	DisableMmapReads bool
-	// TrustIngestedTables makes Ingest check only what it needs to place a
-	// table (footer, index, properties, range deletions, the first and the
-	// last entry), as Pebble's Ingest and RocksDB's IngestExternalFile
-	// (without verify_checksums_before_ingest) do; the other data blocks
-	// are verified when first read. By default Ingest reads and checks
-	// each table whole before it changes anything: every block's checksum,
-	// and every entry's order, kind, sequence number and size, at a cost
-	// that grows with the tables. Set it only for tables from a writer you
-	// trust: an entry out of order or of another kind in a table's middle
-	// then goes unseen, and reads of it may return older data without an
-	// error, and the compactions that read it fail, stopping writes.
-	TrustIngestedTables bool
+	// VerifyIngestedTables makes Ingest read and check each table whole
+	// before it changes anything: every block's checksum, and every
+	// entry's order, kind, sequence number and size, at a cost that grows
+	// with the tables, as RocksDB's verify_checksums_before_ingest does.
+	// By default Ingest checks only what placing a table needs (as
+	// Pebble's Ingest does), and the store checks each of its data blocks
+	// when it first reads it, so that a bad entry in a table's middle is
+	// an error then, for the reads and compactions that reach its block (a
+	// failed compaction stops the store's writes until it is reopened),
+	// rather than a refused Ingest (see DB.Ingest).
+	VerifyIngestedTables bool
 	// FormatVersion is the format version a new store is created at
 	// (FormatNewest). An existing store keeps its own version unless this
 	// one is newer: Open then raises the store's to it (not when ReadOnly),

@@ -27,6 +27,20 @@ type tableCache struct {
 	pinned atomic.Int64
 	// mmap maps tables into memory (see Options.DisableMmapReads).
 	mmap bool
+	// ingestChecks are made of each data block of an ingested table
+	// (one with a sequence-number override) as it is read: Ingest does
+	// not read a table whole (Options.VerifyIngestedTables).
+	ingestChecks sstable.IngestChecks
+}
+
+// readerOptions returns the options of the reader of the table numbered
+// num, at name, with the sequence-number override an ingested table has.
+func (tc *tableCache) readerOptions(num uint64, name string, override base.SeqNum) sstable.ReaderOptions {
+	o := sstable.ReaderOptions{Cache: tc.cache, FileNum: num, FileName: name, Buffers: &tc.buffers, SeqNumOverride: override}
+	if override != 0 {
+		o.IngestChecks = &tc.ingestChecks
+	}
+	return o
 }
 
 type openTable struct {
@@ -77,7 +91,7 @@ func (tc *tableCache) getOnce(num uint64, override base.SeqNum) (r *sstable.Read
 			f = vfs.MapForReading(f, size)
 		}
 		if err == nil {
-			t.r, err = sstable.NewReader(f, size, sstable.ReaderOptions{Cache: tc.cache, FileNum: num, FileName: name, Buffers: &tc.buffers, SeqNumOverride: override})
+			t.r, err = sstable.NewReader(f, size, tc.readerOptions(num, name, override))
 		}
 		if errors.Is(err, sstable.ErrUnsupportedFormat) {
 			// The store wrote every table it lists: one in a format

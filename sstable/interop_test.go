@@ -187,21 +187,27 @@ func pebbleSpan(start, end []byte, seqs []base.SeqNum) pebble.Span {
 // writePebbleTable writes spec with Pebble's writer.
 func writePebbleTable(t *testing.T, spec tableSpec, format pebble.TableFormat, snappy bool) []byte {
 	t.Helper()
-	fs := vfs.NewMem()
-	f, err := fs.Create("p.sst", vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
 	compression := pebble.NoCompression
 	if snappy {
 		compression = pebble.SnappyCompression
 	}
-	w := pebble.NewWriter(objstorageprovider.NewFileWritable(f), pebble.WriterOptions{
+	return writePebbleTableWith(t, spec, pebble.WriterOptions{
 		TableFormat:  format,
 		Compression:  compression,
 		FilterPolicy: pebblebloom.FilterPolicy(10),
 		BlockSize:    1024,
 	})
+}
+
+// writePebbleTableWith writes spec with Pebble's writer and options o.
+func writePebbleTableWith(t *testing.T, spec tableSpec, o pebble.WriterOptions) []byte {
+	t.Helper()
+	fs := vfs.NewMem()
+	f, err := fs.Create("p.sst", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pebble.NewWriter(objstorageprovider.NewFileWritable(f), o)
 	addSpec(t, w, spec, 0)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)

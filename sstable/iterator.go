@@ -37,6 +37,8 @@ type Iter struct {
 	// override, when not 0, replaces the sequence number of every key
 	// (ReaderOptions.SeqNumOverride).
 	override base.SeqNum
+	// chk is scratch memory for ReaderOptions.IngestChecks.
+	chk ingestScratch
 }
 
 // NewIter returns an iterator over the table, positioned nowhere.
@@ -81,11 +83,17 @@ func (it *Iter) reset(t *Reader, reuse bool) {
 
 // iterBlock returns the block at bh: through the cache, or read into an
 // iterator's buffers when it may reuse them.
-func (t *Reader) iterBlock(bh BlockHandle, kind string, reuse bool, bufs *blockBufs) ([]byte, error) {
+// A data block read from the file is checked by chk, when not nil
+// (IngestChecks), before it is returned or cached.
+func (t *Reader) iterBlock(bh BlockHandle, kind string, reuse bool, bufs *blockBufs, chk *Iter) ([]byte, error) {
 	if t.opts.Cache == nil && reuse {
-		return t.readBlockInto(bh, kind, bufs)
+		b, err := t.readBlockInto(bh, kind, bufs)
+		if err == nil && chk != nil {
+			err = chk.checkIngested(bh, b)
+		}
+		return b, err
 	}
-	return t.cachedBlock(bh, kind)
+	return t.cachedBlock(bh, kind, chk)
 }
 
 // loadBlock loads the data block the index iterator points at.
@@ -99,6 +107,10 @@ func (it *Iter) loadBlock() bool {
 	it.release()
 	var b []byte
 	var err error
+	var chk *Iter // checks the block as read, for IngestChecks
+	if it.t.opts.IngestChecks != nil {
+		chk = it
+	}
 	switch {
 	case it.bypassCache:
 		// A failed read-ahead is the block's error: a compaction does not
@@ -112,10 +124,13 @@ func (it *Iter) loadBlock() bool {
 		} else {
 			b, err = it.t.readBlockInto(bh, "data", &it.bufs)
 		}
+		if err == nil && chk != nil {
+			err = chk.checkIngested(bh, b)
+		}
 	case it.counted:
-		b, it.h, err = it.t.countedBlock(bh, &it.ra)
+		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk)
 	default:
-		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs)
+		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs, chk)
 	}
 	if err != nil {
 		it.err = err
@@ -374,7 +389,7 @@ func (x *indexIter) loadPart() bool {
 		x.err = x.top.corrupt(x.top.offset, fmt.Sprintf("bad index partition handle %x", x.top.value))
 		return false
 	}
-	b, err := x.t.iterBlock(bh, "index partition", x.reuse, &x.bufs)
+	b, err := x.t.iterBlock(bh, "index partition", x.reuse, &x.bufs, nil)
 	if err == nil {
 		err = x.part.init(b, false, x.t.where("index partition", bh))
 		x.part.useOrder(x.t.order)

@@ -56,6 +56,9 @@ type ReaderOptions struct {
 	// for ingestion: the store assigns the number when it ingests it).
 	// Check reports the stored numbers.
 	SeqNumOverride base.SeqNum
+	// IngestChecks, when not nil, has each data block checked as it is
+	// read for what a table written for ingestion holds (IngestChecks).
+	IngestChecks *IngestChecks
 	// ForeignComparers accepts a table ordered by a comparer other than
 	// bloomkv's that the reader knows: CockroachDB's
 	// ("cockroach_comparator", with its columnar key schema "crdb1"), for
@@ -410,7 +413,7 @@ func (t *Reader) indexBlock() ([]byte, error) {
 	if t.index != nil {
 		return t.index, nil
 	}
-	return t.cachedBlock(t.footer.index, "index")
+	return t.cachedBlock(t.footer.index, "index", nil)
 }
 
 // MayContainHash probes the table's filter with a key's filterblock.Hash: false
@@ -432,7 +435,7 @@ func (t *Reader) mayContain(hash uint64) (bool, error) {
 	if !t.opts.CacheIndexAndFilterBlocks {
 		return t.filter.MayContainHash(hash), nil
 	}
-	b, err := t.cachedBlock(t.filterBH, "filter")
+	b, err := t.cachedBlock(t.filterBH, "filter", nil)
 	if err != nil {
 		return false, err
 	}
@@ -687,37 +690,56 @@ const (
 )
 
 // cachedBlock returns the block at bh (a data block or an index partition),
-// through the cache when there is one.
-func (t *Reader) cachedBlock(bh BlockHandle, kind string) ([]byte, error) {
+// through the cache when there is one. A block read from the file is
+// checked by chk, when not nil (IngestChecks), before it is returned or
+// cached.
+func (t *Reader) cachedBlock(bh BlockHandle, kind string, chk *Iter) ([]byte, error) {
 	if t.opts.Cache == nil {
-		return t.readBlock(bh, kind)
+		return t.readChecked(bh, kind, chk)
 	}
 	if b, ok := t.opts.Cache.Get(t.opts.FileNum, bh.Offset); ok {
 		return b, nil
 	}
 	return t.opts.Cache.Load(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
-		return t.readBlock(bh, kind)
+		return t.readChecked(bh, kind, chk)
 	})
+}
+
+// readChecked is readBlock, the block then checked by chk when not nil.
+func (t *Reader) readChecked(bh BlockHandle, kind string, chk *Iter) ([]byte, error) {
+	b, err := t.readBlock(bh, kind)
+	if err == nil && chk != nil {
+		err = chk.checkIngested(bh, b)
+	}
+	return b, err
 }
 
 // countedBlock returns the data block at bh through bloomkv's cache, with a
 // reference the caller must release; a block read on a miss goes into memory
-// from the cache's Alloc. ra, when given, is the caller's read-ahead: misses of a
-// sequential walk are served from file bytes read ahead in one go.
-func (t *Reader) countedBlock(bh BlockHandle, ra *readahead) ([]byte, cache.Handle, error) {
+// from the cache's Alloc, and is checked by chk when not nil (IngestChecks)
+// before it is cached. ra, when given, is the caller's read-ahead: misses of
+// a sequential walk are served from file bytes read ahead in one go.
+func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter) ([]byte, cache.Handle, error) {
 	if ra != nil {
 		ra.saw(bh)
 	}
 	if h, ok := t.cc.GetRef(t.opts.FileNum, bh.Offset); ok {
 		return h.Value(), h, nil
 	}
-	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
+	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() (b []byte, err error) {
+		var raw []byte
 		if ra != nil {
-			if raw := ra.stored(t, bh); raw != nil {
-				return t.verifyAlloc(bh, "data", raw, t.cc.Alloc)
-			}
+			raw = ra.stored(t, bh)
 		}
-		return t.readBlockAlloc(bh, "data", t.cc.Alloc)
+		if raw != nil {
+			b, err = t.verifyAlloc(bh, "data", raw, t.cc.Alloc)
+		} else {
+			b, err = t.readBlockAlloc(bh, "data", t.cc.Alloc)
+		}
+		if err == nil && chk != nil {
+			err = chk.checkIngested(bh, b)
+		}
+		return b, err
 	})
 	return h.Value(), h, err
 }
@@ -840,7 +862,7 @@ func (t *Reader) Filter() (filterblock.Filter, bool, error) {
 	if !t.hasFilter || !t.opts.CacheIndexAndFilterBlocks {
 		return t.filter, t.hasFilter, nil
 	}
-	b, err := t.cachedBlock(t.filterBH, "filter")
+	b, err := t.cachedBlock(t.filterBH, "filter", nil)
 	if err != nil {
 		return filterblock.Filter{}, true, err
 	}

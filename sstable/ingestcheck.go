@@ -1,0 +1,113 @@
+package sstable
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// IngestChecks are the checks a reader makes of each data block it reads
+// from the file (a block found in the cache was checked when it was read)
+// of a table written for ingestion, which its owner took without reading it
+// whole (ReaderOptions.IngestChecks). Every point entry must be stored at
+// sequence number 0, be a set or a deletion, have a user key strictly
+// greater than the entry's before it (one entry per user key) and sizes
+// within the bounds below; the block's keys must lie past the separator of
+// the index entry before the block's and at or before its own, so that the
+// order holds across blocks as well. A block that fails is an error
+// wrapping ErrCorruption naming the file, the block and the entry's offset,
+// and is not cached: every read of it fails alike.
+type IngestChecks struct {
+	// MaxKeySize and MaxValueSize bound the length of a user key and of a
+	// value as stored (0: no bound).
+	MaxKeySize, MaxValueSize int
+	// TooLarge is the error that a size over those bounds wraps
+	// (ErrCorruption when nil).
+	TooLarge error
+}
+
+// ingestScratch is an iterator's memory for IngestChecks.
+type ingestScratch struct {
+	block, index blockIter
+	prev         []byte
+}
+
+// checkIngested checks b, the data block at bh that the index iterator
+// points at, against the reader's IngestChecks.
+func (it *Iter) checkIngested(bh BlockHandle, b []byte) error {
+	t, c, s := it.t, it.t.opts.IngestChecks, &it.chk
+	bi := &s.block
+	if err := bi.init(b, false, t.where("data", bh)); err != nil {
+		return err
+	}
+	bi.useOrder(t.order)
+	lo, err := it.index.prevKey(&s.index)
+	if err != nil {
+		return err
+	}
+	hi := it.index.cur().key
+	n := 0
+	for ok := bi.first(); ok; ok = bi.next() {
+		k, decoded := base.DecodeInternalKey(bi.key)
+		if !decoded {
+			return bi.corrupt(bi.offset, fmt.Sprintf("key %x is shorter than a trailer", bi.key))
+		}
+		k = t.visibleKey(k)
+		switch {
+		case k.SeqNum() != 0:
+			return bi.corrupt(bi.offset, fmt.Sprintf("key %s has sequence number %d: a table for ingestion holds its keys at 0", k, k.SeqNum()))
+		case k.Kind() != base.KindSet && k.Kind() != base.KindDelete:
+			return bi.corrupt(bi.offset, fmt.Sprintf("key %s is of kind %v: a table for ingestion holds sets and deletions", k, k.Kind()))
+		case c.MaxKeySize > 0 && len(k.UserKey) > c.MaxKeySize:
+			return c.tooLarge(bi, fmt.Sprintf("key of %d bytes exceeds the limit of %d", len(k.UserKey), c.MaxKeySize))
+		case c.MaxValueSize > 0 && !t.valuePrefix && len(bi.value) > c.MaxValueSize:
+			return c.tooLarge(bi, fmt.Sprintf("value of %d bytes exceeds the limit of %d", len(bi.value), c.MaxValueSize))
+		case n == 0 && lo != nil && bi.compare(bi.key, lo) <= 0:
+			return bi.corrupt(bi.offset, fmt.Sprintf("key %s is not past the separator of the block before (%x): the table's keys are out of order", k, lo))
+		case n > 0 && bi.compare(bi.key, s.prev) <= 0:
+			return bi.corrupt(bi.offset, fmt.Sprintf("key %s is out of order", k))
+		case n > 0 && bytes.Equal(k.UserKey, s.prev[:len(s.prev)-base.TrailerLen]):
+			return bi.corrupt(bi.offset, fmt.Sprintf("key %s repeats the previous entry's user key: a table for ingestion holds one entry per key", k))
+		}
+		s.prev = append(s.prev[:0], bi.key...)
+		n++
+	}
+	if bi.err != nil {
+		return bi.err
+	}
+	if n > 0 && bi.compare(s.prev, hi) > 0 {
+		return bi.corrupt(len(bi.data), fmt.Sprintf("last key %x is past the block's separator in the index (%x): the table's keys are out of order", s.prev, hi))
+	}
+	return nil
+}
+
+// tooLarge returns the error of an entry of bi, the block being checked,
+// over a size bound.
+func (c *IngestChecks) tooLarge(bi *blockIter, msg string) error {
+	if c.TooLarge == nil {
+		return bi.corrupt(bi.offset, msg)
+	}
+	w := bi.where
+	return fmt.Errorf("sstable: %s: %s block %s: offset %d in block: %s: %w", w.file, w.kind, w.bh, bi.offset, msg, c.TooLarge)
+}
+
+// prevKey returns the separator of the index entry before the current one
+// (nil at the first), decoded by s, which it overwrites.
+func (x *indexIter) prevKey(s *blockIter) ([]byte, error) {
+	for _, level := range []*blockIter{x.cur(), &x.top} {
+		buf := s.key[:0]
+		*s = *level
+		s.key = buf
+		if s.prev() {
+			return s.key, nil
+		}
+		if s.err != nil {
+			return nil, s.err
+		}
+		if !x.twoLevel {
+			break
+		}
+	}
+	return nil, nil
+}

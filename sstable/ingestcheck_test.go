@@ -1,0 +1,224 @@
+package sstable
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
+	pebble "github.com/cockroachdb/pebble/v2/sstable"
+)
+
+// ingestSpec is a table as written for ingestion: 400 keys at sequence
+// number 0, every seventh a deletion, values of a few bytes.
+func ingestSpec() tableSpec {
+	var spec tableSpec
+	for i := range 400 {
+		k := base.MakeInternalKey(fmt.Appendf(nil, "k%04d", i), 0, base.KindSet)
+		v := fmt.Appendf(nil, "v%d", i)
+		if i%7 == 3 {
+			k, v = base.MakeInternalKey(k.UserKey, 0, base.KindDelete), nil
+		}
+		spec.entries = append(spec.entries, entry{k, v})
+	}
+	return spec
+}
+
+var testIngestChecks = &IngestChecks{MaxKeySize: 16, MaxValueSize: 64}
+
+// readEvery reads data with opts in each way a store reads a table (point
+// lookups, a forward and a backward walk through the cache or without it,
+// a compaction's walk) and returns the errors, by way.
+func readEvery(t *testing.T, data []byte, keys [][]byte, opts ReaderOptions) map[string]error {
+	t.Helper()
+	errs := map[string]error{}
+	for _, withCache := range []bool{false, true} {
+		o := opts
+		o.FileName = "t.sst"
+		if withCache {
+			o.Cache, o.FileNum = cache.New(1<<20, cache.Options{}), 1
+		}
+		r, err := NewReader(bytes.NewReader(data), int64(len(data)), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ways := map[string]func() error{
+			"lookups": func() error {
+				for _, k := range keys {
+					if _, _, _, err := r.LookupCopy(k, base.SeqNumMax); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			"forward": func() error {
+				it := r.NewIter()
+				for ok := it.First(); ok; ok = it.Next() {
+				}
+				return it.Close()
+			},
+			"backward": func() error {
+				it := r.NewIter()
+				for ok := it.Last(); ok; ok = it.Prev() {
+				}
+				return it.Close()
+			},
+			"compaction": func() error {
+				it := r.NewCompactionIter()
+				for ok := it.First(); ok; ok = it.Next() {
+				}
+				return it.Close()
+			},
+		}
+		for name, read := range ways {
+			// Twice: a block that failed must not have been cached.
+			for i := range 2 {
+				errs[fmt.Sprintf("%s/cache=%v/%d", name, withCache, i)] = read()
+			}
+		}
+	}
+	return errs
+}
+
+// TestIngestChecks damages tables written for ingestion in one middle data
+// block each, in the ways IngestChecks looks for, with the block's checksum
+// right: every way of reading the block then fails with an error wrapping
+// ErrCorruption that names the table, the block and the problem, and reads
+// without the checks do not fail. Clean tables, ours and Pebble's, with one-
+// and two-level indexes, read whole with the checks.
+func TestIngestChecks(t *testing.T) {
+	spec := ingestSpec()
+	var keys [][]byte
+	for _, e := range spec.entries {
+		keys = append(keys, e.key.UserKey)
+	}
+	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, DisableCompression: true}
+	type damage struct {
+		name, want string
+		// change damages the table in place: at is the offset of the
+		// user key of the entry that the damage is about, in the
+		// middle data block, whose handle it is given with its
+		// entries' key offsets.
+		change func(data []byte, at []int)
+	}
+	trailer := func(data []byte, at int, tr base.Trailer) {
+		binary.LittleEndian.PutUint64(data[at+5:], uint64(tr))
+	}
+	damages := []damage{
+		{"order in a block", "out of order", func(data []byte, at []int) {
+			data[at[2]+4] = ':' // k0xy2 becomes k0xy: (after k0xy3)
+		}},
+		{"sequence number", "sequence number 7", func(data []byte, at []int) {
+			trailer(data, at[2], base.MakeTrailer(7, base.KindSet))
+		}},
+		{"kind", "kind", func(data []byte, at []int) {
+			trailer(data, at[2], base.MakeTrailer(0, base.Kind(2))) // a merge operand
+		}},
+		{"repeated user key", "repeats", func(data []byte, at []int) {
+			copy(data[at[2]:at[2]+5], data[at[1]:at[1]+5])
+			trailer(data, at[2], base.MakeTrailer(0, base.KindDelete))
+			trailer(data, at[1], base.MakeTrailer(0, base.KindSet))
+		}},
+		{"before the previous separator", "not past the separator", func(data []byte, at []int) {
+			data[at[0]+3] -= 2 // k0xy0 becomes k0x(y-2)0: in the block before's range
+		}},
+		{"past its separator", "past the block's separator", func(data []byte, at []int) {
+			data[at[len(at)-1]+3] += 2
+		}},
+	}
+	for _, twoLevel := range []bool{false, true} {
+		var setup func(*Writer)
+		if twoLevel {
+			setup = func(w *Writer) { w.indexPartitionEntries = 4 }
+		}
+		clean := writeSpecWith(t, spec, opts, setup)
+		l := openTable(t, clean).Layout()
+		var data []BlockInfo
+		for _, b := range l.Blocks {
+			if b.Kind == BlockData {
+				data = append(data, b)
+			}
+		}
+		if len(data) < 10 {
+			t.Fatalf("%d data blocks", len(data))
+		}
+		// A block in the middle, and in a two-level index the first of
+		// its partition, whose previous separator is in the partition
+		// before.
+		mid := data[len(data)/2&^3].Handle
+		// The key offsets of the middle block's entries: restart interval
+		// 1, no compression, so each key lies whole where written.
+		var at []int
+		for off := int(mid.Offset); off < int(mid.Offset+mid.Length); {
+			i := bytes.Index(clean[off:mid.Offset+mid.Length], []byte("k0"))
+			if i < 0 {
+				break
+			}
+			at = append(at, off+i)
+			off += i + 5
+		}
+		if len(at) < 4 {
+			t.Fatalf("%d entries in the middle block", len(at))
+		}
+		for _, d := range damages {
+			t.Run(fmt.Sprintf("twoLevel=%v/%s", twoLevel, d.name), func(t *testing.T) {
+				b := bytes.Clone(clean)
+				d.change(b, at)
+				reseal(b, mid)
+				for way, err := range readEvery(t, b, keys, ReaderOptions{IngestChecks: testIngestChecks}) {
+					if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "t.sst") ||
+						!strings.Contains(err.Error(), mid.String()) || !strings.Contains(err.Error(), d.want) {
+						t.Errorf("%s: %v; want ErrCorruption naming t.sst, block %s and %q", way, err, mid, d.want)
+					}
+				}
+				for way, err := range readEvery(t, b, keys, ReaderOptions{}) {
+					if err != nil {
+						t.Errorf("%s, without the checks: %v", way, err)
+					}
+				}
+			})
+		}
+	}
+
+	t.Run("sizes", func(t *testing.T) {
+		big := ingestSpec()
+		big.entries[200].value = bytes.Repeat([]byte("v"), 65)
+		for way, err := range readEvery(t, writeSpec(t, big, opts), keys, ReaderOptions{IngestChecks: testIngestChecks}) {
+			if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "value of 65 bytes") {
+				t.Errorf("%s: %v", way, err)
+			}
+		}
+	})
+
+	t.Run("clean", func(t *testing.T) {
+		tables := map[string][]byte{
+			"ours":           writeSpec(t, spec, opts),
+			"ours/snappy":    writeSpec(t, spec, WriterOptions{BlockSize: 256}),
+			"ours/two-level": writeSpecWith(t, spec, opts, func(w *Writer) { w.indexPartitionEntries = 3 }),
+			"pebble":         pebbleIngestTable(t, spec),
+		}
+		for name, data := range tables {
+			for way, err := range readEvery(t, data, keys, ReaderOptions{IngestChecks: testIngestChecks}) {
+				if err != nil {
+					t.Errorf("%s: %s: %v", name, way, err)
+				}
+			}
+		}
+	})
+}
+
+// pebbleIngestTable writes spec with Pebble's writer in RocksDBv2, small
+// index blocks making its index two-level, as Pebble writes tables for
+// ingestion.
+func pebbleIngestTable(t *testing.T, spec tableSpec) []byte {
+	t.Helper()
+	data := writePebbleTableWith(t, spec, pebble.WriterOptions{TableFormat: pebble.TableFormatRocksDBv2, BlockSize: 256, IndexBlockSize: 128})
+	if r := openTable(t, data); r.props.IndexType != indexTypeTwoLevel {
+		t.Fatalf("Pebble's table has index type %d, want two-level", r.props.IndexType)
+	}
+	return data
+}
