@@ -70,8 +70,12 @@ func (c *compaction) eachInput(fn func(level int, f *manifest.FileMetadata)) {
 // stripe returns the number of open snapshots that cannot see seq: entries
 // in the same stripe are seen by the same snapshots, so within a stripe only
 // the newest version of a key matters. Stripe 0 is seen by every snapshot.
-func (c *compaction) stripe(seq base.SeqNum) int {
-	return sort.Search(len(c.snapshots), func(i int) bool { return seq < c.snapshots[i] })
+func (c *compaction) stripe(seq base.SeqNum) int { return snapshotStripe(c.snapshots, seq) }
+
+// snapshotStripe returns the number of the read sequence numbers snaps
+// (ascending) that cannot see seq: its snapshot stripe.
+func snapshotStripe(snaps []base.SeqNum, seq base.SeqNum) int {
+	return sort.Search(len(snaps), func(i int) bool { return seq < snaps[i] })
 }
 
 // stripeCeiling returns the read sequence number below which entries share

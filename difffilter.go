@@ -46,7 +46,11 @@ import (
 //     shadowed; a move of tables into the base takes theirs. Their hashes
 //     are removed from the filter only once no read state older than the
 //     compaction's is alive (diffRemoval): an older state still reads the
-//     levels the versions were in.
+//     levels the versions were in. A flush drops shadowed versions too;
+//     their keys keep their newest versions, in the memtable and its
+//     table, so their hashes are removed from the filters that counted
+//     them (those commits added to when the flush published its table;
+//     builds after it count the table, not the memtable) at once.
 //   - Read states. Each carries the filter it may consult (readState.diff),
 //     set when it is published, or nil, meaning "maybe" for every key:
 //     while the filter is disabled, while the base is empty, and from a

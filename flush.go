@@ -2,8 +2,10 @@ package bloomkv
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 )
 
@@ -54,12 +56,22 @@ func (d *DB) rescueDueLocked() bool {
 func (d *DB) flushOldestLocked() error {
 	m := d.imm[0]
 	num := d.allocFileNumLocked()
+	// The flush drops the versions a newer visible one hides from every
+	// snapshot open now, and from every read to come: those read at the
+	// visible sequence number or above (the state first, then the
+	// number), and one that needs an older version reads a state holding
+	// m. A snapshot taken meanwhile sees every version visible now.
+	snaps, visible := slices.Clone(d.snapshots), base.SeqNum(d.visibleSeq.Load())
+	var dropped *[]uint64
+	if d.diff.enabled {
+		dropped = new([]uint64)
+	}
 	d.mu.Unlock()
 
 	start := time.Now()
 	info := FlushInfo{FileNum: num, Entries: m.mt.Len()}
 	d.opts.EventListener.FlushBegin(info)
-	meta, err := d.writeTable(m.mt, num)
+	meta, err := d.writeTable(m.mt, num, snaps, visible, dropped)
 
 	d.mu.Lock()
 	if err == nil {
@@ -112,6 +124,14 @@ func (d *DB) flushOldestLocked() error {
 		m.flushed = true
 	}
 	d.publishLocked()
+	if dropped != nil {
+		// The versions the flush dropped leave the differential: out of
+		// the filters that count them, which are those commits add to now
+		// (a build from now on counts m's table, not m). Each key keeps
+		// its newest version in m and the table, still counted, so the
+		// filter passes it in every state, older ones included.
+		d.queueRemovalLocked(*dropped, baseLevel(d.version))
+	}
 	// FlushEnd runs before m leaves d.imm, so that a Flush waiting for m
 	// returns after it. Only the flusher takes memtables out of d.imm, so m
 	// is still its first when d.mu comes back.

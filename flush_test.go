@@ -2,6 +2,7 @@ package bloomkv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -201,5 +202,74 @@ func TestFlushedTableWaitsForItsMemtable(t *testing.T) {
 	}
 	if len(violations) > 0 {
 		t.Fatalf("the differential-file filter misses versions above the base: %v", violations)
+	}
+}
+
+// TestFlushDropsShadowedVersions: a flush writes of each key's versions
+// only the newest in each snapshot stripe, as a compaction does; the
+// snapshot reads its version, the store the newest, the filter passes the
+// keys, and the table holds the versions kept alone.
+func TestFlushDropsShadowedVersions(t *testing.T) {
+	mem := vfs.NewMem()
+	o := memOpts(mem)
+	o.L0CompactionThreshold = 10 // the flushed table stays in level 0
+	d := mustOpen(t, "/db", o)
+	defer d.Close()
+	set := func(k, v string) {
+		t.Helper()
+		if err := d.Set([]byte(k), []byte(v), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A base, so that the differential-file filter is on.
+	set("base", "b")
+	if err := d.Compact(nil, []byte("\xff")); err != nil {
+		t.Fatal(err)
+	}
+	set("a", "1")
+	set("a", "2")
+	snap, err := d.NewSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	set("a", "3")
+	set("a", "4")
+	set("c", "1")
+	if err := d.Delete([]byte("c"), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	set("e", "1")
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// a#4 and a#2 (the snapshot's), c's deletion, e, and the base's key.
+	st, err := d.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Entries != 5 {
+		t.Fatalf("the tables hold %d entries, want 5: a's newest and the snapshot's, c's deletion, e, base", st.Entries)
+	}
+	for _, c := range []struct {
+		get  func([]byte) ([]byte, error)
+		key  string
+		want string
+	}{{d.Get, "a", "4"}, {snap.Get, "a", "2"}, {d.Get, "c", ""}, {snap.Get, "c", ""}, {d.Get, "e", "1"}} {
+		v, err := c.get([]byte(c.key))
+		if c.want == "" {
+			if !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get(%s) = %q, %v; want ErrNotFound", c.key, v, err)
+			}
+			continue
+		}
+		if err != nil || string(v) != c.want {
+			t.Fatalf("Get(%s) = %q, %v; want %q", c.key, v, err, c.want)
+		}
+	}
+	for _, k := range []string{"a", "c", "e"} {
+		if !d.MayHaveChanged([]byte(k)) {
+			t.Fatalf("MayHaveChanged(%s) = false after the flush dropped some of its versions", k)
+		}
 	}
 }

@@ -143,7 +143,9 @@ func (d *DB) open() error {
 	// the old manifest and WALs in charge.
 	edit := &manifest.VersionEdit{}
 	if !mem.Empty() {
-		meta, err := d.writeTable(mem, d.allocFileNumLocked())
+		// No snapshot, no read: only each key's newest version matters
+		// (the filter is built after, from the tables).
+		meta, err := d.writeTable(mem, d.allocFileNumLocked(), nil, base.SeqNumMax, nil)
 		if err != nil {
 			return err
 		}

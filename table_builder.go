@@ -2,8 +2,10 @@ package bloomkv
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 
+	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
@@ -13,8 +15,15 @@ import (
 )
 
 // writeTable writes mt as table num, synced with its directory entry, and
-// returns its metadata (nil, and no file, for an empty memtable).
-func (d *DB) writeTable(mt *memtable.MemTable, num uint64) (*manifest.FileMetadata, error) {
+// returns its metadata (nil, and no file, for an empty memtable, or one
+// whose every entry is dropped). As a compaction does, it drops the
+// versions a newer version of the key hides from every snapshot that sees
+// them, snaps holding the open snapshots' read sequence numbers, ascending;
+// the newer version must be at or below visible, the visible sequence
+// number (a read to come may land between it and one not yet visible).
+// When dropped is not nil, the hashes of the user keys of the versions
+// dropped are appended to it, for the differential-file filter.
+func (d *DB) writeTable(mt *memtable.MemTable, num uint64, snaps []base.SeqNum, visible base.SeqNum, dropped *[]uint64) (*manifest.FileMetadata, error) {
 	if mt.Empty() {
 		return nil, nil
 	}
@@ -23,8 +32,25 @@ func (d *DB) writeTable(mt *memtable.MemTable, num uint64) (*manifest.FileMetada
 		return nil, err
 	}
 	it := mt.NewIter()
+	var prevUser []byte
+	havePrev, lastStripe := false, -1
 	for ok := it.First(); ok; ok = it.Next() {
-		if err := b.add(it.Key(), it.Value()); err != nil {
+		k := it.Key()
+		if !havePrev || !bytes.Equal(k.UserKey, prevUser) {
+			prevUser, havePrev, lastStripe = append(prevUser[:0], k.UserKey...), true, -1
+		}
+		stripe := snapshotStripe(snaps, k.SeqNum())
+		if stripe == lastStripe {
+			if dropped != nil {
+				*dropped = append(*dropped, filterblock.Hash(k.UserKey))
+			}
+			continue // a newer version hides it from every read that sees it
+		}
+		lastStripe = stripe
+		if k.SeqNum() > visible {
+			lastStripe = -1 // it hides nothing
+		}
+		if err := b.add(k, it.Value()); err != nil {
 			b.abandon()
 			return nil, err
 		}
