@@ -34,8 +34,9 @@ import (
 // ingested. The data blocks between are not read then: the store checks
 // each as it first reads it from the file (its checksum, and its entries'
 // order, against the index's separators too, sequence numbers, kinds and
-// sizes), and a block that fails is an error wrapping ErrCorruption for
-// every read of it, never an answer from it: a Get or an iterator that
+// sizes), and a block that fails is an error wrapping ErrCorruption (or
+// ErrTooLarge, for a key or value over the limits) for every read of it,
+// never an answer from it: a Get or an iterator that
 // reaches it fails, and so does a compaction that reads it, which, as for
 // any table found damaged, leaves its inputs as they were and stops the
 // store's writes until it is reopened. Options.VerifyIngestedTables makes

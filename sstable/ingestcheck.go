@@ -2,7 +2,9 @@ package sstable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 )
@@ -17,7 +19,11 @@ import (
 // the index entry before the block's and at or before its own, so that the
 // order holds across blocks as well. A block that fails is an error
 // wrapping ErrCorruption naming the file, the block and the entry's offset,
-// and is not cached: every read of it fails alike.
+// and is not cached: every read of it fails alike (a size over the bounds
+// wraps TooLarge instead, when set). The reader also checks, when it
+// opens the table, the index those checks rely on: its data-block handles
+// in increasing order, none overlapping the next or the blocks that follow
+// the data, its separators in increasing order.
 type IngestChecks struct {
 	// MaxKeySize and MaxValueSize bound the length of a user key and of a
 	// value as stored (0: no bound).
@@ -36,7 +42,10 @@ type ingestScratch struct {
 // checkIngested checks b, the data block at bh that the index iterator
 // points at, against the reader's IngestChecks.
 func (it *Iter) checkIngested(bh BlockHandle, b []byte) error {
-	t, c, s := it.t, it.t.opts.IngestChecks, &it.chk
+	if it.chk == nil {
+		it.chk = new(ingestScratch)
+	}
+	t, c, s := it.t, it.t.opts.IngestChecks, it.chk
 	bi := &s.block
 	if err := bi.init(b, false, t.where("data", bh)); err != nil {
 		return err
@@ -61,10 +70,10 @@ func (it *Iter) checkIngested(bh BlockHandle, b []byte) error {
 			return bi.corrupt(bi.offset, fmt.Sprintf("key %s is of kind %v: a table for ingestion holds sets and deletions", k, k.Kind()))
 		case c.MaxKeySize > 0 && len(k.UserKey) > c.MaxKeySize:
 			return c.tooLarge(bi, fmt.Sprintf("key of %d bytes exceeds the limit of %d", len(k.UserKey), c.MaxKeySize))
-		case c.MaxValueSize > 0 && !t.valuePrefix && len(bi.value) > c.MaxValueSize:
-			return c.tooLarge(bi, fmt.Sprintf("value of %d bytes exceeds the limit of %d", len(bi.value), c.MaxValueSize))
-		case n == 0 && lo != nil && bi.compare(bi.key, lo) <= 0:
-			return bi.corrupt(bi.offset, fmt.Sprintf("key %s is not past the separator of the block before (%x): the table's keys are out of order", k, lo))
+		case c.MaxValueSize > 0 && t.storedValueLen(k.Kind(), bi.value) > uint64(c.MaxValueSize):
+			return c.tooLarge(bi, fmt.Sprintf("value of %d bytes exceeds the limit of %d", t.storedValueLen(k.Kind(), bi.value), c.MaxValueSize))
+		case n == 0 && lo != nil && !t.pastSeparator(bi, k.UserKey, lo):
+			return bi.corrupt(bi.offset, fmt.Sprintf("key %s is not past the separator of the block before (%x): the table's keys are out of order or repeat", k, lo))
 		case n > 0 && bi.compare(bi.key, s.prev) <= 0:
 			return bi.corrupt(bi.offset, fmt.Sprintf("key %s is out of order", k))
 		case n > 0 && bytes.Equal(k.UserKey, s.prev[:len(s.prev)-base.TrailerLen]):
@@ -78,6 +87,81 @@ func (it *Iter) checkIngested(bh BlockHandle, b []byte) error {
 	}
 	if n > 0 && bi.compare(s.prev, hi) > 0 {
 		return bi.corrupt(len(bi.data), fmt.Sprintf("last key %x is past the block's separator in the index (%x): the table's keys are out of order", s.prev, hi))
+	}
+	return nil
+}
+
+// pastSeparator reports whether userKey, the first of a data block that
+// bi reads, lies past lo, the separator of the index entry before: its
+// user key beyond lo's, as every writer's separator of two user keys is
+// below the second (one key repeated across the boundary fails too).
+func (t *Reader) pastSeparator(bi *blockIter, userKey, lo []byte) bool {
+	if t.order != orderBytewise || len(lo) < base.TrailerLen {
+		return bi.compare(bi.key, lo) > 0
+	}
+	return bytes.Compare(userKey, lo[:len(lo)-base.TrailerLen]) > 0
+}
+
+// storedValueLen returns the length of the value of an entry of kind k
+// stored as v: v's own, or, in a table whose values carry Pebble's prefix
+// byte, the value's after it, or in the value block its handle names.
+func (t *Reader) storedValueLen(k base.Kind, v []byte) uint64 {
+	if !t.valuePrefix || k != base.KindSet || len(v) == 0 {
+		return uint64(len(v))
+	}
+	switch v[0] & valueKindMask {
+	case 0:
+		return uint64(len(v) - 1)
+	case valueKindHandle:
+		if n, m := binary.Uvarint(v[1:]); m > 0 {
+			return n
+		}
+	}
+	return uint64(len(v))
+}
+
+// checkIngestIndex checks, for IngestChecks, the index that the data
+// blocks' checks rely on: data-block handles in strictly increasing order
+// of offset, each block ending before the next begins and before the
+// blocks that follow the data (value blocks, index partitions and the
+// rest); separators in strictly increasing order. A two-level index's
+// partitions are read.
+func (t *Reader) checkIngestIndex() error {
+	var x indexIter
+	if err := x.init(t, false); err != nil {
+		return err
+	}
+	end := t.dataEnd
+	if len(t.valueBlocks) > 0 {
+		end = min(end, t.valueBlocks[0].Offset)
+	}
+	var prevEnd uint64
+	var prevSep []byte
+	var lastPart BlockHandle
+	partStart := uint64(math.MaxUint64)
+	for ok, n := x.first(), 0; ok; ok, n = x.next(), n+1 {
+		if x.twoLevel {
+			if ph, m := decodeHandle(x.top.value); m > 0 && ph != lastPart {
+				lastPart, partStart = ph, min(partStart, ph.Offset)
+			}
+		}
+		cur := x.cur()
+		bh, m := decodeHandle(cur.value)
+		switch {
+		case m == 0:
+			return cur.corrupt(cur.offset, fmt.Sprintf("bad block handle %x", cur.value))
+		case bh.Offset < prevEnd || bh.Length > maxBlockLen || bh.Offset+bh.Length+blockTrailerLen > end:
+			return cur.corrupt(cur.offset, fmt.Sprintf("data block handle %s overlaps the block before or lies past the data blocks (which end by offset %d)", bh, end))
+		case n > 0 && cur.compare(cur.key, prevSep) <= 0:
+			return cur.corrupt(cur.offset, fmt.Sprintf("separator %x is not past the one before (%x)", cur.key, prevSep))
+		}
+		prevEnd, prevSep = bh.Offset+bh.Length+blockTrailerLen, append(prevSep[:0], cur.key...)
+	}
+	if err := x.error(); err != nil {
+		return err
+	}
+	if partStart < prevEnd {
+		return corruptionf("%s: index partition at offset %d lies among the data blocks (which end at offset %d)", t.opts.FileName, partStart, prevEnd)
 	}
 	return nil
 }

@@ -194,12 +194,91 @@ func TestIngestChecks(t *testing.T) {
 		}
 	})
 
+	t.Run("repeat across blocks", func(t *testing.T) {
+		// k#0,SET ends a block and k#0,DEL begins the next: in order as
+		// internal keys, but one user key twice.
+		var rep tableSpec
+		for _, e := range []struct {
+			k    string
+			kind base.Kind
+		}{{"a", base.KindSet}, {"k", base.KindSet}, {"k", base.KindDelete}, {"z", base.KindSet}} {
+			var v []byte
+			if e.kind == base.KindSet {
+				v = []byte("v")
+			}
+			rep.entries = append(rep.entries, entry{base.MakeInternalKey([]byte(e.k), 0, e.kind), v})
+		}
+		data := writeSpec(t, rep, WriterOptions{BlockSize: 1})
+		for way, err := range readEvery(t, data, [][]byte{[]byte("a"), []byte("z")}, ReaderOptions{IngestChecks: testIngestChecks}) {
+			if strings.HasPrefix(way, "lookups") {
+				continue // they read the blocks of a and z alone
+			}
+			if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "repeat") {
+				t.Errorf("%s: %v", way, err)
+			}
+		}
+	})
+
+	t.Run("index", func(t *testing.T) {
+		// The second index entry names the first block: a cache hit on
+		// it would serve a block checked under another entry's bounds.
+		clean := writeSpec(t, spec, opts)
+		r := openTable(t, clean)
+		var ii blockIter
+		if err := ii.init(r.index, false, blockWhere{}); err != nil {
+			t.Fatal(err)
+		}
+		var bw blockWriter
+		bw.restartInterval = 1
+		var first []byte
+		for ok := ii.first(); ok; ok = ii.next() {
+			v := ii.value
+			if first == nil {
+				first = bytes.Clone(v)
+			} else if bw.entries == 1 {
+				v = first
+			}
+			bw.add(ii.key, v)
+		}
+		idx := bw.finish()
+		data := bytes.Clone(clean[:r.footer.index.Offset])
+		bh := BlockHandle{Offset: uint64(len(data)), Length: uint64(len(idx))}
+		data = append(append(data, idx...), 0, 0, 0, 0, 0)
+		reseal(data, bh)
+		f := r.footer
+		f.index = bh
+		data = append(data, f.encode()...)
+		if _, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst"}); err != nil {
+			t.Fatalf("without the checks: %v", err)
+		}
+		_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst", IngestChecks: testIngestChecks})
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "overlaps the block before") {
+			t.Fatalf("with the checks: %v", err)
+		}
+	})
+
+	t.Run("value size in Pebble's prefixed values", func(t *testing.T) {
+		big := ingestSpec()
+		big.entries[200].value = bytes.Repeat([]byte("v"), 65)
+		data := writePebbleTableWith(t, big, pebble.WriterOptions{TableFormat: pebble.TableFormatPebblev4, BlockSize: 256})
+		for way, err := range readEvery(t, data, keys, ReaderOptions{IngestChecks: testIngestChecks}) {
+			if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "value of 65 bytes") {
+				t.Errorf("%s: %v", way, err)
+			}
+		}
+	})
+
 	t.Run("clean", func(t *testing.T) {
 		tables := map[string][]byte{
 			"ours":           writeSpec(t, spec, opts),
 			"ours/snappy":    writeSpec(t, spec, WriterOptions{BlockSize: 256}),
 			"ours/two-level": writeSpecWith(t, spec, opts, func(w *Writer) { w.indexPartitionEntries = 3 }),
 			"pebble":         pebbleIngestTable(t, spec),
+		}
+		for _, f := range []pebble.TableFormat{pebble.TableFormatRocksDBv2, pebble.TableFormatPebblev1, pebble.TableFormatPebblev3, pebble.TableFormatPebblev4, pebble.TableFormatPebblev5, pebble.TableFormatPebblev7} {
+			for _, ib := range []int{0, 128} {
+				tables[fmt.Sprintf("pebble/%v/index-block-size=%d", f, ib)] = writePebbleTableWith(t, spec, pebble.WriterOptions{TableFormat: f, BlockSize: 128, IndexBlockSize: ib})
+			}
 		}
 		for name, data := range tables {
 			for way, err := range readEvery(t, data, keys, ReaderOptions{IngestChecks: testIngestChecks}) {

@@ -37,8 +37,9 @@ type Iter struct {
 	// override, when not 0, replaces the sequence number of every key
 	// (ReaderOptions.SeqNumOverride).
 	override base.SeqNum
-	// chk is scratch memory for ReaderOptions.IngestChecks.
-	chk ingestScratch
+	// chk is scratch memory for ReaderOptions.IngestChecks, made on first
+	// use.
+	chk *ingestScratch
 }
 
 // NewIter returns an iterator over the table, positioned nowhere.

@@ -168,6 +168,11 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	if err := t.setOverride(opts.SeqNumOverride); err != nil {
 		return nil, err
 	}
+	if opts.IngestChecks != nil {
+		if err := t.checkIngestIndex(); err != nil {
+			return nil, err
+		}
+	}
 	return t, nil
 }
 
