@@ -125,45 +125,153 @@ func (t *Reader) storedValueLen(k base.Kind, v []byte) uint64 {
 // of offset, each block ending before the next begins and before the
 // blocks that follow the data (value blocks, index partitions and the
 // rest); separators in strictly increasing order. A two-level index's
-// partitions are read.
+// partitions are read, and each top-level separator must be at or past its
+// partition's last and before the next partition's first.
 func (t *Reader) checkIngestIndex() error {
-	var x indexIter
-	if err := x.init(t, false); err != nil {
+	top, err := t.indexBlock()
+	if err != nil {
 		return err
 	}
-	end := t.dataEnd
+	c := &indexCheck{t: t, end: t.dataEnd}
 	if len(t.valueBlocks) > 0 {
-		end = min(end, t.valueBlocks[0].Offset)
+		c.end = min(c.end, t.valueBlocks[0].Offset)
 	}
-	var prevEnd uint64
-	var prevSep []byte
-	var lastPart BlockHandle
+	topWhere := t.where("index", t.footer.index)
+	if t.props.IndexType != indexTypeTwoLevel {
+		return t.walkIndexBlock(top, topWhere, c.data)
+	}
 	partStart := uint64(math.MaxUint64)
-	for ok, n := x.first(), 0; ok; ok, n = x.next(), n+1 {
-		if x.twoLevel {
-			if ph, m := decodeHandle(x.top.value); m > 0 && ph != lastPart {
-				lastPart, partStart = ph, min(partStart, ph.Offset)
-			}
+	var prevTop []byte
+	err = t.walkIndexBlock(top, topWhere, func(off int, key, value []byte) error {
+		ph, m := decodeHandle(value)
+		if m == 0 {
+			return corruptionf("%s: index block %s: offset %d in block: bad index partition handle %x", t.opts.FileName, t.footer.index, off, value)
 		}
-		cur := x.cur()
-		bh, m := decodeHandle(cur.value)
+		partStart = min(partStart, ph.Offset)
+		b, err := t.iterBlock(ph, "index partition", false, nil, nil)
+		if err != nil {
+			return err
+		}
+		first := c.n
+		c.markFirst = true
+		if err := t.walkIndexBlock(b, t.where("index partition", ph), c.data); err != nil {
+			return err
+		}
 		switch {
-		case m == 0:
-			return cur.corrupt(cur.offset, fmt.Sprintf("bad block handle %x", cur.value))
-		case bh.Offset < prevEnd || bh.Length > maxBlockLen || bh.Offset+bh.Length+blockTrailerLen > end:
-			return cur.corrupt(cur.offset, fmt.Sprintf("data block handle %s overlaps the block before or lies past the data blocks (which end by offset %d)", bh, end))
-		case n > 0 && cur.compare(cur.key, prevSep) <= 0:
-			return cur.corrupt(cur.offset, fmt.Sprintf("separator %x is not past the one before (%x)", cur.key, prevSep))
+		case c.n > first && t.compareIndexKeys(c.prevSep, key) > 0:
+			return corruptionf("%s: index block %s: offset %d in block: separator %x is before its partition's last (%x)", t.opts.FileName, t.footer.index, off, key, c.prevSep)
+		case c.n > first && prevTop != nil && t.compareIndexKeys(c.firstSep, prevTop) <= 0:
+			return corruptionf("%s: index partition %s: its first separator %x is not past the top-level separator before (%x)", t.opts.FileName, ph, c.firstSep, prevTop)
 		}
-		prevEnd, prevSep = bh.Offset+bh.Length+blockTrailerLen, append(prevSep[:0], cur.key...)
-	}
-	if err := x.error(); err != nil {
+		prevTop = append(prevTop[:0], key...)
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	if partStart < prevEnd {
-		return corruptionf("%s: index partition at offset %d lies among the data blocks (which end at offset %d)", t.opts.FileName, partStart, prevEnd)
+	if partStart < c.prevEnd {
+		return corruptionf("%s: index partition at offset %d lies among the data blocks (which end at offset %d)", t.opts.FileName, partStart, c.prevEnd)
 	}
 	return nil
+}
+
+// indexCheck is checkIngestIndex's walk over the data-block entries.
+type indexCheck struct {
+	t                 *Reader
+	end               uint64 // the data blocks end by here
+	n                 int    // entries seen
+	prevEnd           uint64 // where the last entry's block ends
+	prevSep, firstSep []byte // the last entry's separator; the first of the current partition's
+	markFirst         bool   // the next entry is the first of a partition
+}
+
+// data checks the data-block entry of an index block at off.
+func (c *indexCheck) data(off int, key, value []byte) error {
+	t := c.t
+	bh, m := decodeHandle(value)
+	switch {
+	case m == 0:
+		return corruptionf("%s: index: offset %d in block: bad block handle %x", t.opts.FileName, off, value)
+	case bh.Offset < c.prevEnd || bh.Length > maxBlockLen || bh.Offset+bh.Length+blockTrailerLen > c.end:
+		return corruptionf("%s: index: offset %d in block: data block handle %s overlaps the block before or lies past the data blocks (which end by offset %d)", t.opts.FileName, off, bh, c.end)
+	case c.n > 0 && t.compareIndexKeys(key, c.prevSep) <= 0:
+		return corruptionf("%s: index: offset %d in block: separator %x is not past the one before (%x)", t.opts.FileName, off, key, c.prevSep)
+	}
+	c.prevEnd, c.prevSep = bh.Offset+bh.Length+blockTrailerLen, append(c.prevSep[:0], key...)
+	if c.markFirst {
+		c.firstSep, c.markFirst = append(c.firstSep[:0], key...), false
+	}
+	c.n++
+	return nil
+}
+
+// compareIndexKeys orders two encoded internal keys of the table's index.
+func (t *Reader) compareIndexKeys(a, b []byte) int {
+	if t.order == orderBytewise {
+		return base.CompareEncoded(a, b)
+	}
+	return t.order.compareEncoded(a, b)
+}
+
+// walkIndexBlock calls fn with each entry of the index block b, and the
+// entry's offset: where every entry is whole (none shares a prefix with the
+// one before, as the index blocks of bloomkv, Pebble and RocksDB are
+// written) it reads them in place, else through a blockIter; key and value
+// are valid during the call.
+func (t *Reader) walkIndexBlock(b []byte, w blockWhere, fn func(off int, key, value []byte) error) error {
+	var bi blockIter
+	if err := bi.init(b, false, w); err != nil {
+		return err
+	}
+	if wholeEntries(bi.data) {
+		for off := 0; off < len(bi.data); {
+			key, value, next := wholeEntryAt(bi.data, off)
+			if err := fn(off, key, value); err != nil {
+				return err
+			}
+			off = next
+		}
+		return nil
+	}
+	bi.useOrder(t.order)
+	for ok := bi.first(); ok; ok = bi.next() {
+		if err := fn(bi.offset, bi.key, bi.value); err != nil {
+			return err
+		}
+	}
+	return bi.err
+}
+
+// wholeEntries reports whether every entry of data (a block's entries)
+// is whole (shares no prefix) and lies within it.
+func wholeEntries(data []byte) bool {
+	for off := 0; off < len(data); {
+		p := data[off:]
+		shared, n1 := uvarint(p)
+		unshared, n2 := uvarint(p[max(n1, 0):])
+		vlen, n3 := uvarint(p[max(n1, 0)+max(n2, 0):])
+		if n1 <= 0 || n2 <= 0 || n3 <= 0 || shared != 0 {
+			return false
+		}
+		h := uint64(n1 + n2 + n3)
+		if unshared > uint64(len(p))-h || vlen > uint64(len(p))-h-unshared {
+			return false
+		}
+		off += int(h + unshared + vlen)
+	}
+	return true
+}
+
+// wholeEntryAt returns the key and value of the whole entry at off in data
+// (wholeEntries said every entry is), and where the next begins.
+func wholeEntryAt(data []byte, off int) (key, value []byte, next int) {
+	p := data[off:]
+	_, n1 := uvarint(p)
+	unshared, n2 := uvarint(p[n1:])
+	vlen, n3 := uvarint(p[n1+n2:])
+	h := n1 + n2 + n3
+	k := h + int(unshared)
+	return p[h:k:k], p[k : k+int(vlen) : k+int(vlen)], off + k + int(vlen)
 }
 
 // tooLarge returns the error of an entry of bi, the block being checked,

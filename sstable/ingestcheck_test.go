@@ -223,36 +223,51 @@ func TestIngestChecks(t *testing.T) {
 		// The second index entry names the first block: a cache hit on
 		// it would serve a block checked under another entry's bounds.
 		clean := writeSpec(t, spec, opts)
-		r := openTable(t, clean)
-		var ii blockIter
-		if err := ii.init(r.index, false, blockWhere{}); err != nil {
-			t.Fatal(err)
-		}
-		var bw blockWriter
-		bw.restartInterval = 1
-		var first []byte
-		for ok := ii.first(); ok; ok = ii.next() {
-			v := ii.value
-			if first == nil {
-				first = bytes.Clone(v)
-			} else if bw.entries == 1 {
-				v = first
-			}
-			bw.add(ii.key, v)
-		}
-		idx := bw.finish()
-		data := bytes.Clone(clean[:r.footer.index.Offset])
-		bh := BlockHandle{Offset: uint64(len(data)), Length: uint64(len(idx))}
-		data = append(append(data, idx...), 0, 0, 0, 0, 0)
-		reseal(data, bh)
-		f := r.footer
-		f.index = bh
-		data = append(data, f.encode()...)
+		keys, values := indexEntries(t, clean)
+		values[1] = values[0]
+		data := withIndex(t, clean, keys, values)
 		if _, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst"}); err != nil {
 			t.Fatalf("without the checks: %v", err)
 		}
 		_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst", IngestChecks: testIngestChecks})
 		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "overlaps the block before") {
+			t.Fatalf("with the checks: %v", err)
+		}
+	})
+
+	t.Run("top-level index", func(t *testing.T) {
+		// A two-level index whose second top-level separator is its
+		// partition's first separator, not its last: a lookup of a key in
+		// that partition's later blocks goes to the next partition and
+		// misses it.
+		clean := writeSpecWith(t, spec, opts, func(w *Writer) { w.indexPartitionEntries = 4 })
+		keys, values := indexEntries(t, clean)
+		ph, _ := decodeHandle(values[1])
+		part, err := openTable(t, clean).readBlock(ph, "index partition")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pi blockIter
+		if err := pi.init(part, false, blockWhere{}); err != nil || !pi.first() {
+			t.Fatalf("partition: %v", err)
+		}
+		keys[1] = bytes.Clone(pi.key)
+		data := withIndex(t, clean, keys, values)
+		unchecked, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst"})
+		if err != nil {
+			t.Fatalf("without the checks: %v", err)
+		}
+		missed := 0
+		for _, e := range spec.entries {
+			if _, _, found, err := unchecked.LookupCopy(e.key.UserKey, base.SeqNumMax); !found && err == nil {
+				missed++
+			}
+		}
+		if missed == 0 {
+			t.Fatal("the damaged top-level index hides no key without the checks: the test damages nothing")
+		}
+		_, err = NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst", IngestChecks: testIngestChecks})
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "before its partition's last") {
 			t.Fatalf("with the checks: %v", err)
 		}
 	})
@@ -290,6 +305,40 @@ func TestIngestChecks(t *testing.T) {
 	})
 }
 
+// indexEntries returns the entries of the table's index block (the
+// top-level one of a two-level index).
+func indexEntries(t *testing.T, data []byte) (keys, values [][]byte) {
+	t.Helper()
+	var ii blockIter
+	if err := ii.init(openTable(t, data).index, false, blockWhere{}); err != nil {
+		t.Fatal(err)
+	}
+	for ok := ii.first(); ok; ok = ii.next() {
+		keys, values = append(keys, bytes.Clone(ii.key)), append(values, bytes.Clone(ii.value))
+	}
+	return keys, values
+}
+
+// withIndex returns the table data with its index block (the top-level
+// one of a two-level index) replaced by one of the entries given.
+func withIndex(t *testing.T, data []byte, keys, values [][]byte) []byte {
+	t.Helper()
+	r := openTable(t, data)
+	var bw blockWriter
+	bw.restartInterval = 1
+	for i := range keys {
+		bw.add(keys[i], values[i])
+	}
+	idx := bw.finish()
+	out := bytes.Clone(data[:r.footer.index.Offset])
+	bh := BlockHandle{Offset: uint64(len(out)), Length: uint64(len(idx))}
+	out = append(append(out, idx...), 0, 0, 0, 0, 0)
+	reseal(out, bh)
+	f := r.footer
+	f.index = bh
+	return append(out, f.encode()...)
+}
+
 // pebbleIngestTable writes spec with Pebble's writer in RocksDBv2, small
 // index blocks making its index two-level, as Pebble writes tables for
 // ingestion.
@@ -300,4 +349,28 @@ func pebbleIngestTable(t *testing.T, spec tableSpec) []byte {
 		t.Fatalf("Pebble's table has index type %d, want two-level", r.props.IndexType)
 	}
 	return data
+}
+
+// BenchmarkOpenIngestChecks opens a 400k-key table as a store opens an
+// ingested one (the index checked whole) and without the checks.
+func BenchmarkOpenIngestChecks(b *testing.B) {
+	var spec tableSpec
+	for i := range 400_000 {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey(fmt.Appendf(nil, "key%013d", 2*i), 0, base.KindSet), bytes.Repeat([]byte{byte(i)}, 100)})
+	}
+	data := writeSpec(b, spec, WriterOptions{})
+	for _, checks := range []bool{false, true} {
+		b.Run(fmt.Sprintf("checks=%v", checks), func(b *testing.B) {
+			o := ReaderOptions{}
+			if checks {
+				o.IngestChecks = testIngestChecks
+			}
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if _, err := NewReader(bytes.NewReader(data), int64(len(data)), o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
