@@ -48,9 +48,9 @@ import (
 //     compaction's is alive (diffRemoval): an older state still reads the
 //     levels the versions were in. A flush drops shadowed versions too;
 //     their keys keep their newest versions, in the memtable and its
-//     table, so their hashes are removed from the filters that counted
-//     them (those commits added to when the flush published its table;
-//     builds after it count the table, not the memtable) at once.
+//     table, and their hashes are queued for removal from the filters
+//     that counted them: those commits add to when the flush publishes its
+//     table (builds after it count the table, not the memtable).
 //   - Read states. Each carries the filter it may consult (readState.diff),
 //     set when it is published, or nil, meaning "maybe" for every key:
 //     while the filter is disabled, while the base is empty, and from a

@@ -91,9 +91,12 @@ type CompactionInfo struct {
 
 // FlushInfo describes a flush of a memtable to a table.
 type FlushInfo struct {
-	FileNum  uint64
-	Entries  int
-	Bytes    uint64 // table size; zero at FlushBegin
-	Duration time.Duration
-	Err      error
+	FileNum uint64
+	// Entries counts the memtable's entries; Dropped, those the flush left
+	// out of the table, hidden by a newer version from every snapshot and
+	// read (zero at FlushBegin).
+	Entries, Dropped int
+	Bytes            uint64 // table size; zero at FlushBegin
+	Duration         time.Duration
+	Err              error
 }

@@ -71,7 +71,8 @@ func (d *DB) flushOldestLocked() error {
 	start := time.Now()
 	info := FlushInfo{FileNum: num, Entries: m.mt.Len()}
 	d.opts.EventListener.FlushBegin(info)
-	meta, err := d.writeTable(m.mt, num, snaps, visible, dropped)
+	meta, nDropped, err := d.writeTable(m.mt, num, snaps, visible, dropped)
+	info.Dropped = nDropped
 
 	d.mu.Lock()
 	if err == nil {
@@ -127,9 +128,9 @@ func (d *DB) flushOldestLocked() error {
 	if dropped != nil {
 		// The versions the flush dropped leave the differential: out of
 		// the filters that count them, which are those commits add to now
-		// (a build from now on counts m's table, not m). Each key keeps
-		// its newest version in m and the table, still counted, so the
-		// filter passes it in every state, older ones included.
+		// (a build from now on counts m's table, not m), once the states
+		// older than this one are gone, as for a compaction's. Each key
+		// keeps its newest version in m and the table, still counted.
 		d.queueRemovalLocked(*dropped, baseLevel(d.version))
 	}
 	// FlushEnd runs before m leaves d.imm, so that a Flush waiting for m

@@ -213,6 +213,8 @@ func TestFlushDropsShadowedVersions(t *testing.T) {
 	mem := vfs.NewMem()
 	o := memOpts(mem)
 	o.L0CompactionThreshold = 10 // the flushed table stays in level 0
+	var dropped atomic.Int64
+	o.EventListener.FlushEnd = func(i FlushInfo) { dropped.Add(int64(i.Dropped)) }
 	d := mustOpen(t, "/db", o)
 	defer d.Close()
 	set := func(k, v string) {
@@ -250,6 +252,9 @@ func TestFlushDropsShadowedVersions(t *testing.T) {
 	}
 	if st.Entries != 5 {
 		t.Fatalf("the tables hold %d entries, want 5: a's newest and the snapshot's, c's deletion, e, base", st.Entries)
+	}
+	if n := dropped.Load(); n != 3 {
+		t.Fatalf("FlushInfo.Dropped sums to %d, want 3 (a#1, a#3, c's set)", n)
 	}
 	for _, c := range []struct {
 		get  func([]byte) ([]byte, error)

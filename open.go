@@ -145,7 +145,7 @@ func (d *DB) open() error {
 	if !mem.Empty() {
 		// No snapshot, no read: only each key's newest version matters
 		// (the filter is built after, from the tables).
-		meta, err := d.writeTable(mem, d.allocFileNumLocked(), nil, base.SeqNumMax, nil)
+		meta, _, err := d.writeTable(mem, d.allocFileNumLocked(), nil, base.SeqNumMax, nil)
 		if err != nil {
 			return err
 		}

@@ -21,16 +21,18 @@ import (
 // them, snaps holding the open snapshots' read sequence numbers, ascending;
 // the newer version must be at or below visible, the visible sequence
 // number (a read to come may land between it and one not yet visible).
-// When dropped is not nil, the hashes of the user keys of the versions
-// dropped are appended to it, for the differential-file filter.
-func (d *DB) writeTable(mt *memtable.MemTable, num uint64, snaps []base.SeqNum, visible base.SeqNum, dropped *[]uint64) (*manifest.FileMetadata, error) {
+// It returns how many versions it dropped; when dropped is not nil, the
+// hashes of their user keys are appended to it, for the
+// differential-file filter.
+func (d *DB) writeTable(mt *memtable.MemTable, num uint64, snaps []base.SeqNum, visible base.SeqNum, dropped *[]uint64) (*manifest.FileMetadata, int, error) {
 	if mt.Empty() {
-		return nil, nil
+		return nil, 0, nil
 	}
 	b, err := d.newTableBuilder(num)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	n := 0
 	it := mt.NewIter()
 	var prevUser []byte
 	havePrev, lastStripe := false, -1
@@ -41,6 +43,7 @@ func (d *DB) writeTable(mt *memtable.MemTable, num uint64, snaps []base.SeqNum, 
 		}
 		stripe := snapshotStripe(snaps, k.SeqNum())
 		if stripe == lastStripe {
+			n++
 			if dropped != nil {
 				*dropped = append(*dropped, filterblock.Hash(k.UserKey))
 			}
@@ -52,23 +55,23 @@ func (d *DB) writeTable(mt *memtable.MemTable, num uint64, snaps []base.SeqNum, 
 		}
 		if err := b.add(k, it.Value()); err != nil {
 			b.abandon()
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	for _, t := range mt.RangeDels() {
 		if err := b.addRangeDel(t); err != nil {
 			b.abandon()
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	meta, err := b.finish()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := d.fs.SyncDir(d.dir); err != nil {
-		return nil, fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
+		return nil, 0, fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
 	}
-	return meta, nil
+	return meta, n, nil
 }
 
 // tableWriteBuffer is the bytes a table write gathers before handing them to
