@@ -216,13 +216,14 @@ func baseLevel(v *manifest.Version) int {
 // or being built, or c writes into the last level, whose data a build that
 // begins while c runs may count from the levels above (the first table in
 // the last level makes it the base and starts that build), unless a call
-// of Compact is under way (builds wait for it to end). A compaction that
-// records nothing leaves a filter counting versions it no longer needs to:
-// never a miss, but a "maybe" for their keys until the next build. d.mu is
-// held.
+// of Compact is under way (builds wait for it to end) or the filter is idle
+// (a build waits for Gets to come back; the writes that idled it pay
+// nothing). A compaction that records nothing leaves a filter counting
+// versions it no longer needs to: never a miss, but a "maybe" for their
+// keys until the next build. d.mu is held.
 func (d *DB) diffTrackingLocked(c *compaction) bool {
 	ds := &d.diff
-	return ds.enabled && (ds.cur != nil || ds.building != nil || c.outputLevel == manifest.NumLevels-1 && ds.manual == 0)
+	return ds.enabled && (ds.cur != nil || ds.building != nil || c.outputLevel == manifest.NumLevels-1 && ds.manual == 0 && !ds.idle)
 }
 
 // initDiff sets up the filter's bookkeeping at Open.

@@ -62,8 +62,11 @@ func (d *DB) flushOldestLocked() error {
 	// number), and one that needs an older version reads a state holding
 	// m. A snapshot taken meanwhile sees every version visible now.
 	snaps, visible := slices.Clone(d.snapshots), base.SeqNum(d.visibleSeq.Load())
+	// The dropped versions' hashes, for the filters commits add to; none
+	// when there are none (idle or off): a build that starts during the
+	// flush counts m whole, and then only over-counts what was dropped.
 	var dropped *[]uint64
-	if d.diff.enabled {
+	if ws := d.diff.writers.Load(); d.diff.enabled && ws != nil && len(*ws) > 0 {
 		dropped = new([]uint64)
 	}
 	d.mu.Unlock()
