@@ -597,6 +597,45 @@ func storeFiles(t *testing.T, fs vfs.FS) map[string]string {
 	return out
 }
 
+// TestIngestSyncFailure: when the sync of one of the tables fails, Ingest
+// fails naming it, ingests none of them, and leaves their files; the store
+// takes them once the device syncs again.
+func TestIngestSyncFailure(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	d := mustOpen(t, "/db", memOpts(efs))
+	defer d.Close()
+	want := map[string]string{}
+	var paths []string
+	for i := range 6 {
+		p := fmt.Sprintf("/in/%d.sst", i)
+		setsTable(t, mem, p, 100*i, 100*i+50, "ing", want)
+		paths = append(paths, p)
+	}
+	injected := errors.New("EIO")
+	efs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && name == "/in/4.sst" {
+			return injected
+		}
+		return nil
+	})
+	err := d.Ingest(paths)
+	if !errors.Is(err, injected) || !strings.Contains(err.Error(), "/in/4.sst") {
+		t.Fatalf("Ingest with a failing sync: %v", err)
+	}
+	sameContents(t, "after the failed Ingest", d.Get, d.NewIter, map[string]string{}, allKeys(600))
+	for _, p := range paths {
+		if ok, err := mem.Exists(p); !ok || err != nil {
+			t.Fatalf("the failed Ingest took %s: %v", p, err)
+		}
+	}
+	efs.SetInjector(nil)
+	if err := d.Ingest(paths); err != nil {
+		t.Fatal(err)
+	}
+	sameContents(t, "after Ingest", d.Get, d.NewIter, want, allKeys(600))
+}
+
 // TestIngestRefusesBadTables: each bad table is refused, with an error
 // naming it, and nothing changes. With VerifyIngestedTables every entry is
 // checked; by default what placing a table needs (its structure,

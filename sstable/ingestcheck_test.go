@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -349,6 +352,78 @@ func pebbleIngestTable(t *testing.T, spec tableSpec) []byte {
 		t.Fatalf("Pebble's table has index type %d, want two-level", r.props.IndexType)
 	}
 	return data
+}
+
+// TestIndexCheckQuick checks that indexCheck.quick, the one-pass check of
+// an index block, passes no block that the entry-by-entry check refuses,
+// and leaves the same state where it passes one: over a real index, a
+// two-level table's partitions, and random damage to them.
+func TestIndexCheckQuick(t *testing.T) {
+	var spec tableSpec
+	for i := range 3000 {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey(fmt.Appendf(nil, "key%06d", 3*i), 0, base.KindSet), bytes.Repeat([]byte{byte(i)}, 40)})
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, data := range [][]byte{writeSpec(t, spec, WriterOptions{BlockSize: 512}), pebbleIngestTable(t, spec)} {
+		r, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var blocks [][]byte // the index's data-entry blocks
+		if r.props.IndexType != indexTypeTwoLevel {
+			blocks = append(blocks, r.index)
+		} else {
+			err := r.walkIndexBlock(r.index, r.where("index", r.footer.index), func(off int, key, value []byte) error {
+				ph, _ := decodeHandle(value)
+				b, err := r.iterBlock(ph, "index partition", false, nil, nil)
+				blocks = append(blocks, b)
+				return err
+			})
+			if err != nil || len(blocks) < 3 {
+				t.Fatalf("%d partitions: %v", len(blocks), err)
+			}
+		}
+		passed, refused := 0, 0
+		for trial := range 3000 {
+			prefix := blocks[:rng.IntN(len(blocks))]
+			b := slices.Clone(blocks[len(prefix)])
+			if trial > 0 {
+				for range 1 + rng.IntN(3) {
+					b[rng.IntN(len(b)-4)] ^= byte(1 + rng.IntN(255)) // the restart array as read
+				}
+			}
+			start := func() *indexCheck {
+				c := &indexCheck{t: r, end: r.dataEnd, markFirst: true}
+				for _, p := range prefix {
+					if err := r.walkIndexBlock(p, blockWhere{}, c.data); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c.markFirst = true
+				return c
+			}
+			quick, slow := start(), start()
+			before := *quick
+			slowErr := r.walkIndexBlock(b, blockWhere{}, slow.data)
+			if !quick.quick(b) {
+				if !reflect.DeepEqual(*quick, before) {
+					t.Fatalf("trial %d: quick refused the block but changed the state: %+v, was %+v", trial, *quick, before)
+				}
+				refused++
+				continue
+			}
+			passed++
+			if slowErr != nil {
+				t.Fatalf("trial %d: quick passed a block the entry-by-entry check refuses: %v", trial, slowErr)
+			}
+			if quick.n != slow.n || quick.prevEnd != slow.prevEnd || !bytes.Equal(quick.prevSep, slow.prevSep) || !bytes.Equal(quick.firstSep, slow.firstSep) || quick.markFirst != slow.markFirst {
+				t.Fatalf("trial %d: states differ: quick %+v, slow %+v", trial, *quick, *slow)
+			}
+		}
+		if passed < 10 || refused < 1000 {
+			t.Fatalf("%d blocks passed, %d refused: the trials test too little", passed, refused)
+		}
+	}
 }
 
 // BenchmarkOpenIngestChecks opens a 400k-key table as a store opens an
