@@ -48,6 +48,7 @@ type DB struct {
 	lock   io.Closer // the LOCK file, held until Close
 	cache  *cache.Cache
 	tables *tableCache // safe for concurrent use
+	chunks *chunkFeed  // the memtables' arena chunks (nil read-only); safe for concurrent use
 
 	// Guarded by d.mu.
 	mu   sync.Mutex
@@ -189,6 +190,7 @@ func (d *DB) Close() error {
 		d.opts.EventListener.BackgroundError(walErr)
 	}
 	d.bgWG.Wait()
+	d.chunks.close()
 	d.mu.Lock()
 	// Writes the failed WAL lacks are in frozen memtables, which the
 	// flusher left when it stopped; they must reach tables before the

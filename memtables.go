@@ -87,7 +87,7 @@ func (d *DB) rotateLocked() error {
 	old.Close()
 	d.wal.recycle(old)
 	d.imm = append(d.imm, d.mem)
-	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: num}
+	d.mem = &memEntry{mt: d.newMemTable(), logNum: num}
 	d.publishLocked()
 	d.cond.Broadcast() // wake the flusher
 	return nil

@@ -53,7 +53,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 	d.cache = cache.New(o.CacheSize, cache.Options{})
 	d.tables = &tableCache{fs: d.fs, dir: dir, cache: d.cache, tables: map[uint64]*openTable{}, mmap: !o.DisableMmapReads,
 		ingestChecks: sstable.IngestChecks{MaxKeySize: MaxKeySize, MaxValueSize: MaxValueSize, TooLarge: ErrTooLarge}}
+	if !o.ReadOnly {
+		d.chunks = newChunkFeed(o.MemTableSize)
+	}
 	if err := d.open(); err != nil {
+		d.chunks.close()
 		d.tables.close()
 		if d.manifest != nil {
 			d.manifest.Close()
@@ -117,7 +121,7 @@ func (d *DB) open() error {
 		return err
 	}
 	if d.opts.ReadOnly {
-		d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize)}
+		d.mem = &memEntry{mt: d.newMemTable()}
 		if !mem.Empty() {
 			d.imm = []*memEntry{{mt: mem}}
 		}
@@ -170,7 +174,7 @@ func (d *DB) open() error {
 	if err := d.createWAL(walNum); err != nil {
 		return err
 	}
-	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: walNum}
+	d.mem = &memEntry{mt: d.newMemTable(), logNum: walNum}
 	d.visibleSeq.Store(uint64(d.lastSeq))
 	d.publishLocked()
 	d.deleteObsolete()
@@ -273,7 +277,7 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 	if err := d.checkFilesPresent(names, logs); err != nil {
 		return nil, err
 	}
-	mem := memtable.NewSized(d.opts.MemTableSize)
+	mem := d.newMemTable()
 	tornIn := "" // a log that ended torn; only later logs without records may follow
 	for _, num := range logs {
 		name := d.path(logName(num))

@@ -19,7 +19,9 @@ type Options struct {
 	// CacheSize is the block cache's capacity in bytes (8 MiB).
 	CacheSize int64
 	// MemTableSize is the size at which the memtable is frozen and flushed
-	// to a table (4 MiB).
+	// to a table (4 MiB). A store whose memtables reach 1 MiB also keeps
+	// memory for half a memtable (at most 4 MiB) ready for the next ones,
+	// so that writes do not pay the page faults of fresh memory.
 	MemTableSize int64
 	// MaxImmutableMemTables is how many frozen memtables may wait for a
 	// flush before writes stall (2).

@@ -8,7 +8,6 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/record"
 	"github.com/bloomkv/bloomkv/internal/vfs"
-	"github.com/bloomkv/bloomkv/memtable"
 )
 
 // maxLogPending bounds the log bytes handed to a logFile and not yet
@@ -295,7 +294,7 @@ func (d *DB) rescueLocked() {
 		return
 	}
 	d.imm = append(d.imm, d.mem)
-	d.mem = &memEntry{mt: memtable.NewSized(d.opts.MemTableSize), logNum: d.allocFileNumLocked()}
+	d.mem = &memEntry{mt: d.newMemTable(), logNum: d.allocFileNumLocked()}
 	d.publishLocked()
 	d.cond.Broadcast()
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -278,4 +279,63 @@ func TestKeyFilter(t *testing.T) {
 		t.Fatalf("%d keys in %d bytes: false-positive rate %.4f", n, len(m.filter.words)*8, rate)
 	}
 	t.Logf("%d keys, %d filter bytes: false-positive rate %.4f", n, len(m.filter.words)*8, float64(maybes)/probes)
+}
+
+// TestChunkSource checks that a table made by NewSizedFrom takes its
+// regular chunks from the source, and allocates its own when the source
+// has none (or one of the wrong size), with every entry readable.
+func TestChunkSource(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		give    func(i int) []byte // the source's i-th answer
+		wantOut int                // chunks the table must take from it, at least
+	}{
+		{"always", func(int) []byte { return make([]byte, ChunkSize) }, 12},
+		{"every other", func(i int) []byte {
+			if i%2 == 0 {
+				return make([]byte, ChunkSize)
+			}
+			return nil
+		}, 6},
+		{"wrong size", func(int) []byte { return make([]byte, ChunkSize/2) }, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			given := map[*byte]bool{}
+			calls := 0
+			m := NewSizedFrom(4<<20, func() []byte {
+				b := c.give(calls)
+				calls++
+				if len(b) == ChunkSize {
+					given[unsafe.SliceData(b)] = true
+				}
+				return b
+			})
+			value := bytes.Repeat([]byte("v"), 200)
+			n := 0
+			for m.Size() < 3<<20 {
+				m.Add(base.MakeInternalKey(fmt.Appendf(nil, "key%08d", n), base.SeqNum(n+1), base.KindSet), value)
+				n++
+			}
+			used := 0
+			for i, p := range m.chunks {
+				if given[(*byte)(p)] {
+					used++
+				} else if c.name == "always" {
+					t.Fatalf("chunk %d is not the source's", i)
+				}
+			}
+			if used < c.wantOut || (c.wantOut == 0 && used > 0) {
+				t.Fatalf("%d of %d chunks from the source, want at least %d", used, len(m.chunks), c.wantOut)
+			}
+			if c.name == "always" && calls != len(m.chunks) {
+				t.Fatalf("the source was asked %d times for %d chunks: the first is not a regular one", calls, len(m.chunks))
+			}
+			for i := range n {
+				v, _, ok := m.Get(fmt.Appendf(nil, "key%08d", i), base.SeqNumMax)
+				if !ok || !bytes.Equal(v, value) {
+					t.Fatalf("key %d: %q, %v", i, v, ok)
+				}
+			}
+		})
+	}
 }

@@ -1,0 +1,79 @@
+package bloomkv
+
+import (
+	"os"
+
+	"github.com/bloomkv/bloomkv/memtable"
+)
+
+// chunkFeed prepares the memtables' arena chunks ahead of the writes that
+// fill them: it allocates each and touches every page of it, so that the
+// page faults of fresh memory fall on its goroutine rather than on writes.
+// Without it, one write in about 70 (of 100-byte values) took a fault of
+// about 2 µs on this project's machine, and fillrandom's p99 was those
+// faults.
+type chunkFeed struct {
+	ready chan []byte
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// newChunkFeed starts a feed for memtables of memTableSize bytes, or
+// returns nil for memtables too small to take chunks from it
+// (memtable.NewSizedFrom). It keeps chunks for half a memtable ready (up
+// to 16: 4 MiB): it prepares one in about 0.1 ms, but its goroutine
+// shares a core with flushes and compactions, and with two ready, a third
+// of the chunks of a random load were not.
+func newChunkFeed(memTableSize int64) *chunkFeed {
+	depth := min(memTableSize/memtable.ChunkSize/2, 16)
+	if depth < 2 {
+		return nil
+	}
+	f := &chunkFeed{ready: make(chan []byte, depth), stop: make(chan struct{}), done: make(chan struct{})}
+	go f.loop()
+	return f
+}
+
+func (f *chunkFeed) loop() {
+	defer close(f.done)
+	page := os.Getpagesize()
+	for {
+		b := make([]byte, memtable.ChunkSize)
+		for i := 0; i < len(b); i += page {
+			b[i] = 0 // a write: a read would map the shared zero page
+		}
+		select {
+		case f.ready <- b:
+		case <-f.stop:
+			return
+		}
+	}
+}
+
+// take returns a prepared chunk, or nil when none is ready (or f is nil):
+// the memtable then allocates its own.
+func (f *chunkFeed) take() []byte {
+	if f == nil {
+		return nil
+	}
+	select {
+	case b := <-f.ready:
+		return b
+	default:
+		return nil
+	}
+}
+
+// close stops the feed's goroutine; take goes on returning what is ready.
+func (f *chunkFeed) close() {
+	if f != nil {
+		close(f.stop)
+		<-f.done
+	}
+}
+
+// newMemTable returns an empty memtable of the store's size, its arena fed
+// by the store's chunk feed.
+func (d *DB) newMemTable() *memtable.MemTable {
+	return memtable.NewSizedFrom(d.opts.MemTableSize, d.chunks.take)
+}
