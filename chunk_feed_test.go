@@ -1,6 +1,8 @@
 package bloomkv
 
 import (
+	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,11 +59,27 @@ func TestChunkFeed(t *testing.T) {
 	if d.chunks == nil {
 		t.Fatal("no feed for 4 MiB memtables")
 	}
-	for i := range 20000 {
-		if err := d.Set([]byte{byte(i >> 8), byte(i)}, make([]byte, 100), NoSync); err != nil {
+	// 6 MiB of writes: memtables built of the feed's chunks, one flushed.
+	value := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8)}, 50+i%30) }
+	const n = 40000
+	for i := range n {
+		if err := d.Set(fmt.Appendf(nil, "key%06d", i), value(i), NoSync); err != nil {
 			t.Fatal(err)
 		}
 	}
+	check := func(when string) {
+		t.Helper()
+		for i := range n {
+			if v, err := d.Get(fmt.Appendf(nil, "key%06d", i)); err != nil || !bytes.Equal(v, value(i)) {
+				t.Fatalf("%s: key %d: %q, %v", when, i, v, err)
+			}
+		}
+	}
+	check("in the memtables")
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	check("flushed")
 	feed := d.chunks
 	if err := d.Close(); err != nil {
 		t.Fatal(err)

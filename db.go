@@ -48,7 +48,7 @@ type DB struct {
 	lock   io.Closer // the LOCK file, held until Close
 	cache  *cache.Cache
 	tables *tableCache // safe for concurrent use
-	chunks *chunkFeed  // the memtables' arena chunks (nil read-only); safe for concurrent use
+	chunks *chunkFeed  // the memtables' arena chunks (nil read-only or under 1 MiB memtables); safe for concurrent use
 
 	// Guarded by d.mu.
 	mu   sync.Mutex

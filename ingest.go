@@ -482,7 +482,7 @@ func checkDisjoint(tables []*ingestTable) error {
 
 // linkIngest hard-links (or copies) each table into the store's directory
 // under its file number, and syncs the directory
-// (loadIngestTable synced the contents). On failure it removes what it
+// (loadIngestTables synced the contents). On failure it removes what it
 // added.
 func (d *DB) linkIngest(op *ingestOp) error {
 	for i, t := range op.tables {

@@ -20,8 +20,9 @@ type Options struct {
 	CacheSize int64
 	// MemTableSize is the size at which the memtable is frozen and flushed
 	// to a table (4 MiB). A store whose memtables reach 1 MiB also keeps
-	// memory for half a memtable (at most 4 MiB) ready for the next ones,
-	// so that writes do not pay the page faults of fresh memory.
+	// memory for half a memtable and 256 KiB more (at most 4.25 MiB)
+	// ready for the next ones, so that writes do not pay the page faults
+	// of fresh memory.
 	MemTableSize int64
 	// MaxImmutableMemTables is how many frozen memtables may wait for a
 	// flush before writes stall (2).

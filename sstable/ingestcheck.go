@@ -208,7 +208,7 @@ func (c *indexCheck) quick(b []byte) bool {
 		return false
 	}
 	nr := uint64(binary.LittleEndian.Uint32(b[len(b)-4:]))
-	if nr*4+4 > uint64(len(b)) {
+	if nr == 0 || nr*4+4 > uint64(len(b)) { // as blockIter.init refuses
 		return false
 	}
 	data := b[:uint64(len(b))-4-nr*4]

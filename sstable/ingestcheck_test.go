@@ -387,9 +387,13 @@ func TestIndexCheckQuick(t *testing.T) {
 		for trial := range 3000 {
 			prefix := blocks[:rng.IntN(len(blocks))]
 			b := slices.Clone(blocks[len(prefix)])
-			if trial > 0 {
+			switch {
+			case trial%50 == 1: // whole entries, but no restarts, or more than fit
+				nr := int(binary.LittleEndian.Uint32(b[len(b)-4:]))
+				b = binary.LittleEndian.AppendUint32(b[:len(b)-4-4*nr], uint32(trial%100/50)*uint32(len(b)))
+			case trial > 0:
 				for range 1 + rng.IntN(3) {
-					b[rng.IntN(len(b)-4)] ^= byte(1 + rng.IntN(255)) // the restart array as read
+					b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
 				}
 			}
 			start := func() *indexCheck {
