@@ -65,6 +65,14 @@ func (f *chunkFeed) take() []byte {
 	}
 }
 
+// reserve returns the bytes of the chunks ready (0 for a nil feed).
+func (f *chunkFeed) reserve() int64 {
+	if f == nil {
+		return 0
+	}
+	return int64(len(f.ready)) * memtable.ChunkSize
+}
+
 // close stops the feed's goroutine; take goes on returning what is ready.
 func (f *chunkFeed) close() {
 	if f != nil {

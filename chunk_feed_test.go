@@ -59,6 +59,15 @@ func TestChunkFeed(t *testing.T) {
 	if d.chunks == nil {
 		t.Fatal("no feed for 4 MiB memtables")
 	}
+	for d.Metrics().MemTableReserve < 8*memtable.ChunkSize {
+		if time.Now().After(deadline) {
+			t.Fatalf("Metrics says %d bytes ready after a minute, want 8 chunks", d.Metrics().MemTableReserve)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r := d.Metrics().MemTableReserve; r != 8*memtable.ChunkSize {
+		t.Fatalf("Metrics says %d bytes ready, want 8 chunks' (2 MiB)", r)
+	}
 	// 6 MiB of writes: memtables built of the feed's chunks, one flushed.
 	value := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8)}, 50+i%30) }
 	const n = 40000
@@ -92,7 +101,7 @@ func TestChunkFeed(t *testing.T) {
 	o.ReadOnly = true
 	d = mustOpen(t, "/db", o)
 	defer d.Close()
-	if d.chunks != nil {
+	if d.chunks != nil || d.Metrics().MemTableReserve != 0 {
 		t.Fatal("a read-only store started a feed")
 	}
 }

@@ -21,6 +21,10 @@ type Metrics struct {
 	// ImmutableMemTables the frozen ones awaiting a flush.
 	MemTableSize       int64
 	ImmutableMemTables int
+	// MemTableReserve is the bytes of arena chunks prepared for the next
+	// memtables, kept ready so that writes do not fault in fresh memory
+	// (Options.MemTableSize).
+	MemTableReserve int64
 	// WALBytes is the bytes written to the write-ahead log.
 	WALBytes   uint64
 	Flushes    uint64
@@ -138,6 +142,7 @@ func (d *DB) Metrics() *Metrics {
 	m := &Metrics{
 		MemTableSize:         s.mem.mt.Size(),
 		ImmutableMemTables:   len(s.imm),
+		MemTableReserve:      d.chunks.reserve(),
 		WALBytes:             d.metrics.walBytes.Load(),
 		Flushes:              d.metrics.flushes.Load(),
 		FlushBytes:           d.metrics.flushBytes.Load(),
@@ -217,8 +222,8 @@ func (m *Metrics) String() string {
 	fmt.Fprintf(&b, "total | %6d | %8s |        - |     - | %8s | %8s | %8s | %11d\n", files, humanize.Bytes(size),
 		humanize.Bytes(written), humanize.Bytes(read), humanize.Bytes(moved), compactions)
 	fmt.Fprintf(&b, "base level (*): L%d\n", m.BaseLevel)
-	fmt.Fprintf(&b, "memtable: %s (+%d frozen)   WAL written: %s   flushes: %d (%s)   write amplification: %.2f\n",
-		humanize.Bytes(uint64(m.MemTableSize)), m.ImmutableMemTables, humanize.Bytes(m.WALBytes), m.Flushes, humanize.Bytes(m.FlushBytes), m.WriteAmplification())
+	fmt.Fprintf(&b, "memtable: %s (+%d frozen, %s ready)   WAL written: %s   flushes: %d (%s)   write amplification: %.2f\n",
+		humanize.Bytes(uint64(m.MemTableSize)), m.ImmutableMemTables, humanize.Bytes(uint64(m.MemTableReserve)), humanize.Bytes(m.WALBytes), m.Flushes, humanize.Bytes(m.FlushBytes), m.WriteAmplification())
 	fmt.Fprintf(&b, "compactions: %d (read %s, wrote %s), moves: %d\n",
 		m.Compactions, humanize.Bytes(m.CompactionBytesIn), humanize.Bytes(m.CompactionBytesOut), m.Moves)
 	if m.Ingests > 0 {
