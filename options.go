@@ -112,9 +112,10 @@ type WriteOptions struct {
 }
 
 // Sync and NoSync are the two durability levels: Sync waits for the log to
-// reach stable storage; NoSync returns once the write is in the log's buffer
-// (a crash may lose a recent suffix of NoSync writes, never earlier ones and
-// never the store's consistency).
+// reach stable storage; NoSync returns once the write is in the log's buffer,
+// which reaches the operating system within about a millisecond (a crash
+// may lose a recent suffix of NoSync writes, never earlier ones and never the
+// store's consistency).
 var (
 	Sync   = &WriteOptions{Sync: true}
 	NoSync = &WriteOptions{Sync: false}

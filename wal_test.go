@@ -3,8 +3,10 @@ package bloomkv
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,12 +17,18 @@ import (
 // receives what its onFail is given.
 func newTestLog(t *testing.T, fs vfs.FS, name string) (*logFile, chan error) {
 	t.Helper()
+	return newTestLogDelay(t, fs, name, logWriteDelay)
+}
+
+// newTestLogDelay is newTestLog with the writer's delay given.
+func newTestLogDelay(t *testing.T, fs vfs.FS, name string, delay time.Duration) (*logFile, chan error) {
+	t.Helper()
 	f, err := fs.Create(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	failed := make(chan error, 4)
-	return newLogFile(f, name, 0, func(err error) { failed <- err }), failed
+	return newLogFile(f, name, 0, delay, func(err error) { failed <- err }), failed
 }
 
 // TestLogFileKeepsOrder writes records of many sizes, some past
@@ -56,16 +64,42 @@ func TestLogFileKeepsOrder(t *testing.T) {
 			}
 		}
 	}
+	closeAndCheckLog(t, l, fs, "/000001.log", want, failed)
+}
+
+// closeAndCheckLog closes l and checks that the file holds want and that
+// onFail was not called.
+func closeAndCheckLog(t *testing.T, l *logFile, fs vfs.FS, name string, want []byte, failed chan error) {
+	t.Helper()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := readFile(t, fs, "/000001.log"); !bytes.Equal(got, want) {
+	if got := readFile(t, fs, name); !bytes.Equal(got, want) {
 		t.Fatalf("the log holds %d bytes, want %d, or they differ", len(got), len(want))
 	}
 	select {
 	case err := <-failed:
 		t.Fatalf("onFail called: %v", err)
 	default:
+	}
+}
+
+// waitForLog polls cond, under l.mu, until it holds; it fails the test with
+// what after a minute (a bound on a hang, not a timing).
+func waitForLog(t *testing.T, l *logFile, what func() string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		l.mu.Lock()
+		ok := cond()
+		l.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(what())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -136,5 +170,73 @@ func TestLogFileWriteErrorByWriter(t *testing.T) {
 	}
 	if err := l.Flush(); !errors.Is(err, injected) {
 		t.Fatalf("Flush after the writer failed: %v", err)
+	}
+}
+
+// TestLogFileGathersRecords: records queued below logKickBytes wait for
+// the writer's delay instead of waking it, a queue that reaches
+// logKickBytes is written without waiting for the delay, and Close writes
+// the rest, all in order.
+func TestLogFileGathersRecords(t *testing.T) {
+	var writes atomic.Int64
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	efs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpWrite {
+			writes.Add(1)
+		}
+		return nil
+	})
+	l, failed := newTestLogDelay(t, efs, "/000004.log", time.Hour)
+	// Until the writer waits: a Write before it runs could wake nothing.
+	waitForLog(t, l, func() string { return "the writer never waits" }, func() bool { return l.waiting })
+	var want []byte
+	add := func(n int) {
+		rec := bytes.Repeat([]byte{byte(len(want))}, n)
+		if _, err := l.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rec...)
+	}
+	for range 100 {
+		add(100)
+	}
+	l.mu.Lock()
+	wakes := l.wakes
+	l.mu.Unlock()
+	if wakes != 0 {
+		t.Fatalf("100 records of 100 bytes woke the writer %d times", wakes)
+	}
+	time.Sleep(50 * time.Millisecond) // time for a writer woken by a record to write
+	if n := writes.Load(); n != 0 {
+		t.Fatalf("%d writes of 100 records of 100 bytes: the writer wrote before its delay", n)
+	}
+	for len(want) < logKickBytes {
+		add(1000)
+	}
+	waitForLog(t, l, func() string {
+		return fmt.Sprintf("%d bytes queued, %d written: a queue of logKickBytes was not written", len(want), l.written)
+	}, func() bool { return l.written >= logKickBytes })
+	add(10)
+	closeAndCheckLog(t, l, efs, "/000004.log", want, failed)
+}
+
+// TestLogFileWritesAfterDelay: a record is written by the writer goroutine
+// with no later call, after its delay, both when the writer is parked (its
+// last delay gathered nothing) and when a delay is running.
+func TestLogFileWritesAfterDelay(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := newTestLogDelay(t, fs, "/000005.log", 5*time.Millisecond)
+	defer l.Close()
+	for i := range 3 {
+		if i == 1 {
+			// Parked: wait until a delay has gathered nothing.
+			waitForLog(t, l, func() string { return "the writer never parks" }, func() bool { return l.parked })
+		}
+		if _, err := l.Write([]byte("record")); err != nil {
+			t.Fatal(err)
+		}
+		waitForLog(t, l, func() string {
+			return fmt.Sprintf("record %d: %d bytes written, want %d: the writer never wrote it", i, l.written, 6*(i+1))
+		}, func() bool { return l.written == int64(6*(i+1)) })
 	}
 }
