@@ -35,8 +35,9 @@ const (
 
 // logFile is a write-ahead log file with a writer goroutine of its own. A
 // commit hands its records to Write, which queues them and returns; the
-// goroutine writes the queue to the file in the order it came, within
-// logWriteDelay of their queueing, or sooner once logKickBytes are queued.
+// goroutine writes the queue to the file in the order it came, about
+// logWriteDelay after it is queued (sooner once logKickBytes are queued,
+// later when the goroutine waits for a core).
 // Sync returns once everything queued before it is written and synced.
 // After a failed write or sync the log takes nothing more: every later call
 // returns the error, and onFail is called once, from the writer goroutine
@@ -61,13 +62,15 @@ type logFile struct {
 	err     error
 	closing bool
 	done    chan struct{}
-	// kick wakes the writer goroutine while it waits (waiting); parked
-	// says it waits for a record, with no delay running; wakes counts
-	// the wakes sent.
-	kick    chan struct{}
-	waiting bool
-	parked  bool
-	wakes   int64
+	// kick wakes the writer goroutine while it waits (waiting, cleared by
+	// the wake that ends the wait); parked says it waits for a record, with
+	// no delay running, and awaitWrite that it waits for someone else's
+	// write to end; wakes counts the wakes sent.
+	kick       chan struct{}
+	waiting    bool
+	parked     bool
+	awaitWrite bool
+	wakes      int64
 }
 
 // newLogFile starts a writer for f, which holds size bytes already, that
@@ -83,11 +86,9 @@ func newLogFile(f vfs.File, name string, size int64, delay time.Duration, onFail
 // wake wakes the writer goroutine if it waits. l.mu is held.
 func (l *logFile) wake() {
 	if l.waiting {
-		select {
-		case l.kick <- struct{}{}:
-			l.wakes++
-		default: // already woken
-		}
+		l.kick <- struct{}{} // (never blocks: one wake per wait)
+		l.waiting = false
+		l.wakes++
 	}
 }
 
@@ -163,7 +164,11 @@ func (l *logFile) writeQueued() error {
 		l.pending = l.pending[:0]
 	}
 	l.idle.Broadcast()
-	l.wake() // the writer goroutine waits while someone else writes
+	if l.awaitWrite || len(l.pending) > 0 && (l.parked || len(l.pending) >= logKickBytes) {
+		// The writer goroutine waits for this write to end, or would have
+		// been woken by a Write it made wait.
+		l.wake()
+	}
 	if err != nil {
 		return l.err
 	}
@@ -234,7 +239,11 @@ func (l *logFile) writeLoop() {
 			elapsed = true
 		}
 		l.mu.Lock()
-		l.waiting = false
+		if l.waiting { // no wake came
+			l.waiting = false
+		} else if elapsed {
+			<-l.kick // a wake sent as the delay ended
+		}
 		if timed && !elapsed {
 			timer.Stop()
 		}
@@ -246,7 +255,9 @@ func (l *logFile) writeLoop() {
 	for {
 		switch {
 		case l.writing: // a Write, Flush or Sync writes; it wakes us after
+			l.awaitWrite = true
 			wait(false)
+			l.awaitWrite = false
 			continue
 		case len(l.pending) == 0 && l.closing:
 			return // all is written

@@ -225,8 +225,7 @@ func TestLogFileGathersRecords(t *testing.T) {
 // last delay gathered nothing) and when a delay is running.
 func TestLogFileWritesAfterDelay(t *testing.T) {
 	fs := vfs.NewMem()
-	l, _ := newTestLogDelay(t, fs, "/000005.log", 5*time.Millisecond)
-	defer l.Close()
+	l, failed := newTestLogDelay(t, fs, "/000005.log", 50*time.Millisecond)
 	for i := range 3 {
 		if i == 1 {
 			// Parked: wait until a delay has gathered nothing.
@@ -239,4 +238,41 @@ func TestLogFileWritesAfterDelay(t *testing.T) {
 			return fmt.Sprintf("record %d: %d bytes written, want %d: the writer never wrote it", i, l.written, 6*(i+1))
 		}, func() bool { return l.written == int64(6*(i+1)) })
 	}
+	closeAndCheckLog(t, l, fs, "/000005.log", []byte("recordrecordrecord"), failed)
+}
+
+// TestLogFileWakesAfterOthersWrite: a record queued, while the writer is
+// parked, during a write the caller makes itself (a queue of logHelpBytes)
+// wakes no one then; it is written once that write ends, with no later call.
+func TestLogFileWakesAfterOthersWrite(t *testing.T) {
+	writing, release := make(chan struct{}), make(chan struct{})
+	var blocked atomic.Bool
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	efs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpWrite && blocked.CompareAndSwap(false, true) {
+			close(writing)
+			<-release
+		}
+		return nil
+	})
+	l, failed := newTestLogDelay(t, efs, "/000006.log", time.Millisecond)
+	waitForLog(t, l, func() string { return "the writer never parks" }, func() bool { return l.parked })
+	big := bytes.Repeat([]byte{1}, logHelpBytes)
+	done := make(chan error)
+	go func() {
+		_, err := l.Write(big) // written by the caller, which the injector holds
+		done <- err
+	}()
+	<-writing
+	if _, err := l.Write([]byte("record")); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, l, func() string {
+		return fmt.Sprintf("%d bytes written, want %d: the record queued during the write was never written", l.written, len(big)+6)
+	}, func() bool { return l.written == int64(len(big)+6) })
+	closeAndCheckLog(t, l, efs, "/000006.log", append(big, "record"...), failed)
 }
