@@ -453,3 +453,163 @@ func BenchmarkOpenIngestChecks(b *testing.B) {
 		})
 	}
 }
+
+// ingestedBlocks writes a table for ingestion (3,000 keys of 9 to 16 bytes,
+// sets and deletions, values of up to 70 bytes, a few of 200) in small blocks and
+// returns its reader, with checks, and its data blocks with the index's
+// separators around each (lo nil for the first).
+func ingestedBlocks(t testing.TB, checks *IngestChecks) (r *Reader, blocks, los, his [][]byte) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var spec tableSpec
+	for i := range 3000 {
+		kind := base.KindSet
+		if rng.IntN(5) == 0 {
+			kind = base.KindDelete
+		}
+		v := bytes.Repeat([]byte{byte(i)}, rng.IntN(71))
+		if rng.IntN(500) == 0 {
+			v = make([]byte, 200) // a two-byte length: the one-pass check leaves the block to the other
+		}
+		if kind == base.KindDelete {
+			v = nil
+		}
+		k := fmt.Appendf(nil, "key%06d%s", 3*i, strings.Repeat("x", rng.IntN(8)))
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey(k, 0, kind), v})
+	}
+	data := writeSpec(t, spec, WriterOptions{BlockSize: 512})
+	r, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{IngestChecks: checks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lo []byte
+	err = r.walkIndexBlock(r.index, r.where("index", r.footer.index), func(off int, key, value []byte) error {
+		bh, _ := decodeHandle(value)
+		b, err := r.readBlock(bh, "data")
+		blocks, los, his = append(blocks, b), append(los, lo), append(his, slices.Clone(key))
+		lo = his[len(his)-1]
+		return err
+	})
+	if err != nil || len(blocks) < 50 {
+		t.Fatalf("%d blocks: %v", len(blocks), err)
+	}
+	return r, blocks, los, his
+}
+
+// TestCheckIngestedQuick: the one-pass check of a data block of an
+// ingested table passes the blocks of a well-formed table (but those with
+// a length of two bytes, which it leaves to the entry-by-entry check), and
+// passes no block that the entry-by-entry check refuses: over random
+// damage to the blocks, separators of other blocks, and tighter limits.
+func TestCheckIngestedQuick(t *testing.T) {
+	r, blocks, los, his := ingestedBlocks(t, &IngestChecks{MaxKeySize: 32, MaxValueSize: 250})
+	var s ingestScratch
+	left := 0
+	for i, b := range blocks {
+		if err := r.checkIngestedBlock(&s, b, blockWhere{}, los[i], his[i]); err != nil {
+			t.Fatalf("block %d: %v", i, err)
+		}
+		if !r.quickIngested(&s, b, los[i], his[i]) {
+			left++
+		}
+	}
+	if left == 0 || left > len(blocks)/5 {
+		t.Fatalf("the one-pass check left %d of %d well-formed blocks to the other", left, len(blocks))
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	passed, refused := 0, 0
+	for trial := range 20000 {
+		i := rng.IntN(len(blocks))
+		b, lo, hi := slices.Clone(blocks[i]), los[i], his[i]
+		r.opts.IngestChecks = &IngestChecks{MaxKeySize: 32, MaxValueSize: 250}
+		switch trial % 5 {
+		case 0:
+			for range 1 + rng.IntN(3) {
+				b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+			}
+			if rng.IntN(8) == 0 {
+				b[0] = byte(1 + rng.IntN(8)) // the first entry shares bytes with none
+			}
+		case 1:
+			b = reencodeWrong(t, b, rng)
+		case 2:
+			lo, hi = los[rng.IntN(len(blocks))], his[rng.IntN(len(blocks))]
+		case 3:
+			r.opts.IngestChecks = &IngestChecks{MaxKeySize: 9 + rng.IntN(8), MaxValueSize: 60 + rng.IntN(20)}
+		}
+		if checkBlock(b, blockWhere{}) != nil {
+			continue // refused as it comes off the disk (checkDecode), before these checks
+		}
+		slowErr := r.checkIngestedBlock(&s, b, blockWhere{}, lo, hi)
+		if !r.quickIngested(&s, b, lo, hi) {
+			refused++
+			continue
+		}
+		passed++
+		if slowErr != nil {
+			t.Fatalf("trial %d (block %d): the one-pass check passed a block the entry-by-entry check refuses: %v", trial, i, slowErr)
+		}
+	}
+	if passed < 1000 || refused < 5000 {
+		t.Fatalf("%d blocks passed, %d refused: the trials test too little", passed, refused)
+	}
+}
+
+// reencodeWrong returns the data block b re-encoded, well formed, with one
+// entry wrong for ingestion: its user key repeated from the entry before or
+// swapped with it, or its trailer at a sequence number above 0 or of a kind
+// other than a set or a deletion.
+func reencodeWrong(t *testing.T, b []byte, rng *rand.Rand) []byte {
+	var bi blockIter
+	if err := bi.init(b, false, blockWhere{}); err != nil {
+		t.Fatal(err)
+	}
+	var keys, values [][]byte
+	for ok := bi.first(); ok; ok = bi.next() {
+		keys, values = append(keys, slices.Clone(bi.key)), append(values, bi.value)
+	}
+	if bi.err != nil || len(keys) < 2 {
+		t.Fatalf("%d entries: %v", len(keys), bi.err)
+	}
+	i := 1 + rng.IntN(len(keys)-1)
+	k := keys[i]
+	tr := k[len(k)-base.TrailerLen:]
+	switch rng.IntN(4) {
+	case 0:
+		k = append(slices.Clone(keys[i-1][:len(keys[i-1])-base.TrailerLen]), tr...)
+	case 1:
+		keys[i-1], k = k, keys[i-1]
+	case 2:
+		binary.LittleEndian.PutUint64(tr, uint64(base.MakeTrailer(base.SeqNum(1+rng.IntN(1000)), base.KindSet)))
+	case 3:
+		binary.LittleEndian.PutUint64(tr, uint64(base.MakeTrailer(0, []base.Kind{2, 7, base.KindRangeDelete, 18}[rng.IntN(4)])))
+	}
+	keys[i] = k
+	w := blockWriter{restartInterval: 16}
+	for j := range keys {
+		w.add(keys[j], values[j])
+	}
+	return slices.Clone(w.finish())
+}
+
+// BenchmarkCheckIngested checks every data block of a table for ingestion
+// in one pass and entry by entry.
+func BenchmarkCheckIngested(b *testing.B) {
+	r, blocks, los, his := ingestedBlocks(b, &IngestChecks{MaxKeySize: 32, MaxValueSize: 250})
+	var s ingestScratch
+	b.Run("quick", func(b *testing.B) {
+		for b.Loop() {
+			for i, blk := range blocks {
+				r.quickIngested(&s, blk, los[i], his[i])
+			}
+		}
+	})
+	b.Run("entries", func(b *testing.B) {
+		for b.Loop() {
+			for i, blk := range blocks {
+				if err := r.checkIngestedBlock(&s, blk, blockWhere{}, los[i], his[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
