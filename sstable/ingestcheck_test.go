@@ -533,6 +533,16 @@ func TestCheckIngestedQuick(t *testing.T) {
 			b = reencodeWrong(t, b, rng)
 		case 2:
 			lo, hi = los[rng.IntN(len(blocks))], his[rng.IntN(len(blocks))]
+			switch rng.IntN(4) {
+			case 0: // the block's own first user key, at another trailer
+				k := firstKey(t, b)
+				lo = append(k[:len(k)-base.TrailerLen:len(k)-base.TrailerLen], byte(rng.IntN(256)), 0, 0, 0, 0, 0, 0, byte(rng.IntN(256)))
+			case 1: // separators shorter than a trailer
+				lo, hi = lo[:min(len(lo), rng.IntN(base.TrailerLen))], hi[:min(len(hi), rng.IntN(base.TrailerLen))]
+				if rng.IntN(2) == 0 {
+					lo = []byte{} // not nil: a separator, empty
+				}
+			}
 		case 3:
 			r.opts.IngestChecks = &IngestChecks{MaxKeySize: 9 + rng.IntN(8), MaxValueSize: 60 + rng.IntN(20)}
 		}
@@ -552,6 +562,65 @@ func TestCheckIngestedQuick(t *testing.T) {
 	if passed < 1000 || refused < 5000 {
 		t.Fatalf("%d blocks passed, %d refused: the trials test too little", passed, refused)
 	}
+}
+
+// firstKey returns the first key of the data block b.
+func firstKey(t *testing.T, b []byte) []byte {
+	var bi blockIter
+	if err := bi.init(b, false, blockWhere{}); err != nil || !bi.first() {
+		t.Fatalf("no first key: %v", err)
+	}
+	return slices.Clone(bi.key)
+}
+
+// TestCheckIngestedQuickLeavesOthers: the one-pass check leaves to the
+// entry-by-entry check the blocks of tables it does not read as written:
+// keys in another order than bytewise, values behind Pebble's prefix byte
+// (whose stored length the value block holds), obsolete bits in the kind.
+func TestCheckIngestedQuickLeavesOthers(t *testing.T) {
+	r, blocks, los, his := ingestedBlocks(t, &IngestChecks{MaxKeySize: 32, MaxValueSize: 250})
+	var s ingestScratch
+	if !r.quickIngested(&s, blocks[1], los[1], his[1]) {
+		t.Fatal("the one-pass check refused a well-formed block")
+	}
+	for _, c := range []struct {
+		what string
+		set  func(on bool)
+	}{
+		{"keys in CockroachDB's order", func(on bool) { r.order = map[bool]keyOrder{true: orderCRDB, false: orderBytewise}[on] }},
+		{"values behind a prefix byte", func(on bool) { r.valuePrefix = on }},
+		{"obsolete bits", func(on bool) { r.obsoleteBits = on }},
+	} {
+		c.set(true)
+		passed := r.quickIngested(&s, blocks[1], los[1], his[1])
+		c.set(false)
+		if passed {
+			t.Fatalf("the one-pass check read a block of a table with %s", c.what)
+		}
+	}
+}
+
+// FuzzCheckIngestedQuick: on any block, separators and limits, the
+// one-pass check passes nothing the entry-by-entry check refuses, and
+// never panics, whatever its scratch holds.
+func FuzzCheckIngestedQuick(f *testing.F) {
+	_, blocks, los, his := ingestedBlocks(f, &IngestChecks{MaxKeySize: 32, MaxValueSize: 250})
+	for i := 0; i < len(blocks); i += 10 {
+		f.Add(blocks[i], los[i], his[i], uint8(32), uint8(250), []byte("leftover"), los[i] == nil)
+	}
+	var s ingestScratch
+	f.Fuzz(func(t *testing.T, b, lo, hi []byte, maxKey, maxValue uint8, scratch []byte, loNil bool) {
+		if loNil {
+			lo = nil
+		}
+		r := &Reader{opts: ReaderOptions{IngestChecks: &IngestChecks{MaxKeySize: int(maxKey), MaxValueSize: int(maxValue)}}}
+		s.prev = append(s.prev[:0], scratch...)
+		if r.quickIngested(&s, b, lo, hi) {
+			if err := r.checkIngestedBlock(&s, b, blockWhere{}, lo, hi); err != nil {
+				t.Fatalf("the one-pass check passed a block the entry-by-entry check refuses: %v", err)
+			}
+		}
+	})
 }
 
 // reencodeWrong returns the data block b re-encoded, well formed, with one
@@ -579,7 +648,8 @@ func reencodeWrong(t *testing.T, b []byte, rng *rand.Rand) []byte {
 	case 1:
 		keys[i-1], k = k, keys[i-1]
 	case 2:
-		binary.LittleEndian.PutUint64(tr, uint64(base.MakeTrailer(base.SeqNum(1+rng.IntN(1000)), base.KindSet)))
+		seq := []base.SeqNum{1, 2, 1 << 55}[rng.IntN(3)]
+		binary.LittleEndian.PutUint64(tr, uint64(base.MakeTrailer(seq, base.KindSet)))
 	case 3:
 		binary.LittleEndian.PutUint64(tr, uint64(base.MakeTrailer(0, []base.Kind{2, 7, base.KindRangeDelete, 18}[rng.IntN(4)])))
 	}
