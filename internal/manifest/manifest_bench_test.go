@@ -118,3 +118,39 @@ func BenchmarkOverlapping(b *testing.B) {
 	}
 	benchutil.ReportCPU(b, b.N, cpu)
 }
+
+// BenchmarkFindSmall looks up the L6 table holding a random key in levels of
+// the sizes a store of a few GiB has, by the sorted slice Find searches and
+// by the tree alone (the search larger levels use).
+func BenchmarkFindSmall(b *testing.B) {
+	for _, n := range []int{20, 300, flatMax} {
+		e := &VersionEdit{}
+		for j := range n {
+			e.NewFiles = append(e.NewFiles, NewFile{6, benchMeta(uint64(j+1), 10*j, 10*j+8, 1)})
+		}
+		v, err := (&Version{}).Apply(e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tree := *v
+		tree.flat = [NumLevels]*flatLevel{}
+		r := rand.New(rand.NewPCG(1, 2))
+		keys := make([][]byte, 4096)
+		for i := range keys {
+			keys[i] = benchKey(10*r.IntN(n) + r.IntN(9))
+		}
+		for _, s := range []struct {
+			name string
+			v    *Version
+		}{{"flat", v}, {"tree", &tree}} {
+			b.Run(fmt.Sprintf("tables=%d/%s", n, s.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := range b.N {
+					if s.v.Find(6, keys[i%len(keys)]) == nil {
+						b.Fatal("no table")
+					}
+				}
+			})
+		}
+	}
+}

@@ -300,3 +300,150 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestFindFlat checks Find's search of a level's sorted slice against its
+// tree's and against every table's range, on levels that grow past flatMax
+// (where Find searches the tree alone) and shrink back, with tables that end
+// at a range deletion's exclusive end where the next one begins.
+func TestFindFlat(t *testing.T) {
+	// Keys of one run share a prefix and differ in the eight bytes after
+	// it; those of the other share nothing and, within each half, the eight
+	// bytes that follow (Find must compare the rest).
+	t.Run("prefix", func(t *testing.T) { testFindFlat(t, func(i int) string { return fmt.Sprintf("%06d", i) }) })
+	t.Run("ties", func(t *testing.T) {
+		testFindFlat(t, func(i int) string { return fmt.Sprintf("%c-middle-%06d", 'a'+i/2500, i) })
+	})
+}
+
+func testFindFlat(t *testing.T, key func(int) string) {
+	r := rand.New(rand.NewPCG(7, 8))
+	// Keys outside every level's range, and outside any common prefix.
+	outside := [][]byte{{}, []byte("/"), []byte("0"), []byte("1"), []byte("c"), []byte("zz")}
+	v := &Version{}
+	var files []*FileMetadata // L3's tables, in key order
+	num := uint64(0)
+	check := func(step int) {
+		t.Helper()
+		if n := v.NumFiles(3); (v.flat[3] != nil) != (n <= flatMax) || v.flat[3] != nil && len(v.flat[3].entries) != n {
+			t.Fatalf("step %d: %d tables, flat level %v", step, n, v.flat[3])
+		}
+		tree := *v
+		tree.flat = [NumLevels]*flatLevel{}
+		for range 300 {
+			k := []byte(key(r.IntN(4*(flatMax+100) + 8)))
+			switch {
+			case r.IntN(4) == 0 && len(files) > 0: // a table's own bounds
+				f := files[r.IntN(len(files))]
+				k = slices.Clone([]byte([][]byte{f.Smallest.UserKey, f.Largest.UserKey}[r.IntN(2)]))
+			case r.IntN(10) == 0:
+				k = outside[r.IntN(len(outside))]
+			}
+			var want *FileMetadata
+			for _, f := range files {
+				if f.Overlaps(k, k) {
+					if want != nil {
+						t.Fatalf("step %d: %s in %s and %s", step, k, want, f)
+					}
+					want = f
+				}
+			}
+			if got := v.Find(3, k); got != want {
+				t.Fatalf("step %d: Find(%s) = %v, want %v", step, k, got, want)
+			}
+			if got := tree.Find(3, k); got != want {
+				t.Fatalf("step %d: the tree's Find(%s) = %v, want %v", step, k, got, want)
+			}
+		}
+	}
+	// Slot i of L3's key space is keys 4i to 4i+3: a table in slot i spans
+	// 4i to 4i+2, or, one time in three, 4i to 4i+4 with 4i+4 a range
+	// deletion's exclusive end, which the table in slot i+1 begins at.
+	slots := map[int]*FileMetadata{}
+	peak := 0
+	for step := range 40 {
+		e := &VersionEdit{}
+		grow := step < 20
+		for range 200 {
+			i := r.IntN(flatMax + 100)
+			if f, ok := slots[i]; ok {
+				if !grow {
+					e.DeletedFiles = append(e.DeletedFiles, DeletedFile{3, f.FileNum})
+					delete(slots, i)
+				}
+				continue
+			}
+			if !grow {
+				continue
+			}
+			num++
+			f := meta(num, key(4*i), key(4*i+2), 1)
+			if r.IntN(3) == 0 {
+				f.Largest = base.MakeRangeDeleteSentinel([]byte(key(4*i + 4)))
+			}
+			e.NewFiles = append(e.NewFiles, NewFile{3, f})
+			slots[i] = f
+		}
+		nv, err := v.Apply(e)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		v = nv
+		files = v.Files(3)
+		peak = max(peak, len(files))
+		check(step)
+	}
+	if peak <= flatMax {
+		t.Fatalf("L3 held at most %d tables: the test did not grow it past flatMax", peak)
+	}
+	if v.NumFiles(3) > flatMax/2 {
+		t.Fatalf("L3 holds %d tables at the end: the test did not shrink it", v.NumFiles(3))
+	}
+}
+
+// TestContainingL0Flat checks Containing's listing of L0 from its slice
+// against the tree's and against every table's range, as L0 grows past
+// flatMax (where Containing walks the tree alone).
+func TestContainingL0Flat(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	key := func(i int) string { return fmt.Sprintf("%05d", i) }
+	v := &Version{}
+	num := uint64(0)
+	for step := range 12 {
+		e := &VersionEdit{}
+		for range 100 {
+			num++
+			lo := r.IntN(10_000)
+			e.NewFiles = append(e.NewFiles, NewFile{0, meta(num, key(lo), key(lo+r.IntN(200)), base.SeqNum(num))})
+		}
+		nv, err := v.Apply(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v = nv
+		n := v.NumFiles(0)
+		if (v.flat[0] != nil) != (n <= flatMax) || v.flat[0] != nil && len(v.flat[0].entries) != n {
+			t.Fatalf("step %d: %d tables, flat level %v", step, n, v.flat[0])
+		}
+		tree := *v
+		tree.flat = [NumLevels]*flatLevel{}
+		files := v.Files(0)
+		for range 200 {
+			k := []byte(key(r.IntN(10_300)))
+			var want []*FileMetadata
+			for _, f := range files {
+				if f.Overlaps(k, k) {
+					want = append(want, f)
+				}
+			}
+			if got := slices.Collect(v.Containing(0, k)); !slices.Equal(got, want) {
+				t.Fatalf("step %d: %s in %v, want %v", step, k, got, want)
+			}
+			if got := slices.Collect(tree.Containing(0, k)); !slices.Equal(got, want) {
+				t.Fatalf("step %d: the tree's %s in %v, want %v", step, k, got, want)
+			}
+		}
+	}
+	if v.NumFiles(0) <= flatMax {
+		t.Fatalf("L0 holds %d tables: the test did not grow it past flatMax", v.NumFiles(0))
+	}
+}
