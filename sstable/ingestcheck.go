@@ -20,10 +20,12 @@ import (
 // order holds across blocks as well. A block that fails is an error
 // wrapping ErrCorruption naming the file, the block and the entry's offset,
 // and is not cached: every read of it fails alike (a size over the bounds
-// wraps TooLarge instead, when set). The reader also checks, when it
-// opens the table, the index those checks rely on: its data-block handles
-// in increasing order, none overlapping the next or the blocks that follow
-// the data, its separators in increasing order.
+// wraps TooLarge instead, when set). The reader also checks the index
+// those checks rely on: its data-block handles in increasing order, none
+// overlapping the next or the blocks that follow the data, its separators
+// in increasing order. It checks a one-level index when it opens the
+// table, and a two-level index's top level then and each partition as it
+// is first read, so that opening a table of a large index reads little.
 type IngestChecks struct {
 	// MaxKeySize and MaxValueSize bound the length of a user key and of a
 	// value as stored (0: no bound).
@@ -194,8 +196,10 @@ func (t *Reader) storedValueLen(k base.Kind, v []byte) uint64 {
 // of offset, each block ending before the next begins and before the
 // blocks that follow the data (value blocks, index partitions and the
 // rest); separators in strictly increasing order. A two-level index's
-// partitions are read, and each top-level separator must be at or past its
-// partition's last and before the next partition's first.
+// partitions, when the reader keeps them (partitions), are checked as each
+// is first read (checkPartition); otherwise they are read here, and each
+// top-level separator must be at or past its partition's last and before
+// the next partition's first.
 func (t *Reader) checkIngestIndex() error {
 	top, err := t.indexBlock()
 	if err != nil {
@@ -208,6 +212,11 @@ func (t *Reader) checkIngestIndex() error {
 	topWhere := t.where("index", t.footer.index)
 	if t.props.IndexType != indexTypeTwoLevel {
 		return c.dataBlock(top, topWhere)
+	}
+	if t.parts != nil {
+		// Its top level passed newPartitions' checks; each partition is
+		// checked as it is first read (checkPartition).
+		return nil
 	}
 	partStart := uint64(math.MaxUint64)
 	var prevTop []byte
@@ -251,6 +260,7 @@ type indexCheck struct {
 	n                 int    // entries seen
 	prevEnd           uint64 // where the last entry's block ends
 	prevSep, firstSep []byte // the last entry's separator; the first of the current partition's
+	firstStart        uint64 // where the first entry's block of the current partition begins
 	markFirst         bool   // the next entry is the first of a partition
 }
 
@@ -283,6 +293,7 @@ func (c *indexCheck) quick(b []byte) bool {
 	data := b[:uint64(len(b))-4-nr*4]
 	n, prevEnd, prev := c.n, c.prevEnd, c.prevSep
 	var first []byte
+	var firstStart uint64
 	for off := 0; off < len(data); {
 		p := data[off:]
 		if len(p) < 3 || p[0] != 0 || p[1]|p[2] >= 0x80 {
@@ -300,14 +311,14 @@ func (c *indexCheck) quick(b []byte) bool {
 			return false
 		}
 		if first == nil {
-			first = key
+			first, firstStart = key, bh.Offset
 		}
 		prevEnd, prev = bh.Offset+bh.Length+blockTrailerLen, key
 		n++
 		off += e
 	}
 	if first != nil && c.markFirst {
-		c.firstSep, c.markFirst = append(c.firstSep[:0], first...), false
+		c.firstSep, c.firstStart, c.markFirst = append(c.firstSep[:0], first...), firstStart, false
 	}
 	c.n, c.prevEnd, c.prevSep = n, prevEnd, append(c.prevSep[:0], prev...)
 	return true
@@ -327,7 +338,7 @@ func (c *indexCheck) data(off int, key, value []byte) error {
 	}
 	c.prevEnd, c.prevSep = bh.Offset+bh.Length+blockTrailerLen, append(c.prevSep[:0], key...)
 	if c.markFirst {
-		c.firstSep, c.markFirst = append(c.firstSep[:0], key...), false
+		c.firstSep, c.firstStart, c.markFirst = append(c.firstSep[:0], key...), bh.Offset, false
 	}
 	c.n++
 	return nil

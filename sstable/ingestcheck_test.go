@@ -269,9 +269,15 @@ func TestIngestChecks(t *testing.T) {
 		if missed == 0 {
 			t.Fatal("the damaged top-level index hides no key without the checks: the test damages nothing")
 		}
-		_, err = NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst", IngestChecks: testIngestChecks})
-		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "before its partition's last") {
-			t.Fatalf("with the checks: %v", err)
+		// The partitions are checked as they are read.
+		var userKeys [][]byte
+		for _, e := range spec.entries {
+			userKeys = append(userKeys, e.key.UserKey)
+		}
+		for way, err := range readEvery(t, data, userKeys, ReaderOptions{IngestChecks: testIngestChecks}) {
+			if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "before its partition's last") || !strings.Contains(err.Error(), ph.String()) {
+				t.Errorf("%s, with the checks: %v; want ErrCorruption naming partition %s", way, err, ph)
+			}
 		}
 	})
 
@@ -682,4 +688,170 @@ func BenchmarkCheckIngested(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestIngestChecksPartitions damages one partition of a two-level index,
+// whose partitions the checks see only as they are read: each damage is
+// found whichever partitions were read before, and reads that need only
+// the others go on.
+func TestIngestChecksPartitions(t *testing.T) {
+	spec := ingestSpec()
+	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, DisableCompression: true}
+	clean := writeSpecWith(t, spec, opts, func(w *Writer) { w.indexPartitionEntries = 4 })
+	_, tops := indexEntries(t, clean)
+	if len(tops) < 6 {
+		t.Fatalf("%d partitions", len(tops))
+	}
+	// parts[i] lists partition i's entries: where each key and value lie
+	// in the file (restart interval 1, uncompressed: each whole).
+	type span struct{ at, n int }
+	type pentry struct{ key, value span }
+	handles := make([]BlockHandle, len(tops))
+	parts := make([][]pentry, len(tops))
+	for i, v := range tops {
+		handles[i], _ = decodeHandle(v)
+		bh := handles[i]
+		nr := int(binary.LittleEndian.Uint32(clean[bh.Offset+bh.Length-4:]))
+		for off := int(bh.Offset); off < int(bh.Offset+bh.Length)-4-4*nr; {
+			b := clean[off:]
+			if b[0] != 0 || b[1] >= 0x80 || b[2] >= 0x80 {
+				t.Fatalf("partition %d: an entry at %d shares a prefix or has long lengths", i, off)
+			}
+			k, v := int(b[1]), int(b[2])
+			parts[i] = append(parts[i], pentry{span{off + 3, k}, span{off + 3 + k, v}})
+			off += 3 + k + v
+		}
+		if len(parts[i]) != 4 && i < len(tops)-1 {
+			t.Fatalf("partition %d: %d entries", i, len(parts[i]))
+		}
+	}
+	// A key of each data block, by partition.
+	blockKeys := make([][][]byte, len(tops))
+	r := openTable(t, clean)
+	for i := range tops {
+		for _, e := range parts[i] {
+			bh, _ := decodeHandle(clean[e.value.at : e.value.at+e.value.n])
+			b, err := r.readBlock(bh, "data")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bi blockIter
+			if err := bi.init(b, false, blockWhere{}); err != nil || !bi.first() {
+				t.Fatal(err)
+			}
+			blockKeys[i] = append(blockKeys[i], bytes.Clone(bi.key[:len(bi.key)-base.TrailerLen]))
+		}
+	}
+	const victim = 3
+	damages := []struct {
+		name   string
+		change func(data []byte) bool // false: not possible in place
+		want   []string               // any of them
+	}{
+		{"a block of the partition before", func(data []byte) bool {
+			// Its first entry names the block of the previous
+			// partition's last.
+			from, to := parts[victim-1][len(parts[victim-1])-1].value, parts[victim][0].value
+			if from.n != to.n {
+				return false
+			}
+			copy(data[to.at:to.at+to.n], data[from.at:from.at+from.n])
+			return true
+		}, []string{"do not follow", "do not precede", "overlaps the block before"}},
+		{"a block of the partition after", func(data []byte) bool {
+			from, to := parts[victim+1][0].value, parts[victim][len(parts[victim])-1].value
+			if from.n != to.n {
+				return false
+			}
+			copy(data[to.at:to.at+to.n], data[from.at:from.at+from.n])
+			return true
+		}, []string{"do not follow", "do not precede"}},
+		{"first separator before the top-level one before", func(data []byte) bool {
+			k := parts[victim][0].key
+			data[k.at+2], data[k.at+3] = '0', '0' // k0123 becomes k0003: below the partitions before
+			return true
+		}, []string{"not past the top-level separator before"}},
+		{"last separator past its top-level one", func(data []byte) bool {
+			k := parts[victim][len(parts[victim])-1].key
+			data[k.at+1] = '9'
+			return true
+		}, []string{"before its partition's last"}},
+		{"a block among the partitions", func(data []byte) bool {
+			// Its last entry names a block where the first partition
+			// begins.
+			to := parts[victim][len(parts[victim])-1].value
+			old, _ := decodeHandle(data[to.at : to.at+to.n])
+			enc := BlockHandle{Offset: handles[0].Offset, Length: old.Length}.append(nil)
+			if len(enc) != to.n {
+				return false
+			}
+			copy(data[to.at:], enc)
+			return true
+		}, []string{"lies past the data blocks"}},
+	}
+	ro := ReaderOptions{FileName: "t.sst", IngestChecks: testIngestChecks}
+	for _, d := range damages {
+		t.Run(d.name, func(t *testing.T) {
+			data := bytes.Clone(clean)
+			if !d.change(data) {
+				t.Fatal("the handles' encodings differ in length: no damage in place")
+			}
+			reseal(data, handles[victim])
+			if _, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst"}); err != nil {
+				t.Fatalf("without the checks: %v", err)
+			}
+			found := func(err error) bool {
+				if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "t.sst") {
+					return false
+				}
+				for _, w := range d.want {
+					if strings.Contains(err.Error(), w) {
+						return true
+					}
+				}
+				return false
+			}
+			// The neighbours read first, then the victim; and the
+			// victim first, then its neighbours.
+			for _, order := range [][]int{{victim - 1, victim + 1, victim}, {victim, victim - 1, victim + 1}} {
+				r, err := NewReader(bytes.NewReader(data), int64(len(data)), ro)
+				if err != nil {
+					t.Fatalf("open: %v", err)
+				}
+				// Each read of a partition or block the damage reaches
+				// fails. The victim read after its neighbours fails
+				// for the damage; read first, it may pass, but then the
+				// blocks it names, or the neighbours, do not.
+				var errs []error
+				for _, p := range order {
+					for _, k := range blockKeys[p] {
+						if _, _, _, err := r.LookupCopy(k, base.SeqNumMax); err != nil {
+							errs = append(errs, err)
+							break
+						}
+					}
+				}
+				ok := len(errs) > 0 && (order[0] == victim || found(errs[0]))
+				for _, err := range errs {
+					ok = ok && errors.Is(err, ErrCorruption) && strings.Contains(err.Error(), "t.sst")
+				}
+				if !ok {
+					t.Errorf("partitions read in order %v: %v; want errors wrapping ErrCorruption naming t.sst, the first one of %q", order, errs, d.want)
+				}
+				// A partition far from the damage reads on.
+				for _, k := range blockKeys[0] {
+					if _, _, found, err := r.LookupCopy(k, base.SeqNumMax); err != nil || !found {
+						t.Errorf("a key of the first partition: found %v, %v", found, err)
+					}
+				}
+			}
+			// A whole scan fails, for the damage or for a block the
+			// damaged partition names out of its place.
+			for way, err := range readEvery(t, data, nil, ro) {
+				if !strings.HasPrefix(way, "lookups") && (!errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "t.sst")) {
+					t.Errorf("%s: %v; want an error wrapping ErrCorruption naming t.sst", way, err)
+				}
+			}
+		})
+	}
 }

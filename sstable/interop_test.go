@@ -124,10 +124,19 @@ func sameRangeDels(t *testing.T, got, want []RangeDeletion, who string) {
 }
 
 func TestPebbleReadsOurTables(t *testing.T) {
+	twoLevel := 0
+	defer func() {
+		if twoLevel == 0 && !t.Failed() {
+			t.Error("no table had a two-level index")
+		}
+	}()
 	for seed := range 12 {
 		r := rand.New(rand.NewPCG(uint64(seed), 11))
 		spec := randomSpec(r, 1+r.IntN(2000))
 		opts := WriterOptions{BlockSize: []int{256, 4096}[seed%2], DisableCompression: seed%3 == 0}
+		if seed%6 >= 4 {
+			opts.IndexPartitionThreshold = 512 // a two-level index, where the index is larger
+		}
 		if seed%4 == 3 {
 			opts.TableFormat = TableFormatLevelDB
 			spec.dels = nil
@@ -138,6 +147,9 @@ func TestPebbleReadsOurTables(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("seed=%d/%v/compression=%v", seed, format, !opts.DisableCompression), func(t *testing.T) {
 			data := writeSpec(t, spec, opts)
+			if openTable(t, data).props.IndexType == indexTypeTwoLevel {
+				twoLevel++
+			}
 			entries, dels := pebbleEntries(t, data)
 			sameEntries(t, entries, spec.entries, "Pebble reading bloomkv's table")
 			sameRangeDels(t, dels, openTable(t, data).RangeDeletions(), "Pebble reading bloomkv's range deletions")

@@ -390,7 +390,13 @@ func (x *indexIter) loadPart() bool {
 		x.err = x.top.corrupt(x.top.offset, fmt.Sprintf("bad index partition handle %x", x.top.value))
 		return false
 	}
-	b, err := x.t.iterBlock(bh, "index partition", x.reuse, &x.bufs, nil)
+	var b []byte
+	var err error
+	if x.t.parts != nil {
+		b, err = x.t.partition(bh)
+	} else {
+		b, err = x.t.iterBlock(bh, "index partition", x.reuse, &x.bufs, nil)
+	}
 	if err == nil {
 		err = x.part.init(b, false, x.t.where("index partition", bh))
 		x.part.useOrder(x.t.order)

@@ -99,7 +99,10 @@ type Reader struct {
 	opts   ReaderOptions
 	footer footer
 
-	index     []byte // pinned, unless the cache holds it
+	index []byte // pinned, unless the cache holds it
+	// parts holds a pinned two-level index's partitions, read as first
+	// used; nil otherwise (they are then read through the cache).
+	parts     *partitions
 	filter    filterblock.Filter
 	filterBH  BlockHandle
 	hasFilter bool
@@ -372,6 +375,8 @@ func (t *Reader) readIndex() error {
 	if t.opts.CacheIndexAndFilterBlocks {
 		t.handToCache(t.footer.index, t.index)
 		t.index = nil
+	} else if t.props.IndexType == indexTypeTwoLevel {
+		t.parts = t.newPartitions(t.index)
 	}
 	return nil
 }
@@ -876,9 +881,13 @@ func (t *Reader) Filter() (filterblock.Filter, bool, error) {
 }
 
 // PinnedBytes is the memory the Reader holds outside the block cache: its
-// index and filter blocks, unless the cache holds them.
+// index and filter blocks, unless the cache holds them (of a two-level
+// index, the top level and the partitions read so far).
 func (t *Reader) PinnedBytes() uint64 {
 	n := uint64(len(t.index))
+	if t.parts != nil {
+		n += t.parts.pinned.Load()
+	}
 	if t.hasFilter && !t.opts.CacheIndexAndFilterBlocks {
 		n += t.filterBH.Length
 	}

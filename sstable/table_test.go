@@ -140,6 +140,8 @@ func TestRoundTripProperty(t *testing.T) {
 			BlockRestartInterval: 1 + r.IntN(32),
 			DisableCompression:   r.IntN(2) == 0,
 			BloomBitsPerKey:      []int{-1, 1, 10, 20}[r.IntN(4)],
+			// Small thresholds make indexes two-level by size.
+			IndexPartitionThreshold: []int{0, -1, 256, 2048}[r.IntN(4)],
 		}
 		if len(spec.dels) == 0 && r.IntN(3) == 0 {
 			opts.TableFormat = TableFormatLevelDB

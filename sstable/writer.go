@@ -53,6 +53,16 @@ type WriterOptions struct {
 	// Pebble's Ingest takes (keys at sequence number 0: Set, Delete,
 	// DeleteRange at 0).
 	TableFormat TableFormat
+	// IndexPartitionThreshold is the size of an index past which the Writer
+	// writes it in two levels, as RocksDB's partitioned index and Pebble's
+	// two-level index: partitions of about BlockSize bytes, and a top-level
+	// block of one entry per partition. Opening the table then reads the
+	// top level alone, and a read loads the one partition it needs through
+	// the block cache, where a one-level index is read whole at open and
+	// kept. The default, 128 KiB, is the index of about 30 MiB of 4 KiB
+	// blocks: larger than a compaction writes, as large as bulk loads for
+	// ingestion make them. A negative value keeps every index one level.
+	IndexPartitionThreshold int
 	// Parallel compresses and writes the data blocks on a second goroutine,
 	// so that a table is built faster when a core is free. The Writer is
 	// still for one goroutine at a time, and Size is then an estimate (it
@@ -78,6 +88,9 @@ func (o WriterOptions) withDefaults() (WriterOptions, error) {
 	}
 	if o.TableFormat == 0 {
 		o.TableFormat = TableFormatRocksDBv2
+	}
+	if o.IndexPartitionThreshold == 0 {
+		o.IndexPartitionThreshold = 128 << 10
 	}
 	switch {
 	case o.BlockSize < 1 || o.BlockSize > 1<<28:
@@ -378,8 +391,12 @@ func (w *Writer) finish() error {
 	if err := w.drain(); err != nil {
 		return err
 	}
+	partition := w.indexPartitionEntries > 0
+	if t := w.opts.IndexPartitionThreshold; t > 0 && w.index.estimatedSize() > t && w.opts.TableFormat != TableFormatLevelDB {
+		partition = true
+	}
 	indexBlock := w.index.finish()
-	if w.indexPartitionEntries > 0 {
+	if partition {
 		var err error
 		if indexBlock, err = w.writeIndexPartitions(indexBlock); err != nil {
 			return err
@@ -447,8 +464,9 @@ func (w *Writer) finish() error {
 }
 
 // writeIndexPartitions writes the entries of index, a finished one-level
-// index block, as partitions of w.indexPartitionEntries entries, and returns
-// the top-level index: each partition's last separator mapping to its handle.
+// index block, as partitions of w.indexPartitionEntries entries (when set,
+// for tests) or of about BlockSize bytes, and returns the top-level index:
+// each partition's last separator mapping to its handle.
 func (w *Writer) writeIndexPartitions(index []byte) ([]byte, error) {
 	var it blockIter
 	if err := it.init(index, false, blockWhere{kind: "index"}); err != nil {
@@ -468,7 +486,7 @@ func (w *Writer) writeIndexPartitions(index []byte) ([]byte, error) {
 	}
 	for ok := it.first(); ok; ok = it.next() {
 		part.add(it.key, it.value)
-		if part.entries == w.indexPartitionEntries {
+		if part.entries == w.indexPartitionEntries || w.indexPartitionEntries <= 0 && part.estimatedSize() >= w.opts.BlockSize {
 			if err := flush(); err != nil {
 				return nil, err
 			}

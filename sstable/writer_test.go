@@ -3,8 +3,11 @@ package sstable
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // TestWriterBlockLimit: an entry that would take a data block past the
@@ -61,5 +64,55 @@ func TestWriterBlockLimit(t *testing.T) {
 	}
 	if i != len(keys) {
 		t.Fatalf("%d entries read back, want %d", i, len(keys))
+	}
+}
+
+// TestIndexPartitionThreshold checks that the Writer writes an index larger
+// than IndexPartitionThreshold in two levels, of partitions of about
+// BlockSize bytes, and smaller ones, LevelDB's and any with a negative
+// threshold in one; every such table reads back whole.
+func TestIndexPartitionThreshold(t *testing.T) {
+	var spec tableSpec
+	for i := range 20_000 {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey(fmt.Appendf(nil, "key%06d", i), 0, base.KindSet), []byte("value")})
+	}
+	for _, c := range []struct {
+		name     string
+		opts     WriterOptions
+		twoLevel bool
+	}{
+		{"default threshold, small index", WriterOptions{BlockSize: 4096}, false},
+		{"default threshold, large index", WriterOptions{BlockSize: 64}, true},
+		{"small threshold", WriterOptions{BlockSize: 512, IndexPartitionThreshold: 1024}, true},
+		{"negative threshold", WriterOptions{BlockSize: 64, IndexPartitionThreshold: -1}, false},
+		{"LevelDB format", WriterOptions{BlockSize: 64, TableFormat: TableFormatLevelDB}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := writeSpec(t, spec, c.opts)
+			r := openTable(t, data)
+			if got := r.props.IndexType == indexTypeTwoLevel; got != c.twoLevel {
+				t.Fatalf("two-level %v, want %v (index block %d bytes)", got, c.twoLevel, r.footer.index.Length)
+			}
+			if c.twoLevel {
+				parts := 0
+				for _, b := range r.Layout().Blocks {
+					if b.Kind != BlockIndexPartition {
+						continue
+					}
+					parts++
+					// A partition closes at the entry that takes it to
+					// BlockSize: one entry (under 64 bytes here) past it
+					// at most.
+					raw, err := r.readBlock(b.Handle, "index partition")
+					if err != nil || len(raw) > c.opts.BlockSize+64 {
+						t.Fatalf("partition %s: %d bytes, %v", b.Handle, len(raw), err)
+					}
+				}
+				if parts < 2 || r.parts == nil || len(r.parts.slots) != parts {
+					t.Fatalf("%d partitions", parts)
+				}
+			}
+			checkTable(t, r, spec, rand.New(rand.NewPCG(1, 2)))
+		})
 	}
 }
