@@ -119,7 +119,9 @@ func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, hash uint64, seq
 		return nil, 0, false, 0, err
 	}
 	tomb = rangedel.Cover(r.RangeDeletions(), key, seq)
-	if r.HasFilter() {
+	// Asked once: an ingested table's filter may load meanwhile.
+	filtered := r.HasFilter()
+	if filtered {
 		d.metrics.filterProbes.Add(1)
 		ok, err := r.MayContainHash(hash)
 		if err != nil {
@@ -131,7 +133,7 @@ func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, hash uint64, seq
 		}
 	}
 	v, tr, ok, err = r.LookupCopy(key, seq)
-	if err == nil && !ok && r.HasFilter() {
+	if err == nil && !ok && filtered {
 		d.metrics.filterFalsePositives.Add(1)
 	}
 	return v, tr, ok, tomb, err

@@ -3,7 +3,9 @@ package bloomkv
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"runtime"
 	"slices"
 	"sync"
@@ -120,6 +122,7 @@ func (d *DB) Ingest(paths []string) error {
 		}
 		return err
 	}
+	d.loadFiltersLater(op.adopted)
 	for _, t := range op.tables {
 		if err := d.fs.Remove(t.path); err != nil {
 			d.opts.Logger.Warn("bloomkv: removing an ingested file", "file", t.path, "err", err)
@@ -131,6 +134,38 @@ func (d *DB) Ingest(paths []string) error {
 	}
 	d.opts.EventListener.TableIngested(info)
 	return nil
+}
+
+// loadFiltersLater reads, on a goroutine of its own that Close waits for,
+// the filters of the tables an Ingest kept the readers of: it opened them
+// without (sstable.ReaderOptions.DeferFilter), so that it returns without
+// reading every table's filter (500 KiB for 400,000 keys). Until a table's
+// filter is read, a Get of a key in its range reads its index and a data
+// block. A filter that cannot be read is logged, and its table goes on
+// without one (the table's own check reports it: DB.Check).
+func (d *DB) loadFiltersLater(rs []*sstable.Reader) {
+	if len(rs) == 0 {
+		return
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.bgWG.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.bgWG.Done()
+		for _, r := range rs {
+			if d.closedFlag.Load() {
+				return
+			}
+			// A table compacted away meanwhile has its file closed.
+			if err := r.LoadFilter(); err != nil && !errors.Is(err, fs.ErrClosed) && !d.closedFlag.Load() {
+				d.opts.Logger.Warn("bloomkv: reading an ingested table's filter; the table is read without it", "err", err)
+			}
+		}
+	}()
 }
 
 // IngestInfo describes a successful Ingest (EventListener.TableIngested).
@@ -170,6 +205,9 @@ type ingestOp struct {
 	flushed bool
 	edited  bool
 	bgErr   error
+	// adopted are the readers the store kept, whose filters Ingest reads
+	// once the tables are in (loadFiltersLater).
+	adopted []*sstable.Reader
 }
 
 // ingestTable is one table of an ingestion.
@@ -290,6 +328,8 @@ func (d *DB) loadIngestTable(path string) (_ *ingestTable, err error) {
 	// first and last here, the hashes', the store's) from now on.
 	ro := d.tables.readerOptions(num, path, 0)
 	ro.IngestChecks = &d.tables.ingestChecks
+	// The filter is read once the table is in (loadFiltersLater).
+	ro.DeferFilter = true
 	r, err := sstable.NewReader(f, size, ro)
 	if err != nil {
 		return nil, fmt.Errorf("bloomkv: Ingest: %s refused: %w", path, err)
@@ -630,6 +670,7 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 	for _, t := range op.tables {
 		if t.linked && t.r.Reassign(d.path(tableName(t.meta.FileNum)), seq) == nil {
 			d.tables.adopt(t.meta.FileNum, t.r, t.f)
+			op.adopted = append(op.adopted, t.r)
 			t.r, t.f = nil, nil
 		}
 	}

@@ -154,7 +154,7 @@ func (d *DB) Metrics() *Metrics {
 		IngestedTables:       d.metrics.ingestedTables.Load(),
 		IngestedBytes:        d.metrics.ingestedBytes.Load(),
 		BlockCache:           d.cache.Metrics(),
-		TableMemory:          uint64(d.tables.pinned.Load()),
+		TableMemory:          d.tables.pinnedBytes(),
 		FilterProbes:         d.metrics.filterProbes.Load(),
 		FilterNegatives:      d.metrics.filterNegatives.Load(),
 		FilterFalsePositives: d.metrics.filterFalsePositives.Load(),

@@ -23,8 +23,6 @@ type tableCache struct {
 	mu      sync.Mutex
 	tables  map[uint64]*openTable
 	closed  bool
-	// pinned sums the memory the open tables hold outside the cache.
-	pinned atomic.Int64
 	// mmap maps tables into memory (see Options.DisableMmapReads).
 	mmap bool
 	// ingestChecks are made of each data block of an ingested table
@@ -48,6 +46,24 @@ type openTable struct {
 	r    *sstable.Reader
 	f    vfs.File
 	err  error
+	// open is set once r and f are, for pinnedBytes, which reads r without
+	// waiting for the open.
+	open atomic.Bool
+}
+
+// pinnedBytes sums the memory the open tables hold outside the cache: what
+// each reader holds now (an ingested table's filter and a large index's
+// partitions are read after it opens).
+func (tc *tableCache) pinnedBytes() uint64 {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	var n uint64
+	for _, t := range tc.tables {
+		if t.open.Load() {
+			n += t.r.PinnedBytes()
+		}
+	}
+	return n
 }
 
 // get returns the open table f, opening it if need be, with its
@@ -105,7 +121,7 @@ func (tc *tableCache) getOnce(num uint64, override base.SeqNum) (r *sstable.Read
 			return
 		}
 		t.f = f
-		tc.pinned.Add(int64(t.r.PinnedBytes()))
+		t.open.Store(true)
 	})
 	if t.err != nil {
 		tc.mu.Lock()
@@ -123,6 +139,7 @@ func (tc *tableCache) getOnce(num uint64, override base.SeqNum) (r *sstable.Read
 func (tc *tableCache) adopt(num uint64, r *sstable.Reader, f vfs.File) {
 	t := &openTable{r: r, f: f}
 	t.once.Do(func() {})
+	t.open.Store(true)
 	tc.mu.Lock()
 	if _, open := tc.tables[num]; tc.closed || open {
 		tc.mu.Unlock()
@@ -131,7 +148,6 @@ func (tc *tableCache) adopt(num uint64, r *sstable.Reader, f vfs.File) {
 	}
 	tc.tables[num] = t
 	tc.mu.Unlock()
-	tc.pinned.Add(int64(r.PinnedBytes()))
 }
 
 // evict closes and forgets a table that was deleted.
@@ -141,7 +157,6 @@ func (tc *tableCache) evict(num uint64) {
 	delete(tc.tables, num)
 	tc.mu.Unlock()
 	if ok && t.f != nil {
-		tc.pinned.Add(-int64(t.r.PinnedBytes()))
 		t.f.Close()
 	}
 }

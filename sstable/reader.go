@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/bloomkv/bloomkv/filterblock"
@@ -59,6 +60,12 @@ type ReaderOptions struct {
 	// IngestChecks, when not nil, has each data block checked as it is
 	// read for what a table written for ingestion holds (IngestChecks).
 	IngestChecks *IngestChecks
+	// DeferFilter leaves the filter block unread when the table opens, to
+	// be read by LoadFilter (a store's Ingest loads them after it returns):
+	// until then the table answers "maybe" to every probe and HasFilter is
+	// false. Opening a table of a large filter (500 KiB for 400,000 keys)
+	// then reads little. Ignored with CacheIndexAndFilterBlocks.
+	DeferFilter bool
 	// ForeignComparers accepts a table ordered by a comparer other than
 	// bloomkv's that the reader knows: CockroachDB's
 	// ("cockroach_comparator", with its columnar key schema "crdb1"), for
@@ -106,6 +113,10 @@ type Reader struct {
 	filter    filterblock.Filter
 	filterBH  BlockHandle
 	hasFilter bool
+	// deferred: with DeferFilter, the filter once LoadFilter has read it
+	// (nil until then), and filterMu serializing LoadFilter.
+	deferred  atomic.Pointer[filterblock.Filter]
+	filterMu  sync.Mutex
 	rangeDels []RangeDeletion
 	// storedDels are the range deletions as stored, for Check: rangeDels
 	// itself but with a sequence-number override.
@@ -331,6 +342,10 @@ func (t *Reader) readFilter() error {
 	if !ok {
 		return nil
 	}
+	if t.opts.DeferFilter && !t.opts.CacheIndexAndFilterBlocks {
+		t.hasFilter, t.filterBH = true, bh
+		return nil
+	}
 	b, err := t.readBlock(bh, "filter")
 	if err != nil {
 		return err
@@ -427,8 +442,8 @@ func (t *Reader) indexBlock() ([]byte, error) {
 }
 
 // MayContainHash probes the table's filter with a key's filterblock.Hash: false
-// means the table certainly lacks the key. A table without a filter answers
-// true.
+// means the table certainly lacks the key. A table without a filter (or
+// whose deferred filter is not loaded yet) answers true.
 func (t *Reader) MayContainHash(hash uint64) (bool, error) {
 	if !t.hasFilter {
 		return true, nil
@@ -436,13 +451,53 @@ func (t *Reader) MayContainHash(hash uint64) (bool, error) {
 	return t.mayContain(hash)
 }
 
-// HasFilter reports whether the table has a bloomkv filter.
-func (t *Reader) HasFilter() bool { return t.hasFilter }
+// HasFilter reports whether the table has a bloomkv filter that probes
+// consult: false until LoadFilter has read a deferred one.
+func (t *Reader) HasFilter() bool {
+	return t.hasFilter && (!t.deferFilter() || t.deferred.Load() != nil)
+}
+
+// deferFilter reports whether the filter is read by LoadFilter.
+func (t *Reader) deferFilter() bool {
+	return t.opts.DeferFilter && !t.opts.CacheIndexAndFilterBlocks
+}
+
+// LoadFilter reads the table's filter when the reader was opened with
+// DeferFilter and has not read it yet; from then on probes consult it. It
+// is safe to call concurrently with reads, and more than once. A damaged
+// filter block is an error wrapping ErrCorruption, and the table goes on
+// answering "maybe".
+func (t *Reader) LoadFilter() error {
+	if !t.hasFilter || !t.deferFilter() || t.deferred.Load() != nil {
+		return nil
+	}
+	t.filterMu.Lock()
+	defer t.filterMu.Unlock()
+	if t.deferred.Load() != nil {
+		return nil
+	}
+	b, err := t.readBlock(t.filterBH, "filter")
+	if err != nil {
+		return err
+	}
+	f, err := filterblock.Decode(b)
+	if err != nil {
+		return fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, t.filterBH, err)
+	}
+	t.deferred.Store(&f)
+	return nil
+}
 
 // mayContain probes the table's filter with a key's hash: the pinned filter,
-// or the filter block through the cache.
+// the deferred one once loaded, or the filter block through the cache.
 func (t *Reader) mayContain(hash uint64) (bool, error) {
 	if !t.opts.CacheIndexAndFilterBlocks {
+		if t.opts.DeferFilter {
+			if f := t.deferred.Load(); f != nil {
+				return f.MayContainHash(hash), nil
+			}
+			return true, nil
+		}
 		return t.filter.MayContainHash(hash), nil
 	}
 	b, err := t.cachedBlock(t.filterBH, "filter", nil)
@@ -869,6 +924,12 @@ func (t *Reader) RangeDeletions() []RangeDeletion { return t.rangeDels }
 
 // Filter returns the table's blocked filter and whether it has one.
 func (t *Reader) Filter() (filterblock.Filter, bool, error) {
+	if t.hasFilter && t.deferFilter() {
+		if err := t.LoadFilter(); err != nil {
+			return filterblock.Filter{}, true, err
+		}
+		return *t.deferred.Load(), true, nil
+	}
 	if !t.hasFilter || !t.opts.CacheIndexAndFilterBlocks {
 		return t.filter, t.hasFilter, nil
 	}
@@ -888,7 +949,7 @@ func (t *Reader) PinnedBytes() uint64 {
 	if t.parts != nil {
 		n += t.parts.pinned.Load()
 	}
-	if t.hasFilter && !t.opts.CacheIndexAndFilterBlocks {
+	if t.HasFilter() && !t.opts.CacheIndexAndFilterBlocks {
 		n += t.filterBH.Length
 	}
 	return n

@@ -2,11 +2,14 @@ package sstable
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
 )
@@ -369,6 +372,114 @@ func TestLookupWithHugeSequenceNumber(t *testing.T) {
 	for _, seq := range []base.SeqNum{base.SeqNumMax, base.SeqNumMax + 1, base.SeqNumMax + 2, 1<<64 - 1} {
 		if _, _, found, err := lookup(rd, []byte("key000003"), seq); err != nil || !found {
 			t.Fatalf("lookup at %d: %v, %v", seq, found, err)
+		}
+	}
+}
+
+// TestDeferFilter: a reader opened with DeferFilter reads no filter block
+// until LoadFilter, answering "maybe" to every probe meanwhile; LoadFilter
+// may run while lookups and probes do; a damaged filter block is refused by
+// LoadFilter alone, and the table reads on without a filter.
+func TestDeferFilter(t *testing.T) {
+	var spec tableSpec
+	for i := range 3000 {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey(fmt.Appendf(nil, "key%06d", 2*i), 0, base.KindSet), []byte("v")})
+	}
+	clean := writeSpec(t, spec, WriterOptions{BlockSize: 512})
+	absent := func(i int) []byte { return fmt.Appendf(nil, "key%06d", 2*i+1) }
+	negatives := func(r *Reader) int {
+		n := 0
+		for i := range 3000 {
+			if ok, err := r.MayContainHash(filterblock.Hash(absent(i))); err != nil {
+				t.Fatal(err)
+			} else if !ok {
+				n++
+			}
+		}
+		return n
+	}
+	open := func(data []byte, o ReaderOptions) *Reader {
+		t.Helper()
+		o.FileName = "t.sst"
+		r, err := NewReader(bytes.NewReader(data), int64(len(data)), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	eager := open(clean, ReaderOptions{})
+	r := open(clean, ReaderOptions{DeferFilter: true})
+	if r.HasFilter() || negatives(r) != 0 || r.PinnedBytes() != eager.PinnedBytes()-eager.filterBH.Length {
+		t.Fatalf("before LoadFilter: HasFilter %v, %d negatives, %d pinned bytes (eager reader: %d)", r.HasFilter(), negatives(r), r.PinnedBytes(), eager.PinnedBytes())
+	}
+	// Probes and lookups while it loads (run with -race).
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < 3000; i += 2 {
+				if ok, err := r.MayContainHash(filterblock.Hash(spec.entries[i].key.UserKey)); !ok || err != nil {
+					t.Errorf("a present key's probe: %v, %v", ok, err)
+					return
+				}
+				if _, _, found, err := r.LookupCopy(spec.entries[i].key.UserKey, base.SeqNumMax); !found || err != nil {
+					t.Errorf("lookup: %v, %v", found, err)
+					return
+				}
+			}
+		}()
+	}
+	for range 3 {
+		if err := r.LoadFilter(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if !r.HasFilter() || negatives(r) != negatives(eager) || r.PinnedBytes() != eager.PinnedBytes() {
+		t.Fatalf("after LoadFilter: HasFilter %v, %d negatives (eager reader: %d), %d pinned bytes (eager: %d)",
+			r.HasFilter(), negatives(r), negatives(eager), r.PinnedBytes(), eager.PinnedBytes())
+	}
+	if negatives(r) < 2900 {
+		t.Fatalf("the filter rules out %d of 3,000 absent keys", negatives(r))
+	}
+	if _, ok, err := r.Filter(); !ok || err != nil {
+		t.Fatalf("Filter: %v, %v", ok, err)
+	}
+
+	// Filter loads a deferred filter itself.
+	r = open(clean, ReaderOptions{DeferFilter: true})
+	if f, ok, err := r.Filter(); !ok || err != nil || !r.HasFilter() || f.MayContainHash(filterblock.Hash(absent(0))) != eager.filter.MayContainHash(filterblock.Hash(absent(0))) {
+		t.Fatalf("Filter on a deferred filter: %v, %v; HasFilter %v", ok, err, r.HasFilter())
+	}
+
+	// With the cache holding filters, DeferFilter changes nothing.
+	r = open(clean, ReaderOptions{DeferFilter: true, CacheIndexAndFilterBlocks: true, Cache: cache.New(1<<20, cache.Options{}), FileNum: 1})
+	if !r.HasFilter() || negatives(r) != negatives(eager) {
+		t.Fatalf("with CacheIndexAndFilterBlocks: HasFilter %v, %d negatives", r.HasFilter(), negatives(r))
+	}
+
+	// A damaged filter block.
+	damaged := bytes.Clone(clean)
+	fb := eager.filterBH
+	damaged[fb.Offset+fb.Length/2] ^= 0x5a
+	if _, err := NewReader(bytes.NewReader(damaged), int64(len(damaged)), ReaderOptions{FileName: "t.sst"}); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("opened eagerly: %v", err)
+	}
+	r = open(damaged, ReaderOptions{DeferFilter: true})
+	err := r.LoadFilter()
+	if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "t.sst") || !strings.Contains(err.Error(), fb.String()) {
+		t.Fatalf("LoadFilter of a damaged block: %v; want ErrCorruption naming t.sst and block %s", err, fb)
+	}
+	if r.HasFilter() || negatives(r) != 0 {
+		t.Fatalf("after a failed LoadFilter: HasFilter %v, %d negatives", r.HasFilter(), negatives(r))
+	}
+	if _, _, err := r.Filter(); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("Filter of a damaged block: %v", err)
+	}
+	for _, e := range spec.entries {
+		if _, _, found, err := r.LookupCopy(e.key.UserKey, base.SeqNumMax); !found || err != nil {
+			t.Fatalf("lookup without the damaged filter: %v, %v", found, err)
 		}
 	}
 }
