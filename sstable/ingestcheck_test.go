@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -813,8 +814,12 @@ func TestIngestChecksPartitions(t *testing.T) {
 			}
 			// The neighbours read first, then the victim; and the
 			// victim first, then its neighbours.
-			for _, order := range [][]int{{victim - 1, victim + 1, victim}, {victim, victim - 1, victim + 1}} {
-				r, err := NewReader(bytes.NewReader(data), int64(len(data)), ro)
+			for trial, order := range [][]int{{victim - 1, victim + 1, victim}, {victim, victim - 1, victim + 1}, {victim - 1, victim + 1, victim}, {victim, victim - 1, victim + 1}} {
+				o := ro
+				if trial >= 2 { // with a block cache, which a block read under two entries would be served from
+					o.Cache, o.FileNum = cache.New(1<<20, cache.Options{}), 1
+				}
+				r, err := NewReader(bytes.NewReader(data), int64(len(data)), o)
 				if err != nil {
 					t.Fatalf("open: %v", err)
 				}
@@ -851,6 +856,44 @@ func TestIngestChecksPartitions(t *testing.T) {
 				if !strings.HasPrefix(way, "lookups") && (!errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "t.sst")) {
 					t.Errorf("%s: %v; want an error wrapping ErrCorruption naming t.sst", way, err)
 				}
+			}
+		})
+	}
+}
+
+// TestIngestChecksTopLevel damages the top level of a two-level index:
+// with IngestChecks the table is refused when it opens.
+func TestIngestChecksTopLevel(t *testing.T) {
+	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, DisableCompression: true}
+	clean := writeSpecWith(t, ingestSpec(), opts, func(w *Writer) { w.indexPartitionEntries = 4 })
+	r := openTable(t, clean)
+	if r.parts == nil || len(r.parts.slots) < 5 {
+		t.Fatal("the clean table's partitions are not kept")
+	}
+	for _, c := range []struct {
+		name   string
+		change func(keys, values [][]byte)
+	}{
+		{"separators out of order", func(keys, values [][]byte) { keys[2], keys[3] = keys[3], keys[2] }},
+		{"a partition twice", func(keys, values [][]byte) { values[3] = values[2] }},
+		{"partitions out of order", func(keys, values [][]byte) { values[2], values[3] = values[3], values[2] }},
+		{"the last partition past the partitions' end", func(keys, values [][]byte) {
+			values[len(values)-1] = BlockHandle{Offset: r.dataEnd - 50, Length: 100}.append(nil)
+		}},
+		{"a partition wrapping past 2^64", func(keys, values [][]byte) {
+			values[0] = BlockHandle{Offset: math.MaxUint64 - 100, Length: 200}.append(nil)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			keys, values := indexEntries(t, clean)
+			c.change(keys, values)
+			data := withIndex(t, clean, keys, values)
+			_, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst", IngestChecks: testIngestChecks})
+			if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "t.sst") {
+				t.Fatalf("with the checks: %v; want ErrCorruption naming t.sst", err)
+			}
+			if r, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "t.sst"}); err == nil && r.parts != nil {
+				t.Fatal("the damaged top level's partitions are kept: they would be checked only as read")
 			}
 		})
 	}

@@ -47,7 +47,7 @@ func (t *Reader) newPartitions(top []byte) *partitions {
 	var prevEnd uint64
 	err := t.walkIndexBlock(top, t.where("index", t.footer.index), func(_ int, key, value []byte) error {
 		bh, m := decodeHandle(value)
-		if m == 0 || bh.Offset < prevEnd || bh.Length > maxBlockLen || bh.Offset+bh.Length+blockTrailerLen > t.dataEnd {
+		if m == 0 || bh.Offset < prevEnd || bh.Offset > t.dataEnd || bh.Length > maxBlockLen || bh.Offset+bh.Length+blockTrailerLen > t.dataEnd {
 			return errBadPartitions
 		}
 		if n := len(p.slots); n > 0 && t.compareIndexKeys(key, p.slots[n-1].sep) <= 0 {

@@ -437,7 +437,7 @@ func (w *Writer) finish() error {
 	if w.props.NumEntries == 0 && len(w.tombstones) == 0 {
 		w.props.SmallestSeqNum = 0
 	}
-	w.props.IndexSize = uint64(len(indexBlock)) + blockTrailerLen
+	w.props.IndexSize += uint64(len(indexBlock)) + blockTrailerLen // and the partitions
 	w.props.ComparerName = w.comparerName
 	w.props.CompressionName = w.opts.Compression.String()
 	w.props.Format = w.opts.TableFormat
@@ -476,7 +476,9 @@ func (w *Writer) writeIndexPartitions(index []byte) ([]byte, error) {
 	part.restartInterval, top.restartInterval = 1, 1
 	flush := func() error {
 		last := bytes.Clone(part.prevKey)
-		bh, err := w.writeBlock(part.finish(), w.opts.Compression)
+		raw := part.finish()
+		w.props.IndexSize += uint64(len(raw)) + blockTrailerLen
+		bh, err := w.writeBlock(raw, w.opts.Compression)
 		if err != nil {
 			return err
 		}

@@ -93,6 +93,10 @@ func TestIndexPartitionThreshold(t *testing.T) {
 			if got := r.props.IndexType == indexTypeTwoLevel; got != c.twoLevel {
 				t.Fatalf("two-level %v, want %v (index block %d bytes)", got, c.twoLevel, r.footer.index.Length)
 			}
+			// The properties' index size counts every index block
+			// (uncompressed, with its trailer), as Pebble's does.
+			indexSize, partsSize := uint64(len(r.index))+blockTrailerLen, uint64(0)
+			pinnedAtOpen := r.PinnedBytes()
 			if c.twoLevel {
 				parts := 0
 				for _, b := range r.Layout().Blocks {
@@ -107,12 +111,22 @@ func TestIndexPartitionThreshold(t *testing.T) {
 					if err != nil || len(raw) > c.opts.BlockSize+64 {
 						t.Fatalf("partition %s: %d bytes, %v", b.Handle, len(raw), err)
 					}
+					indexSize += uint64(len(raw)) + blockTrailerLen
+					partsSize += uint64(len(raw))
 				}
 				if parts < 2 || r.parts == nil || len(r.parts.slots) != parts {
 					t.Fatalf("%d partitions", parts)
 				}
 			}
+			if r.props.IndexSize != indexSize {
+				t.Fatalf("properties say an index of %d bytes, the blocks hold %d", r.props.IndexSize, indexSize)
+			}
 			checkTable(t, r, spec, rand.New(rand.NewPCG(1, 2)))
+			// Reading every key loaded every partition, which the
+			// reader keeps.
+			if got := r.PinnedBytes(); got != pinnedAtOpen+partsSize {
+				t.Fatalf("%d bytes pinned after reading the table, want %d at open and %d of partitions", got, pinnedAtOpen, partsSize)
+			}
 		})
 	}
 }
