@@ -3,9 +3,7 @@ package bloomkv
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io/fs"
 	"runtime"
 	"slices"
 	"sync"
@@ -143,7 +141,7 @@ func (d *DB) Ingest(paths []string) error {
 // filter is read, a Get of a key in its range reads its index and a data
 // block. A filter that cannot be read is logged, and its table goes on
 // without one (the table's own check reports it: DB.Check).
-func (d *DB) loadFiltersLater(rs []*sstable.Reader) {
+func (d *DB) loadFiltersLater(rs []adoptedTable) {
 	if len(rs) == 0 {
 		return
 	}
@@ -156,16 +154,29 @@ func (d *DB) loadFiltersLater(rs []*sstable.Reader) {
 	d.mu.Unlock()
 	go func() {
 		defer d.bgWG.Done()
-		for _, r := range rs {
+		// A reference to the current read state keeps the tables it holds
+		// open while their filters are read, as a Get's does; a table no
+		// longer in it was compacted away meanwhile.
+		s := d.acquire()
+		defer d.release(s)
+		for _, t := range rs {
 			if d.closedFlag.Load() {
 				return
 			}
-			// A table compacted away meanwhile has its file closed.
-			if err := r.LoadFilter(); err != nil && !errors.Is(err, fs.ErrClosed) && !d.closedFlag.Load() {
-				d.opts.Logger.Warn("bloomkv: reading an ingested table's filter; the table is read without it", "err", err)
+			if !s.version.HasFile(t.num) {
+				continue
+			}
+			if err := t.r.LoadFilter(); err != nil {
+				d.opts.Logger.Warn("bloomkv: reading an ingested table's filter; the table is read without it", "table", t.num, "err", err)
 			}
 		}
 	}()
+}
+
+// adoptedTable is a table whose reader Ingest opened and the store kept.
+type adoptedTable struct {
+	num uint64
+	r   *sstable.Reader
 }
 
 // IngestInfo describes a successful Ingest (EventListener.TableIngested).
@@ -205,9 +216,9 @@ type ingestOp struct {
 	flushed bool
 	edited  bool
 	bgErr   error
-	// adopted are the readers the store kept, whose filters Ingest reads
-	// once the tables are in (loadFiltersLater).
-	adopted []*sstable.Reader
+	// adopted are the tables whose readers the store kept, whose filters
+	// Ingest reads once the tables are in (loadFiltersLater).
+	adopted []adoptedTable
 }
 
 // ingestTable is one table of an ingestion.
@@ -670,7 +681,7 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 	for _, t := range op.tables {
 		if t.linked && t.r.Reassign(d.path(tableName(t.meta.FileNum)), seq) == nil {
 			d.tables.adopt(t.meta.FileNum, t.r, t.f)
-			op.adopted = append(op.adopted, t.r)
+			op.adopted = append(op.adopted, adoptedTable{t.meta.FileNum, t.r})
 			t.r, t.f = nil, nil
 		}
 	}

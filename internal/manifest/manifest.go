@@ -745,6 +745,11 @@ func (v *Version) Level(l int) iter.Seq[*FileMetadata] {
 	}
 }
 
+// HasFile reports whether the version holds the table numbered num.
+func (v *Version) HasFile(num uint64) bool {
+	return v.byNum != nil && v.byNum.Has(numbered{num: num})
+}
+
 // Files returns the tables of level l in the level's order, as a new slice:
 // for callers that need one (and can afford building it).
 func (v *Version) Files(l int) []*FileMetadata {
