@@ -17,7 +17,8 @@ type Strategy int
 const (
 	// Auto picks the strategy whose expected bytes on the wire are fewest,
 	// from the two sides' Stats (Mullin's cost model: filter bytes plus
-	// false positives times record bytes).
+	// false positives times record bytes), among those whose filters fit
+	// within Options.MaxFilterBits: ShipKeys when none does.
 	Auto Strategy = iota
 	// ShipKeys sends A's keys to B, which returns its records of them.
 	ShipKeys
@@ -69,7 +70,8 @@ type Options struct {
 	// and so the memory Join holds (default 4096).
 	BatchKeys int
 	// MaxFilterBits bounds the filters Join asks for (default
-	// DefaultMaxFilterBits).
+	// DefaultMaxFilterBits). Asking for a strategy whose filters cannot fit
+	// within it is an error wrapping ErrBadRequest.
 	MaxFilterBits uint64
 	// Overlap, when known (Estimate), is the expected number of keys both
 	// sides hold; Auto weighs TwoWay with it, and with the largest overlap
@@ -90,7 +92,9 @@ type Report struct {
 	// StatsA and StatsB are the sides' Stats.
 	StatsA, StatsB Stats
 	// Expected holds the bytes on the wire each strategy was expected to
-	// cost, by strategy (Auto's choice is the least); matches excluded.
+	// cost, by strategy (Auto's choice is the least); matches excluded. A
+	// strategy whose filters would not fit within Options.MaxFilterBits is
+	// absent.
 	Expected map[Strategy]float64
 	// BytesAToB and BytesBToA count the bytes that crossed (or would cross,
 	// between local stores) from A to B and back: filters, keys and
@@ -134,21 +138,23 @@ func Join(ctx context.Context, a, b Store, o *Options, fn func(Match) error) (Re
 	plans := j.plan()
 	j.rep.Expected = map[Strategy]float64{}
 	for s, p := range plans {
-		j.rep.Expected[s] = p.cost
+		if p.feasible(s, j.o.MaxFilterBits) {
+			j.rep.Expected[s] = p.cost
+		}
 	}
 	s := o.Strategy
 	if s == Auto {
-		s = ShipKeys
-		for c := ShipFilter; c <= TwoWay; c++ {
-			if plans[c].cost < plans[s].cost {
-				s = c
-			}
-		}
+		s = cheapest(plans, j.o.MaxFilterBits)
 	}
-	if _, ok := plans[s]; !ok {
+	p, ok := plans[s]
+	if !ok {
 		return j.rep, fmt.Errorf("semijoin: unknown strategy %v: %w", s, ErrBadRequest)
 	}
 	j.rep.Strategy = s
+	if !p.feasible(s, j.o.MaxFilterBits) {
+		return j.rep, fmt.Errorf("semijoin: strategy %v needs a filter of more than MaxFilterBits (%d) bits for A's %d keys and B's %d: %w",
+			s, j.o.MaxFilterBits, j.rep.StatsA.Keys, j.rep.StatsB.Keys, ErrBadRequest)
+	}
 	var err error
 	switch {
 	case j.rep.StatsA.Keys == 0 || j.rep.StatsB.Keys == 0:
@@ -192,6 +198,39 @@ type plan struct {
 	filter float64 // expected bytes of A's filter
 }
 
+// feasible reports whether p can be carried out as strategy s: each filter
+// it asks a side for has from 1 to maxBits bits and from 1 to
+// filterblock.MaxStandardProbes probes, as the stores require. The planner
+// leaves m (or m2) 0 where no filter fits within maxBits. Shipping keys asks
+// for no filter.
+func (p plan) feasible(s Strategy, maxBits uint64) bool {
+	fits := func(m uint64, k int) bool {
+		return m >= 1 && m <= maxBits && k >= 1 && k <= filterblock.MaxStandardProbes
+	}
+	switch s {
+	case ShipKeys:
+		return true
+	case ShipFilter, ShipCompressed:
+		return fits(p.m, p.k)
+	case TwoWay:
+		return fits(p.m, p.k) && fits(p.m2, p.k2)
+	}
+	return false
+}
+
+// cheapest returns Auto's choice: the strategy of least expected cost among
+// those whose plans are feasible within maxBits; ShipKeys, always feasible,
+// on a tie.
+func cheapest(plans map[Strategy]plan, maxBits uint64) Strategy {
+	s := ShipKeys
+	for c := ShipFilter; c <= TwoWay; c++ {
+		if p, ok := plans[c]; ok && p.feasible(c, maxBits) && p.cost < plans[s].cost {
+			s = c
+		}
+	}
+	return s
+}
+
 // plan works out each strategy's parameters and expected bytes, without
 // the matches' records, which every strategy sends once. It assumes no
 // overlap for the false positives (their worst case).
@@ -206,7 +245,7 @@ func (j *joiner) plan() map[Strategy]plan {
 	plans := map[Strategy]plan{ShipKeys: {cost: nA * keyA}}
 	if sa.Keys == 0 {
 		for s := ShipFilter; s <= TwoWay; s++ {
-			plans[s] = plan{m: 1, k: 1}
+			plans[s] = plan{m: 1, k: 1, m2: 1, k2: 1}
 		}
 		return plans
 	}
@@ -237,8 +276,13 @@ func (j *joiner) plan() map[Strategy]plan {
 	// Two-way: A's compressed filter; B's filter of its candidates (nC
 	// of them); A's keys that pass it: the overlap's and the false
 	// positives'. The overlap is unknown before the join: o.Overlap, or
-	// else the largest it can be.
+	// else the largest it can be. Without a filter of A within the bound
+	// there is no two-way plan, whatever B's filter would cost.
 	tw := bestC
+	if tw.m == 0 {
+		plans[TwoWay] = plan{cost: math.Inf(1)}
+		return plans
+	}
 	overlap := min(nA, nB)
 	if j.o.Overlap > 0 {
 		overlap = min(j.o.Overlap, overlap)
