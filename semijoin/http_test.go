@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -449,5 +451,283 @@ func TestHTTPFilterLimit(t *testing.T) {
 	}
 	if _, err := remote.Filter(ctx, KeyRange{}, FilterSpec{M: 1 << 16, K: 3}); err != nil {
 		t.Errorf("filter at the limit: %v", err)
+	}
+}
+
+// lookupLog is a store that records, for each Lookup it serves, the number
+// of keys asked for and their bytes on the wire.
+type lookupLog struct {
+	Differ
+	mu    sync.Mutex
+	calls []lookupCall
+}
+
+type lookupCall struct {
+	keys  int
+	bytes int64
+}
+
+func (l *lookupLog) Lookup(ctx context.Context, r KeyRange, keys [][]byte, values bool, fn func(k, v []byte) error) error {
+	c := lookupCall{keys: len(keys)}
+	for _, k := range keys {
+		c.bytes += keyBytes(k)
+	}
+	l.mu.Lock()
+	l.calls = append(l.calls, c)
+	l.mu.Unlock()
+	return l.Differ.Lookup(ctx, r, keys, values, fn)
+}
+
+// take returns the calls recorded since the last take.
+func (l *lookupLog) take() []lookupCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.calls
+	l.calls = nil
+	return c
+}
+
+// joinSame joins a and b, which hold the same values for the keys both
+// hold, by strategy s with options o, and checks that the matches are the
+// keys of want (ascending), each with its value on both sides.
+func joinSame(t *testing.T, a, b Store, s Strategy, o Options, want [][]byte) {
+	t.Helper()
+	o.Strategy = s
+	n := 0
+	_, err := Join(context.Background(), a, b, &o, func(m Match) error {
+		if n >= len(want) || !bytes.Equal(m.Key, want[n]) || !bytes.Equal(m.A, m.B) {
+			return fmt.Errorf("match %d: key of %d bytes, values %q and %q; want key %d of %d", n, len(m.Key), m.A, m.B, n, len(want))
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v: %v", s, err)
+	}
+	if n != len(want) {
+		t.Fatalf("%v: %d matches, want %d", s, n, len(want))
+	}
+}
+
+// checkBatches checks that the lookups B served asked for every one of n
+// keys of total bytes on the wire, in batches of at most batchBytes bytes of
+// keys (a single key may take more) and at most defaultBatchKeys keys, and
+// returns the number of lookups.
+func checkBatches(t *testing.T, s Strategy, calls []lookupCall, n int, total, batchBytes int64) int {
+	t.Helper()
+	keys, sum := 0, int64(0)
+	for i, c := range calls {
+		if c.keys > defaultBatchKeys || (c.bytes > batchBytes && c.keys != 1) {
+			t.Errorf("%v: lookup %d asked for %d keys of %d bytes; the bounds are %d keys and %d bytes", s, i, c.keys, c.bytes, defaultBatchKeys, batchBytes)
+		}
+		keys += c.keys
+		sum += c.bytes
+	}
+	if keys != n || sum != total {
+		t.Errorf("%v: lookups asked for %d keys of %d bytes, want %d of %d", s, keys, sum, n, total)
+	}
+	return len(calls)
+}
+
+// wideStore is a store made up as it is read, not kept: key i is i in six
+// decimal digits padded with 'x' to keyLen bytes, and its value "v" and i.
+// It holds key i, for i < n, where held(i). It serves Stats, Filter, Lookup
+// and Scan over the whole key space, which is all the joins here ask.
+type wideStore struct {
+	Differ    // nil: the other calls are not served
+	n, keyLen int
+	held      func(i int) bool
+}
+
+func (s *wideStore) key(buf []byte, i int) []byte {
+	buf = fmt.Appendf(buf[:0], "%06d", i)
+	return append(buf, bytes.Repeat([]byte("x"), s.keyLen-len(buf))...)
+}
+
+// each calls fn with each key held that passes the filter passing, if any.
+func (s *wideStore) each(passing []byte, fn func(i int, k []byte) error) error {
+	var f *filterblock.Bloom
+	if passing != nil {
+		var err error
+		if f, err = filterblock.DecodeWire(passing, DefaultMaxFilterBits); err != nil {
+			return err
+		}
+	}
+	var buf []byte
+	for i := range s.n {
+		if !s.held(i) {
+			continue
+		}
+		buf = s.key(buf, i)
+		if f != nil && !f.MayContain(buf) {
+			continue
+		}
+		if err := fn(i, buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *wideStore) Stats(_ context.Context, _ KeyRange, passing []byte) (Stats, error) {
+	var st Stats
+	err := s.each(passing, func(i int, k []byte) error {
+		st.Keys++
+		st.KeyBytes += int64(len(k))
+		st.ValueBytes += int64(len(fmt.Sprint("v", i)))
+		return nil
+	})
+	st.Scanned = int64(s.n)
+	return st, err
+}
+
+func (s *wideStore) Filter(_ context.Context, _ KeyRange, spec FilterSpec) ([]byte, error) {
+	f, err := filterblock.NewBloom(spec.M, spec.K)
+	if err != nil {
+		return nil, err
+	}
+	err = s.each(spec.Passing, func(_ int, k []byte) error {
+		f.Add(k)
+		return nil
+	})
+	return f.AppendWire(nil), err
+}
+
+func (s *wideStore) Scan(_ context.Context, _ KeyRange, fn func(k, v []byte) error) error {
+	return s.each(nil, func(i int, k []byte) error { return fn(k, fmt.Append(nil, "v", i)) })
+}
+
+func (s *wideStore) Lookup(_ context.Context, _ KeyRange, keys [][]byte, values bool, fn func(k, v []byte) error) error {
+	var buf []byte
+	for _, k := range keys {
+		i, err := strconv.Atoi(string(k[:min(6, len(k))]))
+		if err != nil || i < 0 || i >= s.n || !s.held(i) {
+			continue
+		}
+		if buf = s.key(buf, i); !bytes.Equal(k, buf) {
+			continue
+		}
+		var v []byte
+		if values {
+			v = fmt.Append(nil, "v", i)
+		}
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestHTTPJoinLargeKeys: ShipKeys and TwoWay over HTTP join keys of 16 KiB,
+// of which a batch of the default BatchKeys passes a Handler's default
+// request limit, at the default options: each lookup holds at most a
+// quarter of the limit, and the join is exact.
+func TestHTTPJoinLargeKeys(t *testing.T) {
+	const n, keyLen = defaultBatchKeys + 4, 16 << 10
+	if n*(keyLen+3) <= DefaultMaxRequestBytes {
+		t.Fatalf("%d keys of %d bytes fit in a request", n, keyLen)
+	}
+	a := &wideStore{n: n, keyLen: keyLen, held: func(int) bool { return true }}
+	for _, c := range []struct {
+		s    Strategy
+		held func(i int) bool
+	}{
+		// B holds few of A's keys: A sends all of them.
+		{ShipKeys, func(i int) bool { return i%97 == 0 }},
+		// B holds all of A's keys: all pass both filters, and A sends
+		// them all.
+		{TwoWay, func(int) bool { return true }},
+	} {
+		t.Run(c.s.String(), func(t *testing.T) {
+			if c.s == TwoWay && testing.Short() {
+				t.Skip("its lookups are ShipKeys'; TestHTTPJoinKeyOverBatchBytes covers them")
+			}
+			log := &lookupLog{Differ: &wideStore{n: n, keyLen: keyLen, held: c.held}}
+			_, _, b := serve(t, log, nil)
+			var want [][]byte
+			total := int64(0)
+			for i := range n {
+				k := a.key(nil, i)
+				total += keyBytes(k)
+				if c.held(i) {
+					want = append(want, k)
+				}
+			}
+			joinSame(t, a, b, c.s, Options{}, want)
+			lookups := checkBatches(t, c.s, log.take(), n, total, defaultBatchBytes)
+			if least := int((total + defaultBatchBytes - 1) / defaultBatchBytes); lookups < least {
+				t.Errorf("%v: %d lookups for %d bytes of keys", c.s, lookups, total)
+			}
+		})
+	}
+}
+
+// TestHTTPJoinKeyOverBatchBytes: keys of bloomkv.MaxKeySize join over HTTP
+// at the default options, and at a BatchBytes below their size, each goes
+// to B alone; the join is exact. A key over B's request limit ends the join
+// with a refusal (413, ErrBadRequest) at its first lookup, not retried.
+func TestHTTPJoinKeyOverBatchBytes(t *testing.T) {
+	const batchBytes = 32 << 10
+	d := openStore(t)
+	b := d.NewBatch()
+	var want [][]byte
+	total := int64(0)
+	add := func(k []byte) {
+		b.Set(k, fmt.Appendf(nil, "v%d", len(want)))
+		want = append(want, k)
+		total += keyBytes(k)
+	}
+	for i := range 50 {
+		add(fmt.Appendf(nil, "a%03d", i))
+	}
+	for i := range 2 {
+		add(append(fmt.Appendf(nil, "m%d", i), bytes.Repeat([]byte("y"), bloomkv.MaxKeySize-2)...))
+	}
+	for i := range 50 {
+		add(fmt.Appendf(nil, "z%03d", i))
+	}
+	if err := d.Apply(b, bloomkv.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	log := &lookupLog{Differ: Local(d, Limits{})}
+	_, _, remote := serve(t, log, nil)
+	for _, s := range []Strategy{ShipKeys, TwoWay} {
+		joinSame(t, Local(d, Limits{}), remote, s, Options{}, want)
+		checkBatches(t, s, log.take(), len(want), total, defaultBatchBytes)
+		joinSame(t, Local(d, Limits{}), remote, s, Options{BatchBytes: batchBytes}, want)
+		calls := log.take()
+		checkBatches(t, s, calls, len(want), total, batchBytes)
+		alone := 0
+		for _, c := range calls {
+			if c.bytes > batchBytes {
+				alone++
+			}
+		}
+		if alone != 2 {
+			t.Errorf("%v: %d lookups over %d bytes, want one for each of the 2 large keys", s, alone, batchBytes)
+		}
+	}
+
+	// B refuses requests over 64 KiB: the small keys pass, the first large
+	// key is refused, once.
+	h := Handler(Local(d, Limits{}), &HandlerOptions{MaxRequestBytes: 64 << 10})
+	var lookups atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == pathPrefix+epLookup.String() {
+			lookups.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	remote = dial(t, srv.URL)
+	for _, s := range []Strategy{ShipKeys, TwoWay} {
+		lookups.Store(0)
+		_, err := Join(context.Background(), Local(d, Limits{}), remote, &Options{Strategy: s, BatchBytes: batchBytes}, func(Match) error { return nil })
+		if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "413") {
+			t.Errorf("%v: a key over the server's limit: %v; want a refusal with 413", s, err)
+		}
+		if n := lookups.Load(); n != 2 {
+			t.Errorf("%v: %d lookup requests, want 2: the small keys', and the large key's, refused", s, n)
+		}
 	}
 }

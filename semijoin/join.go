@@ -69,6 +69,12 @@ type Options struct {
 	// BatchKeys bounds the keys A sends B in one lookup (ShipKeys, TwoWay),
 	// and so the memory Join holds (default 4096).
 	BatchKeys int
+	// BatchBytes bounds the bytes of those keys, with their length
+	// prefixes, in one lookup (default a quarter of DefaultMaxRequestBytes,
+	// the limit on a Handler's requests unless it is told otherwise). A key
+	// larger than it goes alone. Set it under the MaxRequestBytes of a B
+	// served with a lower limit.
+	BatchBytes int
 	// MaxFilterBits bounds the filters Join asks for (default
 	// DefaultMaxFilterBits). Asking for a strategy whose filters cannot fit
 	// within it is an error wrapping ErrBadRequest.
@@ -114,10 +120,16 @@ const requestBytes = 16
 
 const defaultBatchKeys = 4096
 
+// defaultBatchBytes is a quarter of a Handler's default request limit, so
+// that the rest of a lookup request, the range's bounds (each as long as a
+// key may be) and the other parameters, fits in the other three quarters.
+const defaultBatchBytes = DefaultMaxRequestBytes / 4
+
 // Join calls fn, in key order, for each key in o.Range that both a and b
 // hold. The result is exact: false positives of a filter never reach fn.
-// Memory stays bounded whatever the sides' sizes (o.BatchKeys keys, the
-// filters, and one record of each side).
+// Memory stays bounded whatever the sides' sizes (a batch of o.BatchKeys
+// keys and o.BatchBytes of them, with A's values; the filters; and one
+// record of each side).
 func Join(ctx context.Context, a, b Store, o *Options, fn func(Match) error) (Report, error) {
 	if o == nil {
 		o = &Options{}
@@ -128,6 +140,9 @@ func Join(ctx context.Context, a, b Store, o *Options, fn func(Match) error) (Re
 	j := &joiner{ctx: ctx, a: a, b: b, o: *o, fn: fn}
 	if j.o.BatchKeys <= 0 {
 		j.o.BatchKeys = defaultBatchKeys
+	}
+	if j.o.BatchBytes <= 0 {
+		j.o.BatchBytes = defaultBatchBytes
 	}
 	if j.o.MaxFilterBits == 0 {
 		j.o.MaxFilterBits = DefaultMaxFilterBits
@@ -339,14 +354,18 @@ func uvarintLen(n int) int {
 type record struct{ key, value []byte }
 
 // shipKeys sends A's keys (those passing filter, when given) to B in
-// batches of o.BatchKeys, and matches B's answers against the batch.
+// batches of at most o.BatchKeys keys and o.BatchBytes bytes of keys on the
+// wire, a key over o.BatchBytes alone, and matches B's answers against the
+// batch.
 func (j *joiner) shipKeys(filter *filterblock.Bloom) error {
 	batch := make([]record, 0, j.o.BatchKeys)
 	keys := make([][]byte, 0, j.o.BatchKeys)
+	batchBytes := int64(0)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
+		batchBytes = 0
 		keys = keys[:0]
 		for _, r := range batch {
 			keys = append(keys, r.key)
@@ -373,8 +392,15 @@ func (j *joiner) shipKeys(filter *filterblock.Bloom) error {
 		if filter != nil && !filter.MayContain(k) {
 			return nil
 		}
+		kb := keyBytes(k)
+		if batchBytes+kb > int64(j.o.BatchBytes) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		batch = append(batch, record{bytes.Clone(k), bytes.Clone(v)})
-		if len(batch) == cap(batch) {
+		batchBytes += kb
+		if len(batch) >= j.o.BatchKeys || batchBytes >= int64(j.o.BatchBytes) {
 			return flush()
 		}
 		return nil
