@@ -53,9 +53,10 @@ func (d *DB) SSTables() ([][]TableInfo, error) {
 // CheckStats counts what Check read.
 type CheckStats struct {
 	Tables, Blocks int
-	// Entries and RangeDeletions count the tables' point entries and
-	// range-deletion fragments; LiveKeys the keys a full scan of the store
-	// returns.
+	// Entries counts the tables' point entries; RangeDeletions the
+	// tables' range-deletion fragments and the range deletions the
+	// memtables hold (those replayed from the write-ahead log among them);
+	// LiveKeys the keys a full scan of the store returns.
 	Entries, RangeDeletions, LiveKeys uint64
 }
 
@@ -101,7 +102,13 @@ func (d *DB) Check() (CheckStats, error) {
 	readSeq := base.SeqNum(d.visibleSeq.Load()) + 1
 	d.mu.Lock()
 	lastSeq := d.lastSeq // assigned, perhaps not yet visible: the bound for tables
+	for _, m := range s.imm {
+		if !m.flushed { // a flushed one's are counted in its table
+			st.RangeDeletions += uint64(len(m.mt.RangeDels()))
+		}
+	}
 	d.mu.Unlock()
+	st.RangeDeletions += uint64(len(s.mem.mt.RangeDels()))
 	var problems []error
 	more := 0
 	problem := func(err error) {

@@ -134,7 +134,13 @@ func TestSSTablesAndCheck(t *testing.T) {
 			all = append(all, p.Error())
 		}
 		joined := strings.Join(all, "\n")
-		for _, want := range []string{flip + ": data block (0, ", "checksum mismatch", tables[1].Name + ": holds keys", "the manifest records"} {
+		// The copy differs from the manifest's record in its size (refused
+		// at open) or, when the sizes match, in its keys.
+		copied := tables[1].Name + ": holds keys"
+		if tables[1].Size != tables[2].Size {
+			copied = tables[1].Name + " is "
+		}
+		for _, want := range []string{flip + ": data block (0, ", "checksum mismatch", copied, "the manifest records"} {
 			if !strings.Contains(joined, want) {
 				t.Errorf("no problem mentions %q:\n%s", want, joined)
 			}
@@ -186,5 +192,45 @@ func TestCheckLevelInvariants(t *testing.T) {
 				t.Errorf("%s: %v, want a corruption error saying %q", c.name, errs, c.want)
 			}
 		})
+	}
+}
+
+// TestCheckCountsMemtableRangeDeletions: Check counts the range deletions
+// the memtables hold, those replayed from the WAL among them, once each:
+// before a flush, after a reopen, and after the flush that moves them into
+// a table.
+func TestCheckCountsMemtableRangeDeletions(t *testing.T) {
+	fs := vfs.NewMem()
+	o := &Options{FS: fs, Logger: quietLogger()}
+	d := mustOpen(t, "/db", o)
+	if err := d.Set([]byte("a"), []byte("1"), Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeleteRange([]byte("b"), []byte("c"), Sync); err != nil {
+		t.Fatal(err)
+	}
+	count := func(when string, want uint64) {
+		t.Helper()
+		st, err := d.Check()
+		if err != nil || st.RangeDeletions != want {
+			t.Fatalf("%s: %+v, %v; want %d range deletions", when, st, err, want)
+		}
+	}
+	count("in the memtable", 1)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d = mustOpen(t, "/db", &Options{FS: fs, Logger: quietLogger(), ReadOnly: true})
+	count("replayed from the WAL", 1)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d = mustOpen(t, "/db", o)
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	count("flushed", 1)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

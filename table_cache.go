@@ -73,7 +73,7 @@ func (tc *tableCache) pinnedBytes() uint64 {
 // the calls that met the failure report it.
 func (tc *tableCache) get(f *manifest.FileMetadata) (*sstable.Reader, error) {
 	for attempt := 0; ; attempt++ {
-		r, opened, err := tc.getOnce(f.FileNum, f.SeqNumOverride)
+		r, opened, err := tc.getOnce(f.FileNum, f.SeqNumOverride, f.Size)
 		if err == nil || opened || attempt > 0 || errors.Is(err, ErrClosed) {
 			return r, err
 		}
@@ -81,8 +81,10 @@ func (tc *tableCache) get(f *manifest.FileMetadata) (*sstable.Reader, error) {
 }
 
 // getOnce is one attempt of get; opened says whether this call made the
-// open attempt whose result it returns.
-func (tc *tableCache) getOnce(num uint64, override base.SeqNum) (r *sstable.Reader, opened bool, err error) {
+// open attempt whose result it returns. A file whose size differs from
+// the size the manifest records (recorded; 0: unknown) is damaged, and
+// reported so.
+func (tc *tableCache) getOnce(num uint64, override base.SeqNum, recorded uint64) (r *sstable.Reader, opened bool, err error) {
 	tc.mu.Lock()
 	if tc.closed {
 		tc.mu.Unlock()
@@ -103,6 +105,9 @@ func (tc *tableCache) getOnce(num uint64, override base.SeqNum) (r *sstable.Read
 			return
 		}
 		size, err := f.Size()
+		if err == nil && recorded != 0 && uint64(size) != recorded {
+			err = base.CorruptionErrorf("bloomkv: table %s %s", name, base.SizeMismatch(uint64(size), recorded))
+		}
 		if err == nil && tc.mmap {
 			f = vfs.MapForReading(f, size)
 		}

@@ -340,7 +340,9 @@ func decodeFooter(tail []byte, size uint64, name string) (footer, error) {
 		}
 		handles = ft[1 : 1+40]
 	default:
-		return footer{}, unsupportedf("%s: unknown magic number %#x at offset %d", name, magic, size-8)
+		// A table cut short ends mid-block, where no magic number is: the
+		// likelier cause than another format, so the error says both.
+		return footer{}, unsupportedf("%s: truncated or not an sstable: unknown magic number %#x at offset %d, the last 8 of %d bytes", name, magic, size-8, size)
 	}
 	var n int
 	if f.metaindex, n = decodeHandle(handles); n == 0 {

@@ -32,6 +32,9 @@ type Properties struct {
 	// table's keys and range deletions (bloomkv's own properties).
 	SmallestSeqNum base.SeqNum
 	LargestSeqNum  base.SeqNum
+	// HasSeqNums reports whether the table states SmallestSeqNum and
+	// LargestSeqNum; tables other writers made leave them to the reader.
+	HasSeqNums bool
 	// Format is the table format, from the footer.
 	Format TableFormat
 	// User holds the properties bloomkv does not interpret, as stored.
@@ -124,6 +127,9 @@ func (p *Properties) decode(it *blockIter) error {
 				return it.corrupt(it.offset, fmt.Sprintf("property %s: bad varint", name))
 			}
 			*v = n
+			if name == propLargestSeq {
+				p.HasSeqNums = true
+			}
 		} else if v, ok := strs[name]; ok {
 			*v = string(it.value)
 		} else {
