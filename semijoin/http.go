@@ -66,12 +66,23 @@ import (
 // POST, 413 a body or filter over the limits, 415 another content type,
 // 422 damaged data (a frame or filter that fails its checksum, the store's
 // ErrCorrupt), 429 too many sketch sessions, 500 anything else.
+//
+// Every response of the handler, refusals included, carries the header
+// Bloomkv-Semijoin: v1, by which a client tells a refusal of a semijoin
+// server from the answer of some other server at the URL.
 
 // pathPrefix is where Handler serves its endpoints.
 const pathPrefix = "/semijoin/v1/"
 
 // contentType is that of request and response bodies.
 const contentType = "application/x-bloomkv-semijoin"
+
+// serverHeader names the header every response of the handler carries,
+// with serverVersion, the protocol's version.
+const (
+	serverHeader  = "Bloomkv-Semijoin"
+	serverVersion = "v1"
+)
 
 // sessionIDLen is the length of a sketch session's id.
 const sessionIDLen = 16

@@ -118,7 +118,7 @@ func (c *remote) call(ctx context.Context, e endpoint, q *request, fn func(field
 		return c.statusError(e, resp)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != contentType {
-		return c.fail(e, ErrRemote, nil, "an answer of type %q, not %q: is this a bloomkv semijoin server?", ct, contentType)
+		return c.fail(e, ErrRemote, nil, "an answer of type %q, not %q: expected a store served by 'bloomkv serve' or semijoin.Handler at this URL", ct, contentType)
 	}
 	return c.readAnswer(ctx, e, resp.Body, fn)
 }
@@ -195,6 +195,15 @@ func (c *remote) answerError(e endpoint, records int, m []byte) error {
 // report.
 func (c *remote) statusError(e endpoint, resp *http.Response) error {
 	line, _, _ := bufio.NewReader(io.LimitReader(resp.Body, 4096)).ReadLine()
+	if resp.Header.Get(serverHeader) == "" {
+		// Some other server, or a proxy in front of one: its reason is
+		// likely a page, and says nothing of the store.
+		what := resp.Header.Get("Content-Type")
+		if what == "" {
+			what = "no content type"
+		}
+		return c.fail(e, ErrRemote, nil, "HTTP %d (%s) from a server that is not a bloomkv semijoin server: expected a store served by 'bloomkv serve' or semijoin.Handler at this URL", resp.StatusCode, what)
+	}
 	kind := ErrRemote
 	switch resp.StatusCode {
 	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed,

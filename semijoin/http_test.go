@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -362,8 +363,10 @@ func TestDialURL(t *testing.T) {
 			t.Errorf("%s: %+v, %v", u, st, err)
 		}
 	}
+	// A path the handler is not mounted at: the mux's 404 is not the
+	// handler's.
 	s, _ := Dial(srv.URL+"/elsewhere", nil)
-	if _, err := s.Stats(context.Background(), KeyRange{}, nil); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "404") {
+	if _, err := s.Stats(context.Background(), KeyRange{}, nil); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "HTTP 404 (text/plain; charset=utf-8) from a server that is not a bloomkv semijoin server") {
 		t.Errorf("wrong path: %v", err)
 	}
 	gone := httptest.NewServer(http.NotFoundHandler())
@@ -729,5 +732,44 @@ func TestHTTPJoinKeyOverBatchBytes(t *testing.T) {
 		if n := lookups.Load(); n != 2 {
 			t.Errorf("%v: %d lookup requests, want 2: the small keys', and the large key's, refused", s, n)
 		}
+	}
+}
+
+// TestHTTPNotASemijoinServer: a server at the URL that is not a semijoin
+// server (a web page's 501, a 404) is named so, with what it answered, and
+// not as the store's refusal; a semijoin server's refusal still gives its
+// reason.
+func TestHTTPNotASemijoinServer(t *testing.T) {
+	for _, status := range []int{http.StatusNotImplemented, http.StatusNotFound} {
+		web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(status)
+			io.WriteString(w, "<!DOCTYPE HTML><html><body>Unsupported method</body></html>\n")
+		}))
+		remote, err := Dial(web.URL, web.Client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = remote.Stats(context.Background(), KeyRange{}, nil)
+		web.Close()
+		msg := fmt.Sprint(err)
+		if !errors.Is(err, ErrRemote) || !strings.Contains(msg, fmt.Sprintf("HTTP %d (text/html) from a server that is not a bloomkv semijoin server", status)) ||
+			strings.Contains(msg, "DOCTYPE") {
+			t.Errorf("HTTP %d from a web server: %v", status, err)
+		}
+	}
+	local, _, _, _ := remoteFixture(t, nil)
+	srv, _, _ := serve(t, local, nil)
+	resp, err := srv.Client().Post(srv.URL+"/semijoin/v1/nothing", contentType, strings.NewReader(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get(serverHeader) != serverVersion {
+		t.Errorf("a refusal: HTTP %d, %s %q", resp.StatusCode, serverHeader, resp.Header.Get(serverHeader))
+	}
+	s := dial(t, srv.URL+"/semijoin/v1/nothing/")
+	if _, err := s.Stats(context.Background(), KeyRange{}, nil); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "HTTP 404: semijoin: no endpoint") {
+		t.Errorf("a refusal's reason: %v", err)
 	}
 }
