@@ -188,7 +188,7 @@ func TestBadInput(t *testing.T) {
 		// An error, and nothing written there.
 		emptyDir := t.TempDir()
 		for _, cmd := range [][]string{{"db", "lsm", emptyDir}, {"db", "check", emptyDir}, {"db", "get", emptyDir, "k"}, {"db", "diff", emptyDir},
-			{"db", "space", emptyDir}, {"db", "properties", emptyDir}, {"find", "k", emptyDir}} {
+			{"db", "space", emptyDir}, {"db", "properties", emptyDir}, {"find", emptyDir, "k"}} {
 			_, errOut, code := runTool(cmd...)
 			expectOneLine(t, cmd, emptyDir, errOut, code)
 			if names, _ := os.ReadDir(emptyDir); code != 1 || len(names) != 0 {
@@ -239,7 +239,7 @@ func storeDamage(t *testing.T, db, key string) {
 					t.Fatal(err)
 				}
 				for _, cmd := range [][]string{{"db", "lsm", dir}, {"db", "get", dir, key}, {"db", "scan", dir}, {"db", "check", dir}, {"db", "diff", dir},
-					{"db", "space", dir}, {"db", "properties", dir}, {"find", key, dir}} {
+					{"db", "space", dir}, {"db", "properties", dir}, {"find", dir, key}} {
 					_, errOut, code := runTool(cmd...)
 					runs++
 					expectOneLine(t, cmd, dir, errOut, code)

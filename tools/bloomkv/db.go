@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/humanize"
 	"github.com/bloomkv/bloomkv/internal/pebblestore"
+	"github.com/bloomkv/bloomkv/internal/vfs"
 )
 
 func dbCmd(e *env) *cobra.Command {
@@ -23,7 +25,10 @@ func dbCmd(e *env) *cobra.Command {
 
 // openDB opens the store in dir read-only. Nothing is written: the
 // write-ahead logs are replayed into memory, not flushed.
-func openDB(dir string) (*bloomkv.DB, error) {
+func openDB(dir string) (*bloomkv.DB, error) { return openDBOn(dir, nil) }
+
+// openDBOn is openDB reading through fs (nil: the operating system's).
+func openDBOn(dir string, fs bloomkv.FS) (*bloomkv.DB, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, err
@@ -35,9 +40,47 @@ func openDB(dir string) (*bloomkv.DB, error) {
 		return nil, base.UnsupportedErrorf("%s is a Pebble store: db lsm, get, scan, check, options, space, properties and find read it, this command does not", dir)
 	}
 	return bloomkv.Open(dir, &bloomkv.Options{
+		FS:       fs,
 		ReadOnly: true,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+}
+
+// withDBProgress is withDB for long work: on a terminal, a progress line
+// of what names (with verb) shows how many of the bytes of the store's
+// tables fn has read.
+func (e *env) withDBProgress(dir, what string, fn func(d *bloomkv.DB) error) error {
+	if !e.tty {
+		return withDB(dir, fn)
+	}
+	rc := &readCounter{FS: vfs.Default}
+	d, err := openDBOn(dir, rc)
+	if err != nil {
+		return err
+	}
+	total, err := tableBytes(d)
+	if err == nil {
+		rc.n.Store(0) // opening replayed the logs: not the work to show
+		stop := e.startProgress(func() string { return rc.describe(what, total) })
+		err = fn(d)
+		stop()
+	}
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// tableBytes is the size of a store's tables.
+func tableBytes(d *bloomkv.DB) (uint64, error) {
+	levels, err := d.SSTables()
+	var n uint64
+	for _, tables := range levels {
+		for _, t := range tables {
+			n += t.Size
+		}
+	}
+	return n, err
 }
 
 // withDB runs fn on the store in dir and closes it.
@@ -63,6 +106,68 @@ type lsmTableOut struct {
 	Exclusive   bool   `json:"largest_exclusive,omitempty"`
 	SmallestSeq uint64 `json:"smallest_seq"`
 	LargestSeq  uint64 `json:"largest_seq"`
+	// Problem says how the file differs from what the manifest records:
+	// missing, or of another size (FileSize).
+	Problem  string `json:"problem,omitempty"`
+	FileSize *int64 `json:"file_size,omitempty"`
+}
+
+// checkFile compares a table's file in dir with the manifest's record of
+// it (a virtual table's size is its share of another file: not compared).
+func (t *lsmTableOut) checkFile(dir string) error {
+	if t.Backing != "" {
+		return nil
+	}
+	path := filepath.Join(dir, t.File)
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		t.Problem = "missing"
+		return fmt.Errorf("%s: the manifest lists it: %w", path, err)
+	case uint64(st.Size()) != t.Size:
+		n := st.Size()
+		t.FileSize = &n
+		t.Problem = "truncated"
+		if uint64(n) > t.Size {
+			t.Problem = "longer than recorded"
+		}
+		return base.CorruptionErrorf("%s %s", path, base.SizeMismatch(uint64(n), t.Size))
+	}
+	return nil
+}
+
+// checkFiles compares each table's file with the manifest's record of it,
+// marking those that differ, and returns what it found.
+func (out *lsmOut) checkFiles() []error {
+	var errs []error
+	check := func(t *lsmTableOut) {
+		if err := t.checkFile(out.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := range out.Flushable {
+		check(&out.Flushable[i])
+	}
+	for l := range out.Levels {
+		for i := range out.Levels[l].Tables {
+			check(&out.Levels[l].Tables[i])
+		}
+	}
+	return errs
+}
+
+// emitLSM prints a store's levels, then each table whose file is not as
+// the manifest records it, as a failure.
+func (e *env) emitLSM(out lsmOut, print func(lsmOut)) {
+	errs := out.checkFiles()
+	if e.json {
+		e.emit(out)
+	} else {
+		print(out)
+	}
+	for _, err := range errs {
+		e.fail(err)
+	}
 }
 
 type lsmLevelOut struct {
@@ -123,11 +228,7 @@ func (e *env) lsm(dir string, d *bloomkv.DB, fm *formats) error {
 		out.Size += lo.Size
 		out.Levels = append(out.Levels, lo)
 	}
-	if e.json {
-		e.emit(out)
-		return nil
-	}
-	e.printLSM(out)
+	e.emitLSM(out, e.printLSM)
 	return nil
 }
 
@@ -145,7 +246,13 @@ func (e *env) printLSM(out lsmOut) {
 			if t.Backing != "" {
 				virtual = fmt.Sprintf("  virtual, part of %s", t.Backing)
 			}
-			e.printf("    %s  %8d bytes  [%s, %s%s  seqs %d-%d%s\n", t.File, t.Size, t.Smallest, t.Largest, end, t.SmallestSeq, t.LargestSeq, virtual)
+			problem := ""
+			if t.FileSize != nil {
+				problem = fmt.Sprintf("  %s: the file holds %d bytes", strings.ToUpper(t.Problem), *t.FileSize)
+			} else if t.Problem != "" {
+				problem = "  " + strings.ToUpper(t.Problem)
+			}
+			e.printf("    %s  %8d bytes  [%s, %s%s  seqs %d-%d%s%s\n", t.File, t.Size, t.Smallest, t.Largest, end, t.SmallestSeq, t.LargestSeq, virtual, problem)
 		}
 	}
 }
@@ -155,7 +262,7 @@ func getCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "get DIR KEY",
 		Short: "Print the value of KEY (exit status 1 when absent)",
-		Args:  args(cobra.ExactArgs(2)),
+		Args:  dirThenKey,
 		RunE: func(c *cobra.Command, a []string) error {
 			key, err := parseKey(a[1])
 			if err != nil {
@@ -270,7 +377,7 @@ first and how many more; -v lists them all on stdout); the exit status is 1.`,
 			if pebblestore.IsPebble(a[0]) {
 				return withPebble(a[0], func(s *pebblestore.Store) error { return e.pebbleCheck(a[0], s, verbose) })
 			}
-			return withDB(a[0], func(d *bloomkv.DB) error {
+			return e.withDBProgress(a[0], "check", func(d *bloomkv.DB) error {
 				st, err := d.Check()
 				out := dbCheckOut{Dir: a[0], OK: err == nil, Tables: st.Tables, Blocks: st.Blocks, Entries: st.Entries,
 					RangeDeletions: st.RangeDeletions, LiveKeys: st.LiveKeys}

@@ -79,13 +79,14 @@ probes first (DB.MayHaveChanged):
     error. While the filter is off only the base's keys are counted.
 
 The store is opened read-only; the exit status is 1 when it cannot be opened
-or a file of it cannot be read.`,
+or a file of it cannot be read. On a terminal, a progress line on stderr
+shows the share of the tables' bytes read.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			if sample < 0 {
 				return usageError{fmt.Errorf("--sample %d is negative", sample)}
 			}
-			return withDB(a[0], func(d *bloomkv.DB) error { return e.dbDiff(a[0], d, sample) })
+			return e.withDBProgress(a[0], "diff", func(d *bloomkv.DB) error { return e.dbDiff(a[0], d, sample) })
 		},
 	}
 	c.Flags().IntVar(&sample, "sample", 0, "probe only the first N live keys in key order (0: all)")

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -131,8 +132,15 @@ func (b *bounds) parse(c *cobra.Command) error {
 }
 
 // emit prints one JSON object on a line.
-func (e *env) emit(v any) {
-	enc := json.NewEncoder(e.out)
+func (e *env) emit(v any) { e.emitTo(e.out, v) }
+
+// emitReport prints a command's closing report as one JSON object on a
+// line of stderr, apart from the records on stdout.
+func (e *env) emitReport(v any) { e.emitTo(e.errOut, v) }
+
+// emitTo prints one JSON object on a line of w.
+func (e *env) emitTo(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		e.fail(fmt.Errorf("encoding JSON: %w", err))
@@ -141,6 +149,10 @@ func (e *env) emit(v any) {
 
 // printf prints text output.
 func (e *env) printf(format string, args ...any) { fmt.Fprintf(e.out, format, args...) }
+
+// reportf prints a line of a command's closing report on stderr, apart
+// from the records on stdout.
+func (e *env) reportf(format string, args ...any) { fmt.Fprintf(e.errOut, format, args...) }
 
 // percent prints a fraction as a percentage.
 func percent(f float64) string { return fmt.Sprintf("%.3f%%", 100*f) }

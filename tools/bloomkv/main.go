@@ -1,5 +1,5 @@
 // Command bloomkv inspects a store's files offline: sstables (bloomkv's, and
-// those Pebble writes in the LevelDB, RocksDBv2 and Pebblev1 to v4 formats),
+// those Pebble writes in the LevelDB, RocksDBv2 and Pebblev1 to v7 formats),
 // write-ahead logs, manifests, blob files and whole stores, bloomkv's and
 // Pebble's (with row-based tables). It also serves a store over HTTP and
 // joins, estimates the overlap of, or diffs two stores (semijoin), each a
@@ -8,7 +8,7 @@
 //
 //	go run ./tools/bloomkv sstable properties FILE...
 //	go run ./tools/bloomkv sstable layout [-v] FILE...
-//	go run ./tools/bloomkv sstable scan [--start K] [--end K] [--count N] FILE...
+//	go run ./tools/bloomkv sstable scan|dump [--start K] [--end K] [--count N] FILE...
 //	go run ./tools/bloomkv sstable check FILE...
 //	go run ./tools/bloomkv sstable filter [--probes N] FILE...
 //	go run ./tools/bloomkv sstable space [--start K] [--end K] FILE...
@@ -18,7 +18,7 @@
 //	go run ./tools/bloomkv blob dump|layout FILE...
 //	go run ./tools/bloomkv db lsm|check|properties DIR
 //	go run ./tools/bloomkv db space DIR [--start K] [--end K]
-//	go run ./tools/bloomkv find KEY DIR
+//	go run ./tools/bloomkv find DIR KEY
 //	go run ./tools/bloomkv db get DIR KEY
 //	go run ./tools/bloomkv db scan DIR [--start K] [--end K] [--count N]
 //	go run ./tools/bloomkv db diff DIR [--sample N]
@@ -90,9 +90,11 @@ func runContext(ctx context.Context, argv []string, stdout, stderr io.Writer) in
 		Use:   "bloomkv",
 		Short: "Inspect bloomkv stores and sstables offline, serve and compare stores (read-only)",
 		Long: `bloomkv reads a store's files without the application: sstables
-(bloomkv's, and Pebble's in the LevelDB, RocksDBv2 and Pebblev1 to v4
-formats), write-ahead logs, manifests, Pebble's blob files and whole
-stores, bloomkv's and Pebble's. It never writes to them.
+(bloomkv's, and Pebble's in the LevelDB, RocksDBv2 and Pebblev1 to v7
+formats: row-based to v4, columnar from v5), write-ahead logs, manifests,
+Pebble's blob files and whole stores, bloomkv's and Pebble's. It never
+writes to them. Commands on a store take its directory first (db get DIR
+KEY, find DIR KEY).
 
 serve serves a store over HTTP (read-only unless --writable); join, estimate
 and diff compare two stores, each a directory or the http:// URL of a served
@@ -165,4 +167,24 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 	}
 	c.AddCommand(subs...)
 	return c
+}
+
+// dirThenKey checks the arguments of a command that takes DIR KEY: two,
+// and not in the other order. A swap (the first not a directory, the
+// second one) is a usage error that says which looked like which.
+func dirThenKey(c *cobra.Command, a []string) error {
+	if err := args(cobra.ExactArgs(2))(c, a); err != nil {
+		return err
+	}
+	if isDir(a[0]) || !isDir(a[1]) {
+		return nil
+	}
+	return usageError{fmt.Errorf("%s takes DIR KEY, the directory first: %q is a directory and %q is not (try: %s %s %s)",
+		c.CommandPath(), a[1], a[0], c.CommandPath(), a[1], a[0])}
+}
+
+// isDir reports whether path names a directory.
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }

@@ -62,18 +62,16 @@ func (e *env) pebbleLSM(dir string, s *pebblestore.Store, fm *formats) error {
 		out.Size += lo.Size
 		out.Levels = append(out.Levels, lo)
 	}
-	if e.json {
-		e.emit(out)
-		return nil
-	}
-	e.printf("%s: Pebble store, format major version %03d; %s, %s, WALs %s\n", dir, out.FormatVersion, out.Manifest, orNone(out.OptionsFile), orNone(strings.Join(out.WALs, " ")))
-	for _, t := range out.Flushable {
-		e.printf("  flushable ingest %s, %d bytes, sequence number %d (in a WAL, not yet in a level)\n", t.File, t.Size, t.SmallestSeq)
-	}
-	if len(out.BlobFiles) > 0 {
-		e.printf("  blob files: %s\n", strings.Join(out.BlobFiles, " "))
-	}
-	e.printLSM(out)
+	e.emitLSM(out, func(out lsmOut) {
+		e.printf("%s: Pebble store, format major version %03d; %s, %s, WALs %s\n", dir, out.FormatVersion, out.Manifest, orNone(out.OptionsFile), orNone(strings.Join(out.WALs, " ")))
+		for _, t := range out.Flushable {
+			e.printf("  flushable ingest %s, %d bytes, sequence number %d (in a WAL, not yet in a level)\n", t.File, t.Size, t.SmallestSeq)
+		}
+		if len(out.BlobFiles) > 0 {
+			e.printf("  blob files: %s\n", strings.Join(out.BlobFiles, " "))
+		}
+		e.printLSM(out)
+	})
 	return nil
 }
 

@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
+
+	"github.com/bloomkv/bloomkv/internal/humanize"
+	"github.com/bloomkv/bloomkv/internal/vfs"
 )
 
 // Progress lines appear once work has run for progressAfter, and are
@@ -67,4 +71,48 @@ func progressLine(w io.Writer, describe func() string, after, every time.Duratio
 		close(quit)
 		<-done
 	}
+}
+
+// readCounter is a file system that counts the bytes read through the
+// files it opens, for a progress line of work that reads a store.
+type readCounter struct {
+	vfs.FS
+	n atomic.Int64
+}
+
+// Open opens name, counting what is read of it.
+func (c *readCounter) Open(name string) (vfs.File, error) {
+	f, err := c.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return countedFile{File: f, n: &c.n}, nil
+}
+
+// countedFile adds the bytes read from a file to n.
+type countedFile struct {
+	vfs.File
+	n *atomic.Int64
+}
+
+func (f countedFile) Read(p []byte) (int, error) {
+	n, err := f.File.Read(p)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+func (f countedFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+// describe is a progress line of the work verb that has read c's bytes of
+// total.
+func (c *readCounter) describe(verb string, total uint64) string {
+	read := uint64(c.n.Load())
+	if total == 0 {
+		return fmt.Sprintf("%s: %s read", verb, humanize.Bytes(read))
+	}
+	return fmt.Sprintf("%s %s %s of the tables' %s read", verb, bar(float64(read)/float64(total)), humanize.Bytes(read), humanize.Bytes(total))
 }

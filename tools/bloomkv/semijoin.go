@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -41,12 +43,19 @@ func openSide(arg string) (*side, error) {
 		}
 		return &side{arg: arg, s: metered{s, m}, m: m, close: func() error { return nil }}, nil
 	}
+	if _, err := os.Stat(arg); errors.Is(err, fs.ErrNotExist) && hostPort.MatchString(arg) {
+		return nil, usageError{fmt.Errorf("%q is not a directory, and a served store's URL starts with http:// or https:// (try http://%s)", arg, arg)}
+	}
 	d, err := openDB(arg)
 	if err != nil {
 		return nil, err
 	}
 	return &side{arg: arg, s: metered{semijoin.Local(d, semijoin.Limits{}), m}, m: m, close: d.Close}, nil
 }
+
+// hostPort matches a store argument that names a server without its
+// scheme: host:port, perhaps with a path.
+var hostPort = regexp.MustCompile(`^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}(/.*)?$`)
 
 // withSides opens the stores a and b, runs fn on them with a context that
 // SIGINT and SIGTERM cancel, and closes them. The same directory named
@@ -223,8 +232,10 @@ the fewest expected bytes. The result is the same whichever: exact.
 
 ` + twoStoresHelp + `
 
---limit N stops after N matches; the report then covers the work done until
-then. With --json each match is a JSON object, and the report the last.
+--limit N prints the first N matches; the report then counts those and
+covers the work done until the join stopped. The matches go to stdout and
+the report to stderr; with --json each match is a JSON object on stdout,
+and the report one on stderr.
 While it runs, a progress line shows on stderr when stderr is a terminal.`,
 		Args: args(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, a []string) error {
@@ -294,13 +305,13 @@ func (e *env) join(ctx context.Context, a, b *side, o *semijoin.Options, limit i
 		A:         sideStatsOut{rep.StatsA.Keys, rep.StatsA.KeyBytes, rep.StatsA.ValueBytes},
 		B:         sideStatsOut{rep.StatsB.Keys, rep.StatsB.KeyBytes, rep.StatsB.ValueBytes},
 		BytesAToB: rep.BytesAToB, BytesBToA: rep.BytesBToA, FilterBytes: rep.FilterBytes, FilterFPRate: rep.FilterFPRate,
-		Candidates: rep.Candidates, FalsePositives: rep.FalsePositives, Matches: rep.Matches, Stopped: stopped,
+		Candidates: rep.Candidates, FalsePositives: rep.FalsePositives, Matches: matches.Load(), Stopped: stopped,
 		Expected: map[string]float64{}}
 	for s, c := range rep.Expected {
 		out.Expected[s.String()] = c
 	}
 	if e.json {
-		e.emit(out)
+		e.emitReport(out)
 		return nil
 	}
 	how := "asked for"
@@ -311,21 +322,21 @@ func (e *env) join(ctx context.Context, a, b *side, o *semijoin.Options, limit i
 	if o.SemiJoin {
 		kind = "semi-join"
 	}
-	e.printf("%s of %s and %s: %s, strategy %s (%s)\n", kind, a.arg, b.arg, plural(out.Matches, "match"), out.Strategy, how)
+	e.reportf("%s of %s and %s: %s, strategy %s (%s)\n", kind, a.arg, b.arg, plural(out.Matches, "match"), out.Strategy, how)
 	if stopped {
-		e.printf("  stopped       at --limit %d: the figures cover the work done until then\n", limit)
+		e.reportf("  stopped       at --limit %d: the figures cover the work done until then\n", limit)
 	}
 	for _, s := range []struct {
 		name string
 		st   sideStatsOut
 	}{{"A", out.A}, {"B", out.B}} {
-		e.printf("  %s             %s, %d key bytes, %d value bytes\n", s.name, plural(s.st.Keys, "key"), s.st.KeyBytes, s.st.ValueBytes)
+		e.reportf("  %s             %s, %d key bytes, %d value bytes\n", s.name, plural(s.st.Keys, "key"), s.st.KeyBytes, s.st.ValueBytes)
 	}
-	e.printf("  moved         %d bytes A to B, %d bytes B to A\n", out.BytesAToB, out.BytesBToA)
+	e.reportf("  moved         %d bytes A to B, %d bytes B to A\n", out.BytesAToB, out.BytesBToA)
 	if out.FilterBytes > 0 {
-		e.printf("  filters       %d bytes; A's at an expected false-positive rate of %s\n", out.FilterBytes, percent(out.FilterFPRate))
+		e.reportf("  filters       %d bytes; A's at an expected false-positive rate of %s\n", out.FilterBytes, percent(out.FilterFPRate))
 	}
-	e.printf("  candidates    %d sent by B: %s, %s\n", out.Candidates, plural(out.Matches, "match"), plural(out.FalsePositives, "false positive"))
+	e.reportf("  candidates    %d sent by B: %s, %s\n", out.Candidates, plural(out.Matches, "match"), plural(out.FalsePositives, "false positive"))
 	var names []string
 	for s := semijoin.ShipKeys; s <= semijoin.TwoWay; s++ {
 		if c, ok := rep.Expected[s]; ok {
@@ -333,7 +344,7 @@ func (e *env) join(ctx context.Context, a, b *side, o *semijoin.Options, limit i
 		}
 	}
 	if len(names) > 0 {
-		e.printf("  expected      %s bytes (without the matches' records)\n", strings.Join(names, ", "))
+		e.reportf("  expected      %s bytes (without the matches' records)\n", strings.Join(names, ", "))
 	}
 	return nil
 }
@@ -433,7 +444,8 @@ different values (changed "key" "a" "b"), then a report. B sends coded
 symbols of a rateless invertible Bloom lookup table of its records until A,
 which subtracts its own, has decoded the difference: about 1.4 symbols (36
 bytes) per differing record, whatever the stores' sizes; then B sends its
-records of the differing keys.
+records of the differing keys. The differences go to stdout and the report
+to stderr (with --json, a JSON object each).
 
 Records are hashed with --seed; should two keys' hashes collide (about once
 in 2^64 pairs), diff says so, and another seed gets past it. The exit status
@@ -500,13 +512,13 @@ func (e *env) diff(ctx context.Context, a, b *side, o *semijoin.DiffOptions, fm 
 	out := diffOut{Differences: rep.OnlyA + rep.OnlyB + rep.Changed, OnlyA: rep.OnlyA, OnlyB: rep.OnlyB, Changed: rep.Changed,
 		Items: rep.Items, Symbols: rep.Symbols, SymbolBytes: rep.SymbolBytes, BytesAToB: rep.BytesAToB, BytesBToA: rep.BytesBToA, Seed: o.Seed}
 	if e.json {
-		e.emit(out)
+		e.emitReport(out)
 		return nil
 	}
-	e.printf("diff of %s and %s: %s: %d only in A, %d only in B, %d changed\n", a.arg, b.arg, plural(out.Differences, "difference"), out.OnlyA, out.OnlyB, out.Changed)
-	e.printf("  A             %s sketched\n", plural(out.Items, "record"))
-	e.printf("  symbols       %d from B, %d bytes\n", out.Symbols, out.SymbolBytes)
-	e.printf("  moved         %d bytes A to B, %d bytes B to A\n", out.BytesAToB, out.BytesBToA)
+	e.reportf("diff of %s and %s: %s: %d only in A, %d only in B, %d changed\n", a.arg, b.arg, plural(out.Differences, "difference"), out.OnlyA, out.OnlyB, out.Changed)
+	e.reportf("  A             %s sketched\n", plural(out.Items, "record"))
+	e.reportf("  symbols       %d from B, %d bytes\n", out.Symbols, out.SymbolBytes)
+	e.reportf("  moved         %d bytes A to B, %d bytes B to A\n", out.BytesAToB, out.BytesBToA)
 	return nil
 }
 

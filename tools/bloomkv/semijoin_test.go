@@ -105,14 +105,13 @@ func mapKeys(m map[string]string) func(func(string) bool) {
 	}
 }
 
-// splitReport splits join's or diff's text output into its record lines
-// and its report.
-func splitReport(out, head string) (lines []string, report string) {
-	i := strings.Index(out, head)
-	if i < 0 {
-		return nil, ""
+// recordLines splits join's or diff's stdout, the records alone, into
+// lines (none for no output).
+func recordLines(out string) []string {
+	if out == "" {
+		return nil
 	}
-	return strings.Split(strings.TrimSuffix(out[:i], "\n"), "\n"), out[i:]
+	return strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 }
 
 // TestJoinCommand runs join with each strategy, as a join and a semi-join, over a
@@ -125,11 +124,11 @@ func TestJoinCommand(t *testing.T) {
 	want := joinLines(ma, mb, "", "", false)
 	for _, bArg := range []string{b, url} {
 		for _, s := range []string{"auto", "keys", "filter", "compressed", "two-way"} {
-			out, errOut, code := runTool("join", "--strategy", s, a, bArg)
-			if code != 0 || errOut != "" {
-				t.Fatalf("%s %s: exit %d, stderr %q", s, bArg, code, errOut)
+			out, report, code := runTool("join", "--strategy", s, a, bArg)
+			if code != 0 || !strings.HasPrefix(report, "join of ") {
+				t.Fatalf("%s %s: exit %d, stderr %q", s, bArg, code, report)
 			}
-			lines, report := splitReport(out, "join of ")
+			lines := recordLines(out)
 			if !slices.Equal(lines, want) {
 				t.Fatalf("%s %s: matches\n%s\nwant\n%s", s, bArg, strings.Join(lines, "\n"), strings.Join(want, "\n"))
 			}
@@ -150,37 +149,43 @@ func TestJoinCommand(t *testing.T) {
 		}
 	}
 	// A semi-join of a range.
-	out, _, code := runTool("join", "--semi", "--start", "user010", "--end", "user040", a, url)
-	lines, report := splitReport(out, "semi-join of ")
+	out, report, code := runTool("join", "--semi", "--start", "user010", "--end", "user040", a, url)
+	lines := recordLines(out)
 	if code != 0 || !slices.Equal(lines, joinLines(ma, mb, "user010", "user040", true)) || !strings.Contains(report, ": 10 matches") {
 		t.Errorf("semi-join of a range: exit %d:\n%s", code, out)
 	}
-	// A limit.
-	out, _, code = runTool("join", "--limit", "3", a, url)
-	lines, report = splitReport(out, "join of ")
-	if code != 0 || !slices.Equal(lines, want[:3]) || !strings.Contains(report, "stopped       at --limit 3") {
-		t.Errorf("--limit 3: exit %d:\n%s", code, out)
+	// A limit: the report counts the matches printed.
+	out, report, code = runTool("join", "--limit", "3", a, url)
+	lines = recordLines(out)
+	if code != 0 || !slices.Equal(lines, want[:3]) || !strings.Contains(report, "stopped       at --limit 3") ||
+		!strings.Contains(report, ": 3 matches, strategy") {
+		t.Errorf("--limit 3: exit %d:\n%s\nreport:\n%s", code, out, report)
 	}
-	// JSON: one object a match, then the report.
+	out, report, code = runTool("--json", "join", "--limit", "2", a, url)
+	var limited joinOut
+	if err := json.Unmarshal([]byte(report), &limited); err != nil || code != 0 || len(recordLines(out)) != 2 || limited.Matches != 2 || !limited.Stopped {
+		t.Errorf("--json --limit 2: exit %d, %d records, report %s (%v)", code, len(recordLines(out)), report, err)
+	}
+	// JSON: one object a match on stdout, the report on stderr.
 	out, errOut, code := runTool("--json", "join", "--strategy", "filter", a, url)
-	if code != 0 || errOut != "" {
+	if code != 0 {
 		t.Fatalf("--json: exit %d, %q", code, errOut)
 	}
-	jl := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(jl) != len(want)+1 {
-		t.Fatalf("--json: %d lines, want %d", len(jl), len(want)+1)
+	jl := recordLines(out)
+	if len(jl) != len(want) {
+		t.Fatalf("--json: %d lines, want %d", len(jl), len(want))
 	}
 	var m matchOut
 	if err := json.Unmarshal([]byte(jl[0]), &m); err != nil || m.Key != `tab\tkey` || m.A != `a\x00` || m.B == nil || *m.B != `b\n` {
 		t.Errorf("first match %s: %+v %v", jl[0], m, err)
 	}
 	var rep joinOut
-	if err := json.Unmarshal([]byte(jl[len(jl)-1]), &rep); err != nil {
+	if err := json.Unmarshal([]byte(errOut), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Strategy != "filter" || rep.Matches != int64(len(want)) || rep.Candidates != rep.Matches+rep.FalsePositives ||
 		rep.A.Keys != 101 || rep.B.Keys != 101 || rep.BytesAToB == 0 || rep.FilterBytes == 0 || len(rep.Expected) != 4 {
-		t.Errorf("report %s", jl[len(jl)-1])
+		t.Errorf("report %s", errOut)
 	}
 }
 
@@ -246,11 +251,11 @@ func TestDiffCommand(t *testing.T) {
 		`only-b "key99999" "only b"`,
 	}
 	for _, bArg := range []string{b, url} {
-		out, errOut, code := runTool("diff", "--seed", "7", a, bArg)
-		if code != 0 || errOut != "" {
-			t.Fatalf("exit %d, %q", code, errOut)
+		out, report, code := runTool("diff", "--seed", "7", a, bArg)
+		if code != 0 || !strings.HasPrefix(report, "diff of ") {
+			t.Fatalf("exit %d, %q", code, report)
 		}
-		lines, report := splitReport(out, "diff of ")
+		lines := recordLines(out)
 		if !slices.Equal(lines, want) {
 			t.Errorf("%s: differences\n%s\nwant\n%s", bArg, strings.Join(lines, "\n"), strings.Join(want, "\n"))
 		}
@@ -261,9 +266,9 @@ func TestDiffCommand(t *testing.T) {
 			}
 		}
 	}
-	out, _, code := runTool("--json", "diff", a, url)
-	jl := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if code != 0 || len(jl) != 5 {
+	out, report, code := runTool("--json", "diff", a, url)
+	jl := recordLines(out)
+	if code != 0 || len(jl) != 4 {
 		t.Fatalf("--json: exit %d:\n%s", code, out)
 	}
 	var d differenceOut
@@ -271,13 +276,13 @@ func TestDiffCommand(t *testing.T) {
 		t.Errorf("third difference %s: %v", jl[2], err)
 	}
 	var rep diffOut
-	if err := json.Unmarshal([]byte(jl[4]), &rep); err != nil || rep.Differences != 4 || rep.OnlyA != 2 || rep.Symbols == 0 || rep.Items != 3001 {
-		t.Errorf("report %s: %v", jl[4], err)
+	if err := json.Unmarshal([]byte(report), &rep); err != nil || rep.Differences != 4 || rep.OnlyA != 2 || rep.Symbols == 0 || rep.Items != 3001 {
+		t.Errorf("report %s: %v", report, err)
 	}
 	// The same store on both sides: no differences.
-	out, _, code = runTool("diff", a, a)
-	if code != 0 || !strings.HasPrefix(out, "diff of "+a+" and "+a+": 0 differences") {
-		t.Errorf("a store with itself: exit %d:\n%s", code, out)
+	out, report, code = runTool("diff", a, a)
+	if code != 0 || out != "" || !strings.HasPrefix(report, "diff of "+a+" and "+a+": 0 differences") {
+		t.Errorf("a store with itself: exit %d:\n%s%s", code, out, report)
 	}
 }
 
@@ -363,12 +368,12 @@ func TestServe(t *testing.T) {
 		t.Fatalf("no serving line: stdout %q, stderr %q", out.String(), errOut.String())
 	}
 	got, _, code := runTool("join", "--strategy", "compressed", a, url)
-	if lines, _ := splitReport(got, "join of "); code != 0 || !slices.Equal(lines, joinLines(ma, mb, "", "", false)) {
+	if lines := recordLines(got); code != 0 || !slices.Equal(lines, joinLines(ma, mb, "", "", false)) {
 		t.Errorf("join against serve: exit %d:\n%s", code, got)
 	}
 	cp := filepath.Join(t.TempDir(), "copy")
 	copyDir(t, b, cp)
-	if got, _, code := runTool("--json", "diff", cp, url); code != 0 || !strings.Contains(got, `"differences":0`) {
+	if got, rep, code := runTool("--json", "diff", cp, url); code != 0 || got != "" || !strings.Contains(rep, `"differences":0`) {
 		t.Errorf("diff of the served store with itself: exit %d:\n%s", code, got)
 	}
 	cancel()
@@ -453,7 +458,7 @@ func TestProcessServe(t *testing.T) {
 		t.Fatalf("no serving line; stderr %q", errOut.String())
 	}
 	out, err := exec.Command(bin, "join", a, m[1]).Output()
-	if got, _ := splitReport(string(out), "join of "); err != nil || !slices.Equal(got, joinLines(ma, mb, "", "", false)) {
+	if got := recordLines(string(out)); err != nil || !slices.Equal(got, joinLines(ma, mb, "", "", false)) {
 		t.Errorf("join against the served store: %v:\n%s", err, out)
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {

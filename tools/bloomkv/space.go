@@ -39,6 +39,11 @@ type storeTable struct {
 	lo, hi     []byte
 	hiExcl     bool
 	whereLabel string // find's "where", when not the level's
+	// smallest and largest are the user keys the manifest bounds the
+	// table's entries and range deletions by; largest is exclusive when
+	// largestExcl (a range deletion's end).
+	smallest, largest []byte
+	largestExcl       bool
 	// pebble is a Pebble store's table, whose values in blob files the
 	// store resolves.
 	pebble *pebblestore.Table
@@ -117,7 +122,8 @@ func currentTables(dir string) (*storeFiles, error) {
 				sf.wals[filepath.Base(w)] = true
 			}
 			add := func(t *pebblestore.Table) {
-				st := storeTable{level: t.Level, path: t.Path, size: t.Meta.Size, pebble: t}
+				st := storeTable{level: t.Level, path: t.Path, size: t.Meta.Size, pebble: t,
+					smallest: t.Meta.Smallest.UserKey, largest: t.Meta.Largest.UserKey, largestExcl: t.Meta.Largest.SeqNum() == base.SeqNumMax}
 				if t.Meta.SmallestSeq == t.Meta.LargestSeq {
 					st.ov = t.Meta.SmallestSeq // as Pebble reads an ingested table
 				}
@@ -147,7 +153,8 @@ func currentTables(dir string) (*storeFiles, error) {
 		}
 		for l, tables := range levels {
 			for _, t := range tables {
-				st := storeTable{level: l, path: filepath.Join(dir, t.Name), size: t.Size}
+				st := storeTable{level: l, path: filepath.Join(dir, t.Name), size: t.Size,
+					smallest: t.Smallest, largest: t.Largest, largestExcl: t.LargestExclusive}
 				if t.Ingested {
 					st.ov = base.SeqNum(t.SmallestSeq)
 				}
@@ -189,20 +196,23 @@ func eachCurrentTable(dir string, fn func(st *storeTable, t *table) error) error
 // rangeBytes returns the bytes (trailers included) of a table's data
 // blocks that may hold keys in [start, end) (nil: unbounded), as its index
 // places them, and how many of its data blocks those are of how many.
-func rangeBytes(t *table, start, end []byte) (size uint64, blocks, total int, err error) {
-	// Block i holds keys after separator i-1 and up to separator i.
-	var prev []byte
-	first := true
+// smallest is the table's smallest user key, the low bound of its first
+// block. The caller leaves out a table whose keys all lie outside the
+// range: the last block's separator may lie past the table's largest key.
+func rangeBytes(t *table, start, end, smallest []byte) (size uint64, blocks, total int, err error) {
+	// Block i holds keys after separator i-1 and up to separator i; block
+	// 0 holds keys from smallest.
+	prev := smallest
 	visit := func(sep []byte, bh sstable.BlockHandle) {
 		total++
 		lo, hi := prev, sep
 		overlaps := (start == nil || hi == nil || t.r.Compare(hi, start) >= 0) &&
-			(end == nil || first || t.r.Compare(lo, end) < 0)
+			(end == nil || t.r.Compare(lo, end) < 0)
 		if overlaps {
 			blocks++
 			size += bh.Length + sstable.BlockTrailerLen
 		}
-		prev, first = sep, false
+		prev = sep
 	}
 	l := t.r.Blocks()
 	var index []sstable.BlockInfo
@@ -234,6 +244,50 @@ func rangeBytes(t *table, start, end []byte) (size uint64, blocks, total int, er
 		}
 	}
 	return size, blocks, total, nil
+}
+
+// tableRangeBytes is rangeBytes for a table on its own, bounded by the
+// keys it holds: a range that meets none of them is no block.
+func tableRangeBytes(t *table, start, end []byte) (size uint64, blocks, total int, err error) {
+	lo, hi, err := t.r.KeyRange()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if lo == nil || !overlaps(t.r.Compare, start, end, lo.UserKey, hi.UserKey, hi.IsExclusiveSentinel()) {
+		_, _, total, err := rangeBytes(t, nil, nil, nil)
+		return 0, 0, total, err
+	}
+	return rangeBytes(t, start, end, lo.UserKey)
+}
+
+// overlaps reports whether [start, end) (nil: unbounded) meets the keys
+// from lo to hi, hi exclusive when hiExcl.
+func overlaps(cmp func(a, b []byte) int, start, end, lo, hi []byte, hiExcl bool) bool {
+	if end != nil && cmp(lo, end) >= 0 {
+		return false
+	}
+	if start != nil {
+		c := cmp(hi, start)
+		if c < 0 || c == 0 && hiExcl {
+			return false
+		}
+	}
+	return true
+}
+
+// within reports whether the keys from lo to hi (hi exclusive when hiExcl)
+// all lie in [start, end) (nil: unbounded).
+func within(cmp func(a, b []byte) int, start, end, lo, hi []byte, hiExcl bool) bool {
+	if start != nil && cmp(lo, start) < 0 {
+		return false
+	}
+	if end != nil {
+		c := cmp(hi, end)
+		if c > 0 || c == 0 && !hiExcl {
+			return false
+		}
+	}
+	return true
 }
 
 // twoLevel reports whether a table's index is partitioned.
@@ -304,7 +358,7 @@ before meet the range. Without bounds, every data block.`,
 				return err
 			}
 			e.eachTable(files, func(t *table) error {
-				size, n, total, err := rangeBytes(t, b.r.Start, b.r.End)
+				size, n, total, err := tableRangeBytes(t, b.r.Start, b.r.End)
 				if err != nil {
 					return err
 				}
@@ -345,12 +399,16 @@ func dbSpaceCmd(e *env) *cobra.Command {
 	var b rangeFlags
 	c := &cobra.Command{
 		Use:   "space DIR [--start K] [--end K]",
-		Short: "Print the bytes of each level's tables within a key range",
-		Long: `Print, level by level and in total, the bytes of the store's current
-tables within the key range from --start (inclusive) to --end (exclusive):
-the data blocks each table's index places in the range (sstable space),
-summed. Without bounds, all data blocks. A virtual table (Pebble's: part of
-a file an excise left) counts the blocks within its own bounds.`,
+		Short: "Print the bytes on disk of each level's tables within a key range",
+		Long: `Print, level by level and in total, the bytes on disk of the store's
+current tables within the key range from --start (inclusive) to --end
+(exclusive), by the rule of Pebble's DB.EstimateDiskUsage: a table whose
+keys (by the manifest's bounds) all lie in the range counts whole; a table
+the range cuts counts the data blocks its index places in the range
+(sstable space); a table whose keys all lie outside it counts nothing, so a
+range that holds no key is 0 bytes. Without bounds, every table's size. A
+virtual table (Pebble's: part of a file an excise left) counts within its
+own bounds.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			if err := b.parse(c); err != nil {
@@ -362,15 +420,10 @@ a file an excise left) counts the blocks within its own bounds.`,
 				out.Levels = append(out.Levels, levelSpaceOut{Level: l})
 			}
 			err := eachCurrentTable(a[0], func(st *storeTable, t *table) error {
-				level := st.level
-				start, end := st.clip(b.r.Start, b.r.End)
-				if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
-					return nil
-				}
-				size, n, _, err := rangeBytes(t, start, end)
-				if err == nil && n > 0 {
-					out.Levels[level].Tables++
-					out.Levels[level].Size += size
+				size, err := st.spaceIn(t, b.r.Start, b.r.End)
+				if err == nil && size > 0 {
+					out.Levels[st.level].Tables++
+					out.Levels[st.level].Size += size
 					out.Tables++
 					out.Size += size
 				}
@@ -393,6 +446,25 @@ a file an excise left) counts the blocks within its own bounds.`,
 	b.register(c)
 	fm.register(c, e, formatQuoted)
 	return c
+}
+
+// spaceIn returns the bytes of a store's table t within [start, end) (nil:
+// unbounded), as db space counts them: the whole table when its bounds lie
+// in the range, none when they lie outside it, else its data blocks in it.
+func (st *storeTable) spaceIn(t *table, start, end []byte) (uint64, error) {
+	lo, hi, hiExcl := st.smallest, st.largest, st.largestExcl
+	if st.virtual != 0 {
+		lo, hi, hiExcl = st.lo, st.hi, st.hiExcl
+	}
+	if !overlaps(t.r.Compare, start, end, lo, hi, hiExcl) {
+		return 0, nil
+	}
+	if within(t.r.Compare, start, end, lo, hi, hiExcl) {
+		return st.size, nil
+	}
+	start, end = st.clip(start, end)
+	size, _, _, err := rangeBytes(t, start, end, lo)
+	return size, err
 }
 
 // propSums are table properties summed over tables.
@@ -502,7 +574,7 @@ type foundOut struct {
 func findCmd(e *env) *cobra.Command {
 	var fm formats
 	c := &cobra.Command{
-		Use:   "find KEY DIR",
+		Use:   "find DIR KEY",
 		Short: "List every file of a store that holds a version of KEY, newest first",
 		Long: `List every version of KEY in the store's files, newest first: in its
 tables (the current version's, with their level, and any other table file
@@ -511,13 +583,13 @@ the batch's offset; a Pebble WAL older than the manifest's log number, kept
 for reuse and already flushed, is an "obsolete WAL"), each with the
 version's kind and sequence number. A range deletion covering KEY counts as
 a version (kind RANGEDEL, its span). Exit status 1 when no file holds KEY.`,
-		Args: args(cobra.ExactArgs(2)),
+		Args: dirThenKey,
 		RunE: func(c *cobra.Command, a []string) error {
-			key, err := parseKey(a[0])
+			key, err := parseKey(a[1])
 			if err != nil {
 				return err
 			}
-			return e.find(key, a[1], &fm)
+			return e.find(key, a[0], &fm)
 		},
 	}
 	fm.register(c, e, formatQuoted)

@@ -83,10 +83,10 @@ func blockSizes(l *sstable.Layout) map[sstable.BlockKind]uint64 {
 	return sizes
 }
 
-// seqRange returns the sequence numbers a table holds: from bloomkv's
-// properties, or by reading every entry.
+// seqRange returns the sequence numbers a table holds: from its properties
+// where it states them (bloomkv's tables), else by reading every entry.
 func seqRange(r *sstable.Reader) (lo, hi base.SeqNum, err error) {
-	if p := r.Properties(); p.LargestSeqNum != 0 {
+	if p := r.Properties(); p.HasSeqNums {
 		return p.SmallestSeqNum, p.LargestSeqNum, nil
 	}
 	first := true
@@ -110,30 +110,33 @@ func seqRange(r *sstable.Reader) (lo, hi base.SeqNum, err error) {
 }
 
 type propertiesOut struct {
-	File             string            `json:"file"`
-	Format           string            `json:"format"`
-	FormatVersion    uint32            `json:"format_version"`
-	FileSize         uint64            `json:"file_size"`
-	DataSize         uint64            `json:"data_size"`
-	IndexSize        uint64            `json:"index_size"`
-	FilterSize       uint64            `json:"filter_size"`
-	MetaSize         uint64            `json:"meta_size"`
-	DataBlocks       int               `json:"data_blocks"`
-	IndexType        string            `json:"index_type"`
-	Entries          uint64            `json:"entries"`
-	Deletions        uint64            `json:"deletions"`
-	RangeDeletions   uint64            `json:"range_deletions"`
-	RawKeySize       uint64            `json:"raw_key_size"`
-	RawValueSize     uint64            `json:"raw_value_size"`
-	Compression      string            `json:"compression"`
-	Comparer         string            `json:"comparer"`
-	FilterPolicy     string            `json:"filter_policy"`
-	FilterBitsPerKey float64           `json:"filter_bits_per_key"`
-	SmallestSeq      uint64            `json:"smallest_seq"`
-	LargestSeq       uint64            `json:"largest_seq"`
-	Smallest         string            `json:"smallest_key,omitempty"`
-	Largest          string            `json:"largest_key,omitempty"`
-	Properties       map[string]string `json:"properties"`
+	File             string  `json:"file"`
+	Format           string  `json:"format"`
+	FormatVersion    uint32  `json:"format_version"`
+	FileSize         uint64  `json:"file_size"`
+	DataSize         uint64  `json:"data_size"`
+	IndexSize        uint64  `json:"index_size"`
+	FilterSize       uint64  `json:"filter_size"`
+	MetaSize         uint64  `json:"meta_size"`
+	DataBlocks       int     `json:"data_blocks"`
+	IndexType        string  `json:"index_type"`
+	Entries          uint64  `json:"entries"`
+	Deletions        uint64  `json:"deletions"`
+	RangeDeletions   uint64  `json:"range_deletions"`
+	RawKeySize       uint64  `json:"raw_key_size"`
+	RawValueSize     uint64  `json:"raw_value_size"`
+	Compression      string  `json:"compression"`
+	Comparer         string  `json:"comparer"`
+	FilterPolicy     string  `json:"filter_policy"`
+	FilterBitsPerKey float64 `json:"filter_bits_per_key"`
+	SmallestSeq      uint64  `json:"smallest_seq"`
+	LargestSeq       uint64  `json:"largest_seq"`
+	Smallest         string  `json:"smallest_key,omitempty"`
+	Largest          string  `json:"largest_key,omitempty"`
+	// Unreadable names the fields read from data blocks that could not
+	// be read, with why (sstable check reports the damage).
+	Unreadable map[string]string `json:"unreadable,omitempty"`
+	Properties map[string]string `json:"properties"`
 }
 
 func propertiesCmd(e *env) *cobra.Command {
@@ -141,11 +144,15 @@ func propertiesCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "properties FILE...",
 		Short: "Print a table's format, sizes, counts, compression, filter, sequence and key range",
-		Long: `Print a table's format, sizes (file, data, index, filter, other meta
-blocks; blocks with their trailers), entries, deletions, range deletions, raw
-key and value sizes, compression, comparer, filter policy and bits per key,
-sequence-number range, smallest and largest key, and every stored property.
-Counts are the ones the table's properties block states.`,
+		Long: `Print a table's format, sizes on disk (file, data, index, filter, other meta
+blocks; blocks as stored, with their trailers), entries, deletions, range
+deletions, raw key and value sizes, compression, comparer, filter policy and
+bits per key, sequence-number range, smallest and largest key, and every
+stored property as the writer recorded it (rocksdb.index.size, for one, is
+the writer's own measure, not the bytes on disk). Counts are the ones the
+properties block states. Sequence numbers come from the properties where
+the table states them; a data block that cannot be read leaves the fields
+read from data blocks "unreadable" (sstable check reports the damage).`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, files []string) error {
 			e.eachTable(files, func(t *table) error { return e.properties(t, &fm) })
@@ -204,16 +211,22 @@ func (e *env) properties(t *table, fm *formats) error {
 			out.FilterBitsPerKey = float64(f.Lines*f.LineBits) / float64(keys)
 		}
 	}
-	lo, hi, err := seqRange(r)
-	if err != nil {
-		return err
+	// A damaged data block leaves the fields read from data blocks
+	// unknown; the rest still prints.
+	unreadable := func(field string, err error) {
+		if out.Unreadable == nil {
+			out.Unreadable = map[string]string{}
+		}
+		out.Unreadable[field] = err.Error()
 	}
-	out.SmallestSeq, out.LargestSeq = uint64(lo), uint64(hi)
-	small, large, err := r.KeyRange()
-	if err != nil {
-		return err
+	if lo, hi, err := seqRange(r); err != nil {
+		unreadable("sequence numbers", err)
+	} else {
+		out.SmallestSeq, out.LargestSeq = uint64(lo), uint64(hi)
 	}
-	if small != nil {
+	if small, large, err := r.KeyRange(); err != nil {
+		unreadable("key range", err)
+	} else if small != nil {
 		out.Smallest, out.Largest = fm.ikey(*small), fm.ikey(*large)
 	}
 	if e.json {
@@ -223,10 +236,10 @@ func (e *env) properties(t *table, fm *formats) error {
 	e.printf("%s\n", t.name)
 	e.printf("  format             %s (version %d)\n", out.Format, out.FormatVersion)
 	e.printf("  file size          %d (%s)\n", out.FileSize, humanize.Bytes(out.FileSize))
-	e.printf("  data               %d in %s\n", out.DataSize, plural(out.DataBlocks, "block"))
-	e.printf("  index              %d (%s)\n", out.IndexSize, out.IndexType)
-	e.printf("  filter             %d\n", out.FilterSize)
-	e.printf("  other meta blocks  %d\n", out.MetaSize)
+	e.printf("  data blocks        %d bytes on disk in %s\n", out.DataSize, plural(out.DataBlocks, "block"))
+	e.printf("  index blocks       %d bytes on disk (%s)\n", out.IndexSize, out.IndexType)
+	e.printf("  filter block       %d bytes on disk\n", out.FilterSize)
+	e.printf("  other meta blocks  %d bytes on disk\n", out.MetaSize)
 	e.printf("  entries            %d (deletions %d, range deletions %d)\n", out.Entries, out.Deletions, out.RangeDeletions)
 	e.printf("  raw key size       %d\n", out.RawKeySize)
 	e.printf("  raw value size     %d\n", out.RawValueSize)
@@ -237,15 +250,23 @@ func (e *env) properties(t *table, fm *formats) error {
 	} else {
 		e.printf("  filter policy      (none)\n")
 	}
-	e.printf("  sequence numbers   %d-%d\n", out.SmallestSeq, out.LargestSeq)
-	e.printf("  smallest key       %s\n", orNone(out.Smallest))
-	e.printf("  largest key        %s\n", orNone(out.Largest))
+	if why, bad := out.Unreadable["sequence numbers"]; bad {
+		e.printf("  sequence numbers   (unreadable: %s)\n", why)
+	} else {
+		e.printf("  sequence numbers   %d-%d\n", out.SmallestSeq, out.LargestSeq)
+	}
+	if why, bad := out.Unreadable["key range"]; bad {
+		e.printf("  key range          (unreadable: %s)\n", why)
+	} else {
+		e.printf("  smallest key       %s\n", orNone(out.Smallest))
+		e.printf("  largest key        %s\n", orNone(out.Largest))
+	}
 	names := make([]string, 0, len(out.Properties))
 	for n := range out.Properties {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	e.printf("  stored properties:\n")
+	e.printf("  stored properties (as the writer recorded them):\n")
 	for _, n := range names {
 		e.printf("    %-40s %s\n", n, out.Properties[n])
 	}
@@ -444,8 +465,9 @@ func scanCmd(e *env) *cobra.Command {
 	var b bounds
 	var blobFiles []string
 	c := &cobra.Command{
-		Use:   "scan FILE...",
-		Short: "Print a table's entries and range deletions in key order",
+		Use:     "scan FILE...",
+		Aliases: []string{"dump"}, // the verb wal, manifest and blob use
+		Short:   "Print a table's entries and range deletions in key order (also: dump)",
 		Long: `Print a table's point entries (key#seq,kind and value), range
 deletions ([start, end)#seq,RANGEDEL) and, in Pebble's tables, range keys
 ([start, end)#seq,RANGEKEYSET suffix=value...; RANGEKEYUNSET suffix...;
