@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/sstable/blob"
@@ -21,29 +22,75 @@ func checkErr(t *testing.T, err error) {
 	}
 }
 
+// maxFuzzBlob bounds FuzzBlobFile's inputs. The fuzzer minimizes each
+// input that finds new coverage by trying to drop every run of its bytes, a
+// count of runs quadratic in its length, and fuzzes nothing meanwhile: with
+// files of kilobytes as seeds, a short run spends its time minimizing. Every
+// path of the reader is within reach of a file of a few small blocks.
+const maxFuzzBlob = 256
+
 // FuzzBlobFile opens any bytes as a blob file and reads all it can, and
 // decodes the same bytes as an index block and as a value block (which a
 // whole file's checksums keep the fuzzer from reaching). It is seeded with
 // small blob files Pebble wrote in each compression (and one it rewrote),
 // and their blocks.
 func FuzzBlobFile(f *testing.F) {
-	for _, pr := range profiles {
-		data, _ := pebbleBlob(f, testValues(6, 12), blobOptions(pr.p, block.ChecksumTypeCRC32c, 256), 5)
+	add := func(data []byte) {
+		if len(data) > maxFuzzBlob {
+			f.Fatalf("a seed of %d bytes, over the %d the target reads", len(data), maxFuzzBlob)
+		}
 		f.Add(data)
+	}
+	// Values that compress and values that do not, and an empty one, in
+	// blocks of two: each compression stores some blocks compressed.
+	values := [][]byte{
+		[]byte("value 0"),
+		bytes.Repeat([]byte("value 1; "), 4),
+		{},
+		{0x8f, 0x3a, 0x11, 0xd2, 0x64, 0x09, 0xe7, 0x5b, 0xc0, 0x2e, 0x93, 0x71},
+		bytes.Repeat([]byte("value 4; "), 4),
+	}
+	for _, pr := range profiles {
+		data, _ := pebbleBlob(f, values, blobOptions(pr.p, block.ChecksumTypeCRC32c, 256), 2)
+		add(data)
 		r, err := Open(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			f.Fatal(err)
 		}
 		ix := r.Footer().Index
-		f.Add(data[ix.Offset : ix.Offset+ix.Length])
+		add(data[ix.Offset : ix.Offset+ix.Length])
 		if pr.want == NoCompression {
 			h := r.BlockHandle(0)
-			f.Add(data[h.Offset : h.Offset+h.Length])
+			add(data[h.Offset : h.Offset+h.Length])
 		}
 	}
-	data, _, _, _ := rewritten(f, testValues(7, 60), block.NoCompression)
-	f.Add(data)
+	// A rewritten file: three blocks of values mostly empty (which the
+	// rewrite neither keeps nor drops) become one, holding a few values of
+	// the first block and of the last, so that the virtual blocks map two
+	// blocks into it, one at an offset, and the middle one, dropped, to
+	// none.
+	var sparse [][]byte
+	for i := range 80 {
+		v := []byte{}
+		if i%6 == 0 {
+			v = fmt.Appendf(nil, "v%d", i)
+		}
+		sparse = append(sparse, v)
+	}
+	data, _, _, _ := rewritten(f, sparse, block.NoCompression)
+	r, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if v := r.Virtual(); len(v) != 3 || v[0].Physical != 0 || v[1].Physical != NoBlock || v[2].Physical != 0 || v[2].ValueIDOffset == 0 {
+		f.Fatalf("the rewritten file's virtual blocks: %v", v)
+	}
+	r.Close()
+	add(data)
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxFuzzBlob {
+			return
+		}
 		if ix, err := decodeIndexBlock(data); err == nil {
 			if ix.check(1<<40) == nil {
 				for i := range int(ix.blocks) {

@@ -86,7 +86,7 @@ func writeBlocks() (realBlocks, error) {
 	for i := 0; i < 300; i++ {
 		keys = append(keys, []byte(fmt.Sprintf("table/%03d/key%04d", i/40, i)))
 	}
-	if err := addKeys(w, keys); err != nil {
+	if err := addKeys(w, keys, 40); err != nil {
 		return realBlocks{}, err
 	}
 	for _, err := range []error{
@@ -108,14 +108,14 @@ func writeBlocks() (realBlocks, error) {
 }
 
 // addKeys adds keys to w: a deletion every fifth, the others SETs of
-// values of varied length.
-func addKeys(w *pebble.Writer, keys [][]byte) error {
+// values of varied length, below maxValue.
+func addKeys(w *pebble.Writer, keys [][]byte, maxValue int) error {
 	for i, k := range keys {
 		var err error
 		if i%5 == 2 {
 			err = w.Delete(k)
 		} else {
-			err = w.Set(k, bytes.Repeat([]byte{byte('a' + i%26)}, i%40))
+			err = w.Set(k, bytes.Repeat([]byte{byte('a' + i%26)}, i%maxValue))
 		}
 		if err != nil {
 			return err
@@ -127,22 +127,35 @@ func addKeys(w *pebble.Writer, keys [][]byte) error {
 // writeCRDBBlocks writes CockroachDB's keys, a deletion every fifth, with
 // its comparer and key schema.
 func writeCRDBBlocks() (realBlocks, error) {
-	var buf bytes.Buffer
+	o, ro := crdbOptions()
+	return writeKeys(o, ro, pebbletest.CRDBKeys(400, 1), 40)
+}
+
+// crdbOptions are the writer and reader options of a table of CockroachDB's
+// keys: smallBlocks with its comparer and key schema.
+func crdbOptions() (pebble.WriterOptions, pebble.ReaderOptions) {
 	o := smallBlocks()
 	o.Comparer, o.KeySchema = &cockroachkvs.Comparer, &cockroachkvs.KeySchema
 	// Values in place, as the test compares them; the sstable package's
 	// tests read value blocks.
 	o.DisableValueBlocks = true
+	return o, pebble.ReaderOptions{
+		Comparer: &cockroachkvs.Comparer, KeySchemas: pebble.MakeKeySchemas(&cockroachkvs.KeySchema),
+	}
+}
+
+// writeKeys writes a table of keys, added by addKeys, with Pebble's writer
+// and options o, and returns its blocks, read with options ro.
+func writeKeys(o pebble.WriterOptions, ro pebble.ReaderOptions, keys [][]byte, maxValue int) (realBlocks, error) {
+	var buf bytes.Buffer
 	w := pebble.NewWriter(objstorageprovider.NewRemoteWritable(nopCloser{&buf}), o)
-	if err := addKeys(w, pebbletest.CRDBKeys(400, 1)); err != nil {
+	if err := addKeys(w, keys, maxValue); err != nil {
 		return realBlocks{}, err
 	}
 	if err := w.Close(); err != nil {
 		return realBlocks{}, err
 	}
-	return readBlocks(buf.Bytes(), pebble.ReaderOptions{
-		Comparer: &cockroachkvs.Comparer, KeySchemas: pebble.MakeKeySchemas(&cockroachkvs.KeySchema),
-	})
+	return readBlocks(buf.Bytes(), ro)
 }
 
 // readBlocks cuts the table data into its blocks and reads it with
@@ -445,9 +458,56 @@ func fuzzBlocks(f *testing.F, kind string, seeds [][]byte) {
 	f.Fuzz(func(t *testing.T, b []byte) { checkDecode(t, kind, b) })
 }
 
-func FuzzDataBlock(f *testing.F) { fuzzBlocks(f, "data", pebbleBlocks(f).data) }
+// maxFuzzBlock bounds the inputs of the data-block fuzz targets. The fuzzer
+// minimizes each input that finds new coverage by trying to drop every run
+// of its bytes, a count of runs quadratic in its length, and fuzzes nothing
+// meanwhile: with blocks the size of the tables' above as seeds, a short run
+// spends its time minimizing. Every path of the decoders is within reach of
+// a block of a few rows.
+const maxFuzzBlock = 256
 
-func FuzzCRDB1DataBlock(f *testing.F) { fuzzBlocks(f, "crdb1", crdbBlocks(f).data) }
+// The data-block fuzz targets' seeds: tables of fewer keys than
+// pebbleBlocks' and crdbBlocks', with values of at most 3 bytes, in blocks
+// well under maxFuzzBlock. The default schema's blocks hold 13 to 19 rows
+// (up to two bundles); crdb1's 2 to 4, with every kind of version among
+// them.
+var (
+	dataSeeds = onceBlocks(func() (realBlocks, error) {
+		var keys [][]byte
+		for i := range 60 {
+			keys = append(keys, fmt.Appendf(nil, "t/%d/%02d", i/20, i))
+		}
+		o := smallBlocks()
+		o.BlockSize = 200
+		return writeKeys(o, pebble.ReaderOptions{}, keys, 4)
+	})
+	crdbSeeds = onceBlocks(func() (realBlocks, error) {
+		o, ro := crdbOptions()
+		o.BlockSize = 160
+		return writeKeys(o, ro, pebbletest.CRDBKeys(60, 1), 4)
+	})
+)
+
+// fuzzSmallBlocks is fuzzBlocks over inputs of at most maxFuzzBlock bytes,
+// which every seed must fit.
+func fuzzSmallBlocks(f *testing.F, kind string, seeds [][]byte) {
+	for _, b := range seeds {
+		if len(b) > maxFuzzBlock {
+			f.Fatalf("a %s seed of %d bytes, over the %d the target reads", kind, len(b), maxFuzzBlock)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > maxFuzzBlock {
+			return
+		}
+		checkDecode(t, kind, b)
+	})
+}
+
+func FuzzDataBlock(f *testing.F) { fuzzSmallBlocks(f, "data", dataSeeds(f).data) }
+
+func FuzzCRDB1DataBlock(f *testing.F) { fuzzSmallBlocks(f, "crdb1", crdbSeeds(f).data) }
 
 func FuzzIndexBlock(f *testing.F) {
 	rb := pebbleBlocks(f)
