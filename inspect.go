@@ -55,8 +55,9 @@ type CheckStats struct {
 	Tables, Blocks int
 	// Entries counts the tables' point entries; RangeDeletions the
 	// tables' range-deletion fragments and the range deletions the
-	// memtables hold (those replayed from the write-ahead log among them);
-	// LiveKeys the keys a full scan of the store returns.
+	// memtables hold as written, unfragmented (those replayed from the
+	// write-ahead log among them), so overlapping ones count differently
+	// once flushed; LiveKeys the keys a full scan of the store returns.
 	Entries, RangeDeletions, LiveKeys uint64
 }
 
@@ -98,9 +99,11 @@ func (d *DB) Check() (CheckStats, error) {
 	if d.closedFlag.Load() {
 		return st, ErrClosed
 	}
+	// The state is taken under d.mu, where flushes publish theirs and mark
+	// their memtables flushed, so that its flags match its version.
+	d.mu.Lock()
 	s := d.acquire()
 	readSeq := base.SeqNum(d.visibleSeq.Load()) + 1
-	d.mu.Lock()
 	lastSeq := d.lastSeq // assigned, perhaps not yet visible: the bound for tables
 	for _, m := range s.imm {
 		if !m.flushed { // a flushed one's are counted in its table

@@ -3,6 +3,7 @@ package semijoin
 import (
 	"encoding/binary"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/bloomkv/bloomkv/internal/frame"
@@ -83,6 +84,12 @@ const (
 	serverHeader  = "Bloomkv-Semijoin"
 	serverVersion = "v1"
 )
+
+// MarkResponse marks w's response as a semijoin server's, as Handler marks
+// each of its own, so that a client reads a refusal made in front of the
+// handler (a server that is stopping, a wrapper's limit) as the server's,
+// with its status and reason.
+func MarkResponse(w http.ResponseWriter) { w.Header().Set(serverHeader, serverVersion) }
 
 // sessionIDLen is the length of a sketch session's id.
 const sessionIDLen = 16

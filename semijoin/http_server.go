@@ -155,7 +155,7 @@ func refuse(w http.ResponseWriter, err error) {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(serverHeader, serverVersion)
+	MarkResponse(w)
 	e, ok := endpointOf(r.URL.Path)
 	switch ct := r.Header.Get("Content-Type"); {
 	case !ok:

@@ -256,7 +256,7 @@ func (t *Reader) checkProperties(r *CheckReport, dataBlocks, deletions uint64) {
 		mismatch("range deletions", p.NumRangeDeletions, dels)
 		mismatch("deletions", p.NumDeletions, deletions+dels)
 	}
-	if p.LargestSeqNum != 0 && (r.SmallestSeq < p.SmallestSeqNum || r.LargestSeq > p.LargestSeqNum) {
+	if p.HasSeqNums && (r.SmallestSeq < p.SmallestSeqNum || r.LargestSeq > p.LargestSeqNum) {
 		r.problem(corruptionf("%s: properties state sequence numbers %d-%d, the table holds %d-%d", t.opts.FileName, p.SmallestSeqNum, p.LargestSeqNum, r.SmallestSeq, r.LargestSeq))
 	}
 }

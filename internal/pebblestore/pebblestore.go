@@ -859,7 +859,8 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 type CheckStats struct {
 	Tables, Blocks, BlobFiles int
 	// Entries counts the tables' point entries; RangeDeletions the
-	// tables' range-deletion fragments and the WALs' range deletions;
+	// tables' range-deletion fragments and the WALs' range deletions as
+	// written, unfragmented;
 	// LiveKeys the keys a full scan returns.
 	Entries, RangeDeletions, LiveKeys uint64
 }

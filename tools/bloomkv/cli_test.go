@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -36,5 +38,18 @@ func TestOneLanguage(t *testing.T) {
 	help, _, _ := runTool("--help")
 	if !strings.Contains(help, "Pebblev1 to v7") || strings.Contains(help, "to v4\nformats)") {
 		t.Errorf("help:\n%s", help)
+	}
+}
+
+// TestStoppingServerRefusal: a served store that is stopping refuses as
+// the semijoin server it is, and the client passes on its reason.
+func TestStoppingServerRefusal(t *testing.T) {
+	g := newGate()
+	g.closed = true
+	srv := httptest.NewServer(g.wrap(http.NotFoundHandler()))
+	defer srv.Close()
+	_, errOut, code := runTool("estimate", srv.URL, srv.URL)
+	if code != 1 || !strings.Contains(errOut, "HTTP 503: bloomkv: the server is stopping") {
+		t.Errorf("exit %d, %q", code, errOut)
 	}
 }

@@ -23,7 +23,7 @@ func TestReadProgress(t *testing.T) {
 		t.Fatalf("table bytes %d, %v", total, err)
 	}
 	rc.n.Store(0)
-	if got := rc.describe("check", total); !strings.HasPrefix(got, "check [....................]   0% 0 B of the tables'") {
+	if got := rc.describe("check", total); !strings.HasPrefix(got, "check [....................]   0% 0 B read, the tables hold ") {
 		t.Fatalf("before: %q", got)
 	}
 	if _, err := d.Check(); err != nil {

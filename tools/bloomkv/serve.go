@@ -179,6 +179,7 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 		g.mu.Lock()
 		if g.closed {
 			g.mu.Unlock()
+			semijoin.MarkResponse(w) // the semijoin server refuses, not another
 			http.Error(w, "bloomkv: the server is stopping", http.StatusServiceUnavailable)
 			return
 		}

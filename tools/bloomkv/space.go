@@ -402,13 +402,15 @@ func dbSpaceCmd(e *env) *cobra.Command {
 		Short: "Print the bytes on disk of each level's tables within a key range",
 		Long: `Print, level by level and in total, the bytes on disk of the store's
 current tables within the key range from --start (inclusive) to --end
-(exclusive), by the rule of Pebble's DB.EstimateDiskUsage: a table whose
-keys (by the manifest's bounds) all lie in the range counts whole; a table
-the range cuts counts the data blocks its index places in the range
-(sstable space); a table whose keys all lie outside it counts nothing, so a
-range that holds no key is 0 bytes. Without bounds, every table's size. A
-virtual table (Pebble's: part of a file an excise left) counts within its
-own bounds.`,
+(exclusive), by the rule of Pebble's DB.EstimateDiskUsage for the tables'
+own bytes: a table whose keys (by the manifest's bounds) all lie in the
+range counts whole; a table the range cuts counts the data blocks its index
+places in the range (sstable space); a table whose keys all lie outside it
+counts nothing, so a range that holds no key is 0 bytes. Without bounds,
+every table's size. A virtual table (Pebble's: part of a file an excise
+left) counts within its own bounds. Unlike Pebble's estimate, values kept
+in blob files, and the share of a cut table's value blocks, are not
+counted.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			if err := b.parse(c); err != nil {
