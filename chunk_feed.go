@@ -9,9 +9,8 @@ import (
 // chunkFeed prepares the memtables' arena chunks ahead of the writes that
 // fill them: it allocates each and touches every page of it, so that the
 // page faults of fresh memory fall on its goroutine rather than on writes.
-// Without it, one write in about 70 (of 100-byte values) took a fault of
-// about 2 µs on this project's machine, and fillrandom's p99 was those
-// faults.
+// Without it, a write that first touches a page of its memtable's arena
+// takes that page's fault, and those faults make the tail of write latency.
 type chunkFeed struct {
 	ready chan []byte
 	stop  chan struct{}
@@ -22,9 +21,9 @@ type chunkFeed struct {
 // returns nil for memtables too small to take chunks from it
 // (memtable.NewSizedFrom). It keeps chunks for half a memtable ready (up
 // to 16, and one more in hand while they wait: at most 4.25 MiB, 2.25 MiB
-// for the default 4 MiB memtable): it prepares one in about 0.1 ms, but its goroutine
-// shares a core with flushes and compactions, and with two ready, a third
-// of the chunks of a random load were not.
+// for the default 4 MiB memtable): preparing one is quick, but its
+// goroutine shares a core with flushes and compactions, so a shallow queue
+// runs dry under a random load and leaves the faults to the writes.
 func newChunkFeed(memTableSize int64) *chunkFeed {
 	depth := min(memTableSize/memtable.ChunkSize/2, 16)
 	if depth < 2 {

@@ -144,8 +144,7 @@ type diffState struct {
 // A Get the filter answers "maybe" pays one probe for nothing; one it
 // answers "no" saves a probe per memtable, per level-0 table and per level
 // in between. Under diffMinSkipRate of skips the probes cost more than they
-// save (ycsb-b after a full compaction: 14 % skips, 15 % slower than without
-// the filter), so the filter is asked by one Get in diffBypassSample only,
+// save, so the filter is asked by one Get in diffBypassSample only,
 // enough to see the skip rate come back; a window is diffWindow probes
 // (diffBypassWindow while bypassed).
 const (

@@ -27,10 +27,10 @@ const (
 	// recorded: MANIFEST tags 1 to 7, no version field. Builds from before
 	// format versions open such a store, with one exception: tag 7 (a
 	// WAL's size at a clean Close, manifest.ClosedLog) is written by every
-	// Close since the reliability suites (issue 7), and builds older than
-	// those refuse a store last closed cleanly by a later build, reporting
-	// "unknown tag 7" as corruption. That such a message can only say
-	// "corruption" is why versions are now recorded.
+	// clean Close, and builds that do not know it refuse a store last
+	// closed cleanly by a build that does, reporting "unknown tag 7" as
+	// corruption. Format versions are recorded so that a build refusing a
+	// store it cannot read says why (ErrUnsupportedFormat) instead.
 	FormatOriginal FormatVersion = manifest.FormatOriginal
 	// FormatVersioned records the version in the manifest (tag 8, the
 	// first field of each manifest's first edit). Builds from before

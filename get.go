@@ -64,9 +64,9 @@ func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 // getFromLevels reads key from the levels of s from level from down, one
 // candidate table per level but level 0's; maybe says the differential-file
 // filter answered maybe, to count it false if nothing above the base has
-// the key. tomb is the newest range
-// deletion seen so far covering key: a point entry older than it is
-// deleted, and once one is seen, older sources can only hold older entries
+// the key. tomb is the newest range deletion seen so far covering key: a
+// point entry older than it is deleted, and once one is seen, older
+// sources can only hold older entries
 // (a table's key range includes its range deletions, so the LSM order holds
 // for them as for points).
 func (d *DB) getFromLevels(s *readState, key []byte, hash uint64, seq base.SeqNum, from int, tomb base.SeqNum, maybe bool) ([]byte, error) {

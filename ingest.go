@@ -255,10 +255,9 @@ const ingestSyncWidth = 4
 // covers them all.
 //
 // The syncs run apart from the loads: a sync is a wait for the device, not
-// for a core (even of a file its writer synced: about 50 µs here, one after
-// another, however many are asked at once), and a load that waited for its
-// own sync would hold its core idle meanwhile (20 tables of 25,000 keys:
-// 4.0 ms to load and sync inside the loads, 2.9 ms apart).
+// for a core (even of a file its writer synced, and the device serves them
+// one after another however many are asked at once), and a load that
+// waited for its own sync would hold its core idle meanwhile.
 func (d *DB) loadIngestTables(paths []string) ([]*ingestTable, error) {
 	tables := make([]*ingestTable, len(paths))
 	errs := make([]error, len(paths))

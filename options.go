@@ -41,10 +41,10 @@ type Options struct {
 	// level 0 is compacted into the base level (2). It is compacted, too,
 	// once it holds half of L0StopWritesThreshold tables, when its tables
 	// can move down without a rewrite, and once iterator seeks have met
-	// its tables about once per 16 KiB of them (at least 100 times). L0StopWritesThreshold is the
-	// number of level-0 tables at which writes stop until a compaction has
-	// run (12).
+	// its tables about once per 16 KiB of them (at least 100 times).
 	L0CompactionThreshold int
+	// L0StopWritesThreshold is the number of level-0 tables at which
+	// writes stop until a compaction has run (12).
 	L0StopWritesThreshold int
 	// MaxConcurrentCompactions bounds background compactions (half the
 	// cores Go may use, GOMAXPROCS, and at least 1: the other half serves

@@ -17,17 +17,18 @@ const maxLogPending = 4 << 20
 
 // logHelpBytes is the queue length at which Write writes the queue itself
 // when the writer goroutine has not taken it. The goroutine shares the CPU
-// with the committer and with compactions, and on a busy machine it was
-// seen to wait tens of milliseconds to run while megabytes queued up.
+// with the committer and with compactions, and on a busy machine it can
+// wait to run while megabytes queue up; the committer writing the queue
+// itself keeps it short.
 const logHelpBytes = 64 << 10
 
 // logKickBytes is the queue length at which Write wakes the writer
 // goroutine; logWriteDelay, how long the goroutine lets a shorter queue
 // gather before it writes it. Waking a goroutine costs the waker a system
-// call when the goroutine's thread sleeps, which was the 99th percentile of
-// the updates of a read-write mix (16 µs, against 3 µs once commits stopped
-// waking it); so a commit wakes the goroutine only for a full block's worth,
-// or when the goroutine has gone to sleep for want of records.
+// call when the goroutine's thread sleeps, which would put that call in the
+// tail latency of commits; so a commit wakes the goroutine only for a full
+// block's worth, or when the goroutine has gone to sleep for want of
+// records.
 const (
 	logKickBytes  = 32 << 10
 	logWriteDelay = time.Millisecond

@@ -143,8 +143,8 @@ const ChunkSize = chunkSize
 // as it returns one: ChunkSize bytes, zeroed, that nothing else uses. A
 // table expected to reach 4 chunks starts with one, not with smaller ones.
 // The source can hand out memory whose pages the process has already
-// touched: a write into fresh memory takes a page fault (about 2 µs here)
-// once per 4 KiB page, which would otherwise fall on a write now and then.
+// touched: a write into fresh memory takes a page fault once per page,
+// which would otherwise fall on a write now and then.
 func NewSizedFrom(size int64, chunks func() []byte) *MemTable {
 	first := firstChunk
 	if chunks != nil && size >= 4*chunkSize {

@@ -21,10 +21,10 @@ import (
 // The inputs are small, a table of a dozen entries at most: Go's fuzzer
 // minimises every input that finds new coverage, with executions that grow
 // with the square of the input's length, and reports none meanwhile; and an
-// execution costs this package's test binary over a tenth of a millisecond
-// of coverage bookkeeping before any work (it links Pebble, instrumented too).
-// The whole tables of a few KiB this target used to take as inputs left it
-// minimising nearly all the time, at a few executions a second.
+// execution costs this package's test binary much coverage bookkeeping
+// before any work (it links Pebble, instrumented too). Inputs of whole
+// tables of a few KiB would leave it minimising nearly all the time, and
+// hardly ever executing new inputs.
 //
 // cfg selects the options (fuzzTableConfig), contents the entries
 // (fuzzSpec) and damage what is done to the table (damageTable). With cfg's
