@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/bloomkv/bloomkv/internal/manifest"
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // checkpointTmpSuffix names the directory a checkpoint is built in, beside

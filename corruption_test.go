@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // corruptionBase builds the store every corruption trial damages a copy of:

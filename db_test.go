@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // TestBasicAndReopen: sets, deletes and a batch read back, and again after

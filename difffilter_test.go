@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/filterblock"
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // diffViolations lists the versions above s's base that the filter s

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bloomkv/bloomkv"
 	"github.com/bloomkv/bloomkv/sstable"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // Example opens a store in a directory, writes, reads and closes it.
@@ -48,7 +49,7 @@ func Example() {
 // openMem opens a store on a file system in memory, as the examples below
 // do to stay self-contained.
 func openMem() *bloomkv.DB {
-	db, err := bloomkv.Open("/db", &bloomkv.Options{FS: bloomkv.NewMemFS()})
+	db, err := bloomkv.Open("/db", &bloomkv.Options{FS: vfs.NewMem()})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -176,20 +177,20 @@ func ExampleDB_Metrics() {
 
 // countingFS is a file system of the program's own: it counts the files a
 // store creates, passing every call on to the FS it wraps. Embedding
-// bloomkv.FS makes it one; a program may implement every method itself.
+// vfs.FS makes it one; a program may implement every method itself.
 type countingFS struct {
-	bloomkv.FS
+	vfs.FS
 	creates atomic.Int64
 }
 
-func (c *countingFS) Create(name string) (bloomkv.File, error) {
+func (c *countingFS) Create(name string) (vfs.File, error) {
 	c.creates.Add(1)
 	return c.FS.Create(name)
 }
 
 // ExampleOptions_fS puts a store on a file system of the program's own.
 func ExampleOptions_fS() {
-	fs := &countingFS{FS: bloomkv.NewMemFS()}
+	fs := &countingFS{FS: vfs.NewMem()}
 	db, err := bloomkv.Open("/db", &bloomkv.Options{FS: fs})
 	if err != nil {
 		log.Fatal(err)
@@ -202,26 +203,9 @@ func ExampleOptions_fS() {
 	// files created: true
 }
 
-// ExampleNewFaultFS makes the store meet an I/O error, as a test of a
-// program's error handling would.
-func ExampleNewFaultFS() {
-	fs := bloomkv.NewFaultFS(bloomkv.NewMemFS())
-	db, err := bloomkv.Open("/db", &bloomkv.Options{FS: fs})
-	if err != nil {
-		log.Fatal(err)
-	}
-	sync := bloomkv.FaultSync
-	fs.SetInjector(bloomkv.FailOnce(&sync, 0)) // the next fsync fails
-	err = db.Set([]byte("k"), []byte("v"), bloomkv.Sync)
-	fmt.Println(errors.Is(err, bloomkv.ErrInjected))
-	db.Close()
-	// Output:
-	// true
-}
-
 // ExampleOpen_locked shows that a directory is open in one DB at a time.
 func ExampleOpen_locked() {
-	fs := bloomkv.NewMemFS()
+	fs := vfs.NewMem()
 	db := must(bloomkv.Open("/db", &bloomkv.Options{FS: fs}))
 	defer db.Close()
 	_, err := bloomkv.Open("/db", &bloomkv.Options{FS: fs})
@@ -240,7 +224,7 @@ func must(db *bloomkv.DB, err error) *bloomkv.DB {
 // ExampleDB_Checkpoint copies a store, while it may take writes, into a
 // directory that opens as a store of its own.
 func ExampleDB_Checkpoint() {
-	fs := bloomkv.NewMemFS()
+	fs := vfs.NewMem()
 	db := must(bloomkv.Open("/db", &bloomkv.Options{FS: fs}))
 	db.Set([]byte("k"), []byte("v1"), bloomkv.NoSync)
 	if err := db.Checkpoint("/backup"); err != nil {
@@ -260,7 +244,7 @@ func ExampleDB_Checkpoint() {
 // ExampleDB_Ingest writes a table with sstable.Writer and adds it to a
 // store whole: its keys appear at once, newer than every earlier write.
 func ExampleDB_Ingest() {
-	fs := bloomkv.NewMemFS()
+	fs := vfs.NewMem()
 	db := must(bloomkv.Open("/db", &bloomkv.Options{FS: fs}))
 	defer db.Close()
 	db.Set([]byte("b"), []byte("old"), bloomkv.NoSync)

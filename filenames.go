@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/bloomkv/bloomkv/internal/base"
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // The files of a store: NNNNNN.log (WAL), NNNNNN.sst (table),

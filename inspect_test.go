@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/manifest"
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // checkedStore writes a store with tables on L0 and lower levels, deletions

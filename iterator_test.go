@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // TestSeekWithTheIteratorsOwnKeyOrValue: a seek may be given the

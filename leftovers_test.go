@@ -3,7 +3,7 @@ package bloomkv
 import (
 	"testing"
 
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // assertNoLeftovers fails the test at once if dir, a closed store's

@@ -7,9 +7,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bloomkv/bloomkv/internal/cache"
 	"github.com/bloomkv/bloomkv/internal/humanize"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 )
+
+// NumLevels is the number of levels of the tree, 0 to 6.
+const NumLevels = manifest.NumLevels
+
+// CacheMetrics are the block cache's counters and size.
+type CacheMetrics = cache.Metrics
 
 // Metrics reports the store's state and counters since Open.
 type Metrics struct {

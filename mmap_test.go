@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // TestTableCutShortUnderTheStore cuts a table's file in half under an open

@@ -18,7 +18,7 @@ import (
 	pebblesstable "github.com/cockroachdb/pebble/v2/sstable"
 	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 var (

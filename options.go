@@ -6,7 +6,7 @@ import (
 	"runtime"
 
 	"github.com/bloomkv/bloomkv/filterblock"
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/sstable"
 )
 
@@ -14,8 +14,9 @@ import (
 // *Options means all defaults.
 type Options struct {
 	// FS is the file system every file operation goes through (the
-	// operating system's).
-	FS FS
+	// operating system's, vfs.Default). Package vfs also has an in-memory
+	// one that can simulate a crash, and one that injects I/O errors.
+	FS vfs.FS
 	// CacheSize is the block cache's capacity in bytes (8 MiB).
 	CacheSize int64
 	// MemTableSize is the size at which the memtable is frozen and flushed

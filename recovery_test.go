@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 func TestTornWALTailIsDroppedWithALogLine(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // TestTableOpenFailureIsNotShared: a table open that failed (a transient

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/bloomkv/bloomkv/internal/record"
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // maxLogPending bounds the log bytes handed to a logFile and not yet

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // TestWritesStallOnLevel0: with compaction held back, writes stop once L0

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv"
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // openStore opens an empty store in memory, closed at the end of the test.

@@ -15,7 +15,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/humanize"
 	"github.com/bloomkv/bloomkv/internal/pebblestore"
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 func dbCmd(e *env) *cobra.Command {
@@ -28,7 +28,7 @@ func dbCmd(e *env) *cobra.Command {
 func openDB(dir string) (*bloomkv.DB, error) { return openDBOn(dir, nil) }
 
 // openDBOn is openDB reading through fs (nil: the operating system's).
-func openDBOn(dir string, fs bloomkv.FS) (*bloomkv.DB, error) {
+func openDBOn(dir string, fs vfs.FS) (*bloomkv.DB, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/bloomkv/bloomkv/internal/humanize"
-	"github.com/bloomkv/bloomkv/internal/vfs"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // Progress lines appear once work has run for progressAfter, and are

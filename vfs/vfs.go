@@ -1,7 +1,9 @@
 // Package vfs is the file-system seam every bloomkv file operation goes
-// through: the operating system's file system (Default), an in-memory one
-// that can simulate a crash by dropping whatever was not synced (NewMem), and
-// a wrapper that injects errors (NewErrorFS).
+// through (bloomkv.Options.FS): the operating system's file system
+// (Default), an in-memory one that can simulate a crash by dropping whatever
+// was not synced (NewMem, MemFS.CrashClone), and a wrapper that injects
+// errors (NewErrorFS), for tests of how a program copes with power loss and
+// I/O errors. Implement FS to put a store on storage of one's own.
 package vfs
 
 import (
