@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/sstable"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -162,8 +163,8 @@ func (f *heldFile) Read(p []byte) (int, error) {
 func closeStepStore(t *testing.T, o *Options) (*DB, map[string]string) {
 	t.Helper()
 	o.TargetFileSize = 8 << 10
-	o.DisableCompression = true    // else the values, runs of zeros, make a single small output
-	o.MaxConcurrentCompactions = 1 // one order of operations, run to run
+	o.Compression = sstable.NoCompression // else the values, runs of zeros, make a single small output
+	o.MaxConcurrentCompactions = 1        // one order of operations, run to run
 	d := mustOpen(t, "/db", o)
 	want := map[string]string{}
 	write := func(round string, step int, del func(i int) bool) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/sstable"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -417,7 +418,7 @@ func testCompactRewritesEachTableOnce(t *testing.T, between []int) {
 	o.L0StopWritesThreshold = 100
 	o.LBaseMaxBytes = 2 << 20 // about 2 MiB of data: level 5 is the base once it holds some
 	o.TargetFileSize = 128 << 10
-	o.DisableCompression = true
+	o.Compression = sstable.NoCompression
 	o.EventListener.CompactionEnd = func(c CompactionInfo) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -601,7 +602,7 @@ func testL0MoveWaitsForOlderBusyTables(t *testing.T, filterOff bool) {
 	// Uncompressed tables, so that their sizes, and with them the base
 	// level, are what the test sets: the store of L6, A and B (about 12
 	// KiB) has L6 for base, and with C's 44 KiB, L5.
-	o.DisableCompression = true
+	o.Compression = sstable.NoCompression
 	o.LBaseMaxBytes = 24 << 10
 	o.L0CompactionThreshold = 2
 	o.MaxConcurrentCompactions = 2

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/sstable"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -57,7 +58,7 @@ func corruptionOpts(fs vfs.FS) *Options {
 	o := memOpts(fs)
 	o.TargetFileSize = 32 << 10
 	o.LBaseMaxBytes = 128 << 10
-	o.DisableCompression = true // the values are runs of x: compressed, the tables would be few
+	o.Compression = sstable.NoCompression // the values are runs of x: compressed, the tables would be few
 	return o
 }
 

@@ -571,7 +571,7 @@ func reorderKey(t *testing.T, data []byte, from, to string) []byte {
 // for tests that change them in place (reorderKey).
 func writeUncompressedTable(t testing.TB, fs vfs.FS, name string, entries []ingestEntry) {
 	t.Helper()
-	writeTableWith(t, fs, name, sstable.WriterOptions{BlockSize: 512, BlockRestartInterval: 1, DisableCompression: true}, func(w *sstable.Writer) error {
+	writeTableWith(t, fs, name, sstable.WriterOptions{BlockSize: 512, BlockRestartInterval: 1, Compression: sstable.NoCompression}, func(w *sstable.Writer) error {
 		for _, e := range entries {
 			if err := w.Set([]byte(e.key), []byte(e.value)); err != nil {
 				return err

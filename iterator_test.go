@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/sstable"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestSeekWithTheIteratorsOwnKeyOrValue(t *testing.T) {
 	o := memOpts(vfs.NewMem())
 	o.L0CompactionThreshold, o.L0StopWritesThreshold = 20, 40 // keep the level-0 tables
-	o.CacheSize, o.BlockSize, o.DisableCompression = 1<<10, 256, true
+	o.CacheSize, o.BlockSize, o.Compression = 1<<10, 256, sstable.NoCompression
 	d := mustOpen(t, "/db", o)
 	defer d.Close()
 	k := func(i int) []byte { return fmt.Appendf(nil, "key%05d", i) }

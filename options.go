@@ -6,8 +6,8 @@ import (
 	"runtime"
 
 	"github.com/bloomkv/bloomkv/filterblock"
-	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/sstable"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // Options configure a DB. The zero value of a field means its default; a nil
@@ -33,10 +33,10 @@ type Options struct {
 	BloomBitsPerKey int
 	// BlockSize is the target size of a table's data blocks (4096).
 	BlockSize int
-	// Compression compresses table blocks (Snappy); DisableCompression
-	// stores them uncompressed.
-	Compression        sstable.Compression
-	DisableCompression bool
+	// Compression compresses table blocks: sstable.DefaultCompression
+	// (the zero value) is Snappy; sstable.NoCompression stores them as
+	// they are.
+	Compression sstable.Compression
 	// L0CompactionThreshold is the number of level-0 tables holding one
 	// same key (the sorted runs a read of it meets in level 0) at which
 	// level 0 is compacted into the base level (2). It is compacted, too,
@@ -200,10 +200,9 @@ func (o *Options) withDefaults() (*Options, error) {
 
 func (o *Options) writerOptions() sstable.WriterOptions {
 	return sstable.WriterOptions{
-		BlockSize:          o.BlockSize,
-		BloomBitsPerKey:    o.BloomBitsPerKey,
-		Compression:        o.Compression,
-		DisableCompression: o.DisableCompression,
+		BlockSize:       o.BlockSize,
+		BloomBitsPerKey: o.BloomBitsPerKey,
+		Compression:     o.Compression,
 		// Flushes and compactions compress and write blocks on a second
 		// goroutine when Go may use a second core: on one, it would only
 		// add hand-offs.

@@ -24,7 +24,7 @@ func TestCheckFindsProblems(t *testing.T) {
 	for i := range 400 {
 		spec.entries = append(spec.entries, entry{base.MakeInternalKey(fmt.Appendf(nil, "k%04d", i), 5, base.KindSet), []byte("v")})
 	}
-	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, DisableCompression: true}
+	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, Compression: NoCompression}
 	clean := writeSpec(t, spec, opts)
 	l := openTable(t, clean).Layout()
 

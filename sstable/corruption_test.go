@@ -202,7 +202,7 @@ func corpusOf(t testing.TB, n int) ([][]byte, [][]byte) {
 	var tables [][]byte
 	for i, opts := range []WriterOptions{
 		{BlockSize: 512},
-		{BlockSize: 512, DisableCompression: true, BlockRestartInterval: 4},
+		{BlockSize: 512, Compression: NoCompression, BlockRestartInterval: 4},
 		{BlockSize: 2048, TableFormat: TableFormatLevelDB, BloomBitsPerKey: 16},
 	} {
 		r := rand.New(rand.NewPCG(uint64(i), 99))

@@ -144,27 +144,60 @@ const (
 // does not verify.
 var checksumNames = map[byte]string{0: "none", 2: "xxHash32", 4: "XXH3"}
 
-// Compression is a block compression algorithm, by its RocksDB code (the
-// trailer's indicator byte, as internal/compress reads it).
-type Compression uint8
+// Compression is a block compression algorithm. Its zero value,
+// DefaultCompression, means the default: Snappy.
+type Compression uint16
 
 const (
+	// DefaultCompression asks for the default, SnappyCompression.
+	DefaultCompression Compression = iota
 	// NoCompression stores blocks as they are.
-	NoCompression = Compression(compress.None)
+	NoCompression
 	// SnappyCompression compresses blocks with Snappy when that saves at
 	// least 12.5%.
-	SnappyCompression = Compression(compress.Snappy)
+	SnappyCompression
 	// ZstdCompression is a zstd frame after the uvarint length of the
 	// block it holds (Pebble's; read, not written).
-	ZstdCompression = Compression(compress.Zstd)
+	ZstdCompression
 	// MinLZCompression is a MinLZ block (Pebble from Pebblev6; read, not
 	// written).
-	MinLZCompression = Compression(compress.MinLZ)
+	MinLZCompression
 )
+
+// unknownCompression marks a block trailer's compression code that no
+// Compression names: the code is in the low byte.
+const unknownCompression Compression = 0x100
+
+// code returns the block trailer's indicator byte of a known compression
+// (RocksDB's codes, as internal/compress reads them).
+func (c Compression) code() compress.Type {
+	switch c {
+	case SnappyCompression:
+		return compress.Snappy
+	case ZstdCompression:
+		return compress.Zstd
+	case MinLZCompression:
+		return compress.MinLZ
+	}
+	return compress.None
+}
+
+// compressionOf returns the compression a trailer's indicator byte names
+// (unknownCompression with the code, for one that names none).
+func compressionOf(code byte) Compression {
+	for c := NoCompression; c <= MinLZCompression; c++ {
+		if byte(c.code()) == code {
+			return c
+		}
+	}
+	return unknownCompression | Compression(code)
+}
 
 // String names the compression as RocksDB's properties do ("Snappy").
 func (c Compression) String() string {
 	switch c {
+	case DefaultCompression:
+		return "Default"
 	case NoCompression:
 		return "NoCompression"
 	case SnappyCompression:
@@ -174,7 +207,10 @@ func (c Compression) String() string {
 	case MinLZCompression:
 		return "MinLZ"
 	}
-	return fmt.Sprintf("Compression(%d)", uint8(c))
+	if c&unknownCompression != 0 {
+		return fmt.Sprintf("Compression(code %d)", uint8(c))
+	}
+	return fmt.Sprintf("Compression(%d)", uint16(c))
 }
 
 // BlockHandle locates a block in a table: its offset and its length without

@@ -100,7 +100,7 @@ func TestIngestChecks(t *testing.T) {
 	for _, e := range spec.entries {
 		keys = append(keys, e.key.UserKey)
 	}
-	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, DisableCompression: true}
+	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, Compression: NoCompression}
 	type damage struct {
 		name, want string
 		// change damages the table in place: at is the offset of the
@@ -697,7 +697,7 @@ func BenchmarkCheckIngested(b *testing.B) {
 // the others go on.
 func TestIngestChecksPartitions(t *testing.T) {
 	spec := ingestSpec()
-	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, DisableCompression: true}
+	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, Compression: NoCompression}
 	clean := writeSpecWith(t, spec, opts, func(w *Writer) { w.indexPartitionEntries = 4 })
 	_, tops := indexEntries(t, clean)
 	if len(tops) < 6 {
@@ -864,7 +864,7 @@ func TestIngestChecksPartitions(t *testing.T) {
 // TestIngestChecksTopLevel damages the top level of a two-level index:
 // with IngestChecks the table is refused when it opens.
 func TestIngestChecksTopLevel(t *testing.T) {
-	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, DisableCompression: true}
+	opts := WriterOptions{BlockSize: 256, BlockRestartInterval: 1, Compression: NoCompression}
 	clean := writeSpecWith(t, ingestSpec(), opts, func(w *Writer) { w.indexPartitionEntries = 4 })
 	r := openTable(t, clean)
 	if r.parts == nil || len(r.parts.slots) < 5 {

@@ -133,7 +133,7 @@ func TestPebbleReadsOurTables(t *testing.T) {
 	for seed := range 12 {
 		r := rand.New(rand.NewPCG(uint64(seed), 11))
 		spec := randomSpec(r, 1+r.IntN(2000))
-		opts := WriterOptions{BlockSize: []int{256, 4096}[seed%2], DisableCompression: seed%3 == 0}
+		opts := WriterOptions{BlockSize: []int{256, 4096}[seed%2], Compression: compressionIf(seed%3 == 0)}
 		if seed%6 >= 4 {
 			opts.IndexPartitionThreshold = 512 // a two-level index, where the index is larger
 		}
@@ -145,7 +145,7 @@ func TestPebbleReadsOurTables(t *testing.T) {
 		if opts.TableFormat != 0 {
 			format = opts.TableFormat
 		}
-		t.Run(fmt.Sprintf("seed=%d/%v/compression=%v", seed, format, !opts.DisableCompression), func(t *testing.T) {
+		t.Run(fmt.Sprintf("seed=%d/%v/compression=%v", seed, format, opts.Compression != NoCompression), func(t *testing.T) {
 			data := writeSpec(t, spec, opts)
 			if openTable(t, data).props.IndexType == indexTypeTwoLevel {
 				twoLevel++

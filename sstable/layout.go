@@ -179,7 +179,7 @@ func (t *Reader) inspect(kind BlockKind, name string, bh BlockHandle) BlockInfo 
 	var typ [1]byte
 	if bh.Offset <= t.size && bh.Length < t.size-bh.Offset {
 		if err := t.readAt(typ[:], bh.Offset+bh.Length); err == nil {
-			info.Compression = Compression(typ[0])
+			info.Compression = compressionOf(typ[0])
 		}
 	}
 	info.Err = t.verifyBlock(kind, name, bh)

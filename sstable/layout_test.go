@@ -36,7 +36,7 @@ func TestLayoutAndCheck(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	spec := randomSpec(r, 3000)
 	for _, compress := range []bool{false, true} {
-		data := writeSpec(t, spec, WriterOptions{BlockSize: 512, DisableCompression: !compress})
+		data := writeSpec(t, spec, WriterOptions{BlockSize: 512, Compression: compressionIf(!compress)})
 		rd := openTable(t, data)
 		l := rd.Layout()
 		kinds := checkLayout(t, rd, l)

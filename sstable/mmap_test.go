@@ -54,7 +54,7 @@ func TestMappedBlocksReadInPlace(t *testing.T) {
 			for i := range 5000 {
 				spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte(fmt.Sprintf("key%06d", i)), 1, base.KindSet), []byte(fmt.Sprintf("value%d", i))})
 			}
-			data := writeSpec(t, spec, WriterOptions{DisableCompression: uncompressed})
+			data := writeSpec(t, spec, WriterOptions{Compression: compressionIf(uncompressed)})
 			fm := &fakeMapped{data: bytes.Clone(data)}
 			c := cache.New(64<<20, cache.Options{})
 			rd, err := NewReader(fm, int64(len(data)), ReaderOptions{Cache: c, FileNum: 1, FileName: "mapped.sst"})

@@ -16,9 +16,9 @@ func TestParallelWriterSameBytes(t *testing.T) {
 		r := rand.New(rand.NewPCG(uint64(seed), 11))
 		spec := randomSpec(r, 1+r.IntN(5000))
 		opts := WriterOptions{
-			BlockSize:          []int{64, 512, 4096}[r.IntN(3)],
-			DisableCompression: r.IntN(3) == 0,
-			BloomBitsPerKey:    []int{-1, 10}[r.IntN(2)],
+			BlockSize:       []int{64, 512, 4096}[r.IntN(3)],
+			Compression:     compressionIf(r.IntN(3) == 0),
+			BloomBitsPerKey: []int{-1, 10}[r.IntN(2)],
 		}
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			serial := writeSpec(t, spec, opts)

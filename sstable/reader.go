@@ -719,13 +719,13 @@ func (t *Reader) checkDecode(bh BlockHandle, kind string, buf []byte, bufs *bloc
 		dec = newBytes // the columnar block is dead once turned into a row block in dst
 	}
 	var out []byte
-	switch c := Compression(typ); c {
+	switch c := compressionOf(typ); c {
 	case NoCompression:
 		out = body
 	case SnappyCompression, ZstdCompression, MinLZCompression:
-		n, err := compress.DecodedLen(compress.Type(c), body, maxBlockLen)
+		n, err := compress.DecodedLen(c.code(), body, maxBlockLen)
 		if err == nil {
-			out, err = compress.Decode(compress.Type(c), dec(n), body, &t.zstd)
+			out, err = compress.Decode(c.code(), dec(n), body, &t.zstd)
 		}
 		if err != nil {
 			return nil, corruptionf("%s: %s block %s: %v data at offset %d: %v", t.opts.FileName, kind, bh, c, bh.Offset, err)

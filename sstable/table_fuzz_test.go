@@ -130,7 +130,7 @@ func decodeFuzzConfig(cfg uint32) fuzzTableConfig {
 		writer: WriterOptions{
 			BlockSize:            []int{64, 1, 24, 128, 256, 512, 1024, 4096}[bits(0, 3)],
 			BlockRestartInterval: 1 + bits(3, 4),
-			DisableCompression:   bits(7, 1) == 1,
+			Compression:          compressionIf(bits(7, 1) == 1),
 			BloomBitsPerKey:      []int{10, -1, 1, 32}[bits(8, 2)],
 		},
 		legacyRangeDels: bits(11, 1) == 1,

@@ -138,7 +138,7 @@ func TestRoundTripProperty(t *testing.T) {
 		opts := WriterOptions{
 			BlockSize:            []int{64, 512, 4096, 32768}[r.IntN(4)],
 			BlockRestartInterval: 1 + r.IntN(32),
-			DisableCompression:   r.IntN(2) == 0,
+			Compression:          compressionIf(r.IntN(2) == 0),
 			BloomBitsPerKey:      []int{-1, 1, 10, 20}[r.IntN(4)],
 			// Small thresholds make indexes two-level by size.
 			IndexPartitionThreshold: []int{0, -1, 256, 2048}[r.IntN(4)],

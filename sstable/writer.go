@@ -43,11 +43,9 @@ type WriterOptions struct {
 	// BloomBitsPerKey sizes the table's blocked Bloom filter (10; 1 to 32).
 	// A negative value writes no filter.
 	BloomBitsPerKey int
-	// Compression of data and index blocks (Snappy unless NoCompression is
-	// asked for with DisableCompression).
+	// Compression of data and index blocks: DefaultCompression (the zero
+	// value) is Snappy; NoCompression stores them as they are.
 	Compression Compression
-	// DisableCompression stores blocks uncompressed.
-	DisableCompression bool
 	// TableFormat is the footer to write (TableFormatRocksDBv2). The LevelDB
 	// format cannot hold range deletions; TableFormatPebblev1 makes a table
 	// Pebble's Ingest takes (keys at sequence number 0: Set, Delete,
@@ -80,11 +78,8 @@ func (o WriterOptions) withDefaults() (WriterOptions, error) {
 	if o.BloomBitsPerKey == 0 {
 		o.BloomBitsPerKey = 10
 	}
-	if o.Compression == NoCompression && !o.DisableCompression {
+	if o.Compression == DefaultCompression {
 		o.Compression = SnappyCompression
-	}
-	if o.DisableCompression {
-		o.Compression = NoCompression
 	}
 	if o.TableFormat == 0 {
 		o.TableFormat = TableFormatRocksDBv2
@@ -329,13 +324,13 @@ func (w *Writer) flushDataBlock() error {
 // writeBlock writes a block and its trailer, compressed with c when that
 // saves at least 12.5%.
 func (w *Writer) writeBlock(raw []byte, c Compression) (BlockHandle, error) {
-	typ, body := byte(NoCompression), raw
+	typ, body := byte(NoCompression.code()), raw
 	if c == SnappyCompression {
 		// s2's Snappy-compatible encoder: the Snappy format, decoded by any
 		// Snappy decoder, in less time than golang/snappy's encoder.
 		w.compressed = s2.EncodeSnappy(w.compressed[:cap(w.compressed)], raw)
 		if len(w.compressed) < len(raw)-len(raw)/8 {
-			typ, body = byte(SnappyCompression), w.compressed
+			typ, body = byte(SnappyCompression.code()), w.compressed
 		}
 	}
 	var trailer [blockTrailerLen]byte

@@ -15,7 +15,7 @@ import (
 // block alone is refused without harming the table, which reads back whole.
 func TestWriterBlockLimit(t *testing.T) {
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf, WriterOptions{BlockSize: 1 << 20, DisableCompression: true})
+	w, err := NewWriter(&buf, WriterOptions{BlockSize: 1 << 20, Compression: NoCompression})
 	if err != nil {
 		t.Fatal(err)
 	}

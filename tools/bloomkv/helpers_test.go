@@ -138,7 +138,7 @@ func newFixture(t testing.TB) *fixture {
 	dir := t.TempDir()
 	f := &fixture{dir: dir, table: filepath.Join(dir, "ours.sst"), ldbTable: filepath.Join(dir, "leveldb.sst")}
 	writeTable(t, f.table, 200, sstable.WriterOptions{BlockSize: 512})
-	writeTable(t, f.ldbTable, 40, sstable.WriterOptions{TableFormat: sstable.TableFormatLevelDB, DisableCompression: true})
+	writeTable(t, f.ldbTable, 40, sstable.WriterOptions{TableFormat: sstable.TableFormatLevelDB, Compression: sstable.NoCompression})
 	f.db = writeStore(t, dir)
 	f.wal = storeFile(t, f.db, "*.log")
 	f.manifest = storeFile(t, f.db, "MANIFEST-*")

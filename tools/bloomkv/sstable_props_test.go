@@ -17,7 +17,7 @@ import (
 func writeBottomTable(t *testing.T, path string, n int) {
 	t.Helper()
 	var buf bytes.Buffer
-	w, err := sstable.NewWriter(&buf, sstable.WriterOptions{BlockSize: 512, DisableCompression: true})
+	w, err := sstable.NewWriter(&buf, sstable.WriterOptions{BlockSize: 512, Compression: sstable.NoCompression})
 	if err != nil {
 		t.Fatal(err)
 	}
