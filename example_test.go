@@ -46,6 +46,35 @@ func Example() {
 	// true
 }
 
+// Example_quickStart is the README's quick start, statement for statement
+// (readme_test.go checks that the two agree): open a store in a new
+// directory, write a key, read it back, close the store.
+func Example_quickStart() {
+	dir, err := os.MkdirTemp("", "bloomkv-quickstart")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	db, err := bloomkv.Open(dir, nil) // nil: the default Options
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := db.Set([]byte("hello"), []byte("world"), bloomkv.Sync); err != nil {
+		log.Fatal(err)
+	}
+	v, err := db.Get([]byte("hello"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("hello=%s\n", v)
+	if err := db.Close(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// hello=world
+}
+
 // openMem opens a store on a file system in memory, as the examples below
 // do to stay self-contained.
 func openMem() *bloomkv.DB {
