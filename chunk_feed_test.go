@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/memtable"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // TestChunkFeed: a feed hands out zeroed chunks of the memtable's size

@@ -419,9 +419,11 @@ func (c *compaction) keepTombstones(frags []rangedel.Tombstone) []rangedel.Tombs
 	return out
 }
 
-// Compact compacts the tables holding keys in [start, end] down to the last
-// level: shadowed versions and deletions no snapshot needs are dropped. A
-// nil start or end leaves that side open. The memtable is flushed first.
+// Compact compacts the keys in [start, end) down to the last level, end
+// exclusive as in DeleteRange and iterator bounds: shadowed versions and
+// deletions no snapshot needs are dropped. A nil start or end leaves that
+// side open. The memtable is flushed first. A table that holds end itself
+// may be compacted too, which changes no answer.
 func (d *DB) Compact(start, end []byte) error {
 	if d.closedFlag.Load() {
 		return ErrClosed

@@ -203,7 +203,7 @@ func TestCrashAtRandomPoints(t *testing.T) {
 		// no version above the base.
 		waitFor(t, "the differential-file filter after recovery", func() bool {
 			m := d.Metrics().DiffFilter
-			return m.On || m.BaseLevel < 0
+			return m.On || m.LastLevel < 0
 		})
 		checkDiffFilter(t, d)
 		if err := d.Set([]byte("after"), []byte("crash"), Sync); err != nil {

@@ -759,7 +759,7 @@ func (s *readState) diffMaybe(key []byte, hash uint64, seq base.SeqNum) bool {
 // diffMetrics describes the filter s carries.
 func (d *DB) diffMetrics(s *readState) DiffFilterMetrics {
 	m := DiffFilterMetrics{
-		BaseLevel:   baseLevel(s.version),
+		LastLevel:   baseLevel(s.version),
 		Skips:       d.diff.skips.Load(),
 		Maybes:      d.diff.maybes.Load(),
 		FalseMaybes: d.diff.falseMaybes.Load(),
@@ -829,10 +829,10 @@ func (d *DB) eachKeyHash(meta *manifest.FileMetadata, fn func(uint64)) (*sstable
 
 // DiffFilterCheck is what CheckDiffFilter measured.
 type DiffFilterCheck struct {
-	// On says the read state checked carried a filter; BaseLevel is its
-	// base level (-1: none).
+	// On says the read state checked carried a filter; LastLevel is its
+	// base, the last level (-1: none).
 	On        bool
-	BaseLevel int
+	LastLevel int
 	// BaseKeys counts the distinct user keys of the base level's tables
 	// probed; Unchanged those of them with no version above the base, and
 	// FalseMaybes those of the Unchanged the filter answered "maybe" for.
@@ -864,13 +864,13 @@ func (d *DB) CheckDiffFilter(limit int) (DiffFilterCheck, error) {
 	}
 	s := d.acquire()
 	defer d.release(s)
-	c := DiffFilterCheck{On: s.diff != nil, BaseLevel: baseLevel(s.version)}
-	if c.BaseLevel < 0 {
+	c := DiffFilterCheck{On: s.diff != nil, LastLevel: baseLevel(s.version)}
+	if c.LastLevel < 0 {
 		return c, nil
 	}
 	var prev []byte
 	havePrev := false // not prev != nil: the empty key is a key
-	for meta := range s.version.Level(c.BaseLevel) {
+	for meta := range s.version.Level(c.LastLevel) {
 		r, err := d.tables.get(meta)
 		if err != nil {
 			return c, err
@@ -887,7 +887,7 @@ func (d *DB) CheckDiffFilter(limit int) (DiffFilterCheck, error) {
 				continue
 			}
 			hash := filterblock.Hash(key)
-			above, err := d.versionAboveBase(s, c.BaseLevel, key, hash)
+			above, err := d.versionAboveBase(s, c.LastLevel, key, hash)
 			if err != nil {
 				it.Close()
 				return c, err

@@ -123,8 +123,8 @@ func TestDiffFilterSkipsUnchangedKeys(t *testing.T) {
 	d := baseStore(t, o, n)
 	defer d.Close()
 	problem := checkDiffAtEveryPublish(d)
-	if m := d.Metrics().DiffFilter; m.BaseLevel != 6 || m.Keys != 0 {
-		t.Fatalf("after Compact(nil, nil): base L%d, %d keys counted; want L6 and none", m.BaseLevel, m.Keys)
+	if m := d.Metrics().DiffFilter; m.LastLevel != 6 || m.Keys != 0 {
+		t.Fatalf("after Compact(nil, nil): base L%d, %d keys counted; want L6 and none", m.LastLevel, m.Keys)
 	}
 
 	want := map[int]string{}
@@ -202,7 +202,7 @@ func TestDiffFilterSkipsUnchangedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !chk.On || chk.BaseLevel != 6 || chk.BaseKeys != n || chk.Changed != int64(len(changed)) || chk.Missed != 0 ||
+	if !chk.On || chk.LastLevel != 6 || chk.BaseKeys != n || chk.Changed != int64(len(changed)) || chk.Missed != 0 ||
 		chk.Unchanged != n-int64(len(changed)) || chk.FPRate() > 0.015 {
 		t.Fatalf("CheckDiffFilter = %+v (false-positive rate %.4f); want base L6, %d keys, %d changed, none missed",
 			chk, chk.FPRate(), n, len(changed))

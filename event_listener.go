@@ -96,7 +96,7 @@ type FlushInfo struct {
 	// out of the table, hidden by a newer version from every snapshot and
 	// read (zero at FlushBegin).
 	Entries, Dropped int
-	Bytes            uint64 // table size; zero at FlushBegin
+	Size             uint64 // the table's size in bytes; zero at FlushBegin
 	Duration         time.Duration
 	Err              error
 }

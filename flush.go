@@ -91,7 +91,7 @@ func (d *DB) flushOldestLocked() error {
 	}
 	info.Duration, info.Err = time.Since(start), err
 	if meta != nil {
-		info.Bytes = meta.Size
+		info.Size = meta.Size
 	}
 	if err != nil {
 		err = fmt.Errorf("bloomkv: flush to table %06d failed; the store takes no more writes until reopened: %w", num, err)

@@ -14,9 +14,9 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
-	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/sstable"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // Ingest adds the tables at paths to the store, atomically: after it
@@ -128,7 +128,7 @@ func (d *DB) Ingest(paths []string) error {
 	}
 	info := IngestInfo{SeqNum: uint64(op.seq), FlushedMemTable: op.flushed, Duration: time.Since(start)}
 	for _, t := range op.tables {
-		info.Tables = append(info.Tables, IngestedTable{Path: t.path, FileNum: t.meta.FileNum, Level: t.level, Bytes: t.meta.Size, Linked: t.linked})
+		info.Tables = append(info.Tables, IngestedTable{Path: t.path, FileNum: t.meta.FileNum, Level: t.level, Size: t.meta.Size, Linked: t.linked})
 	}
 	d.opts.EventListener.TableIngested(info)
 	return nil
@@ -197,9 +197,9 @@ type IngestedTable struct {
 	// Path is the file given to Ingest; FileNum its number in the store.
 	Path    string
 	FileNum uint64
-	// Level is the level it went to, and Bytes its size.
+	// Level is the level it went to, and Size its size in bytes.
 	Level int
-	Bytes uint64
+	Size  uint64
 	// Linked is true when the file was hard-linked into the store, false
 	// when it was copied.
 	Linked bool

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/sstable"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a logger's goroutines and the

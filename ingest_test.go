@@ -18,8 +18,8 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
-	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/sstable"
+	"github.com/bloomkv/bloomkv/vfs"
 
 	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/cockroachkvs"
@@ -247,7 +247,7 @@ func TestIngestIntoEmptyStore(t *testing.T) {
 		t.Fatalf("TableIngested: %+v", infos)
 	}
 	for _, ti := range infos[0].Tables {
-		if ti.Level != 6 || !ti.Linked || ti.Bytes == 0 || ti.FileNum == 0 {
+		if ti.Level != 6 || !ti.Linked || ti.Size == 0 || ti.FileNum == 0 {
 			t.Fatalf("table %+v: want linked into L6 (an empty store)", ti)
 		}
 	}

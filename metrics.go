@@ -68,9 +68,10 @@ type DiffFilterMetrics struct {
 	// On is true while Gets consult the filter: it is enabled, the last
 	// level holds data, and the filter is built.
 	On bool
-	// BaseLevel is the base level, the last level, or -1 while it holds
-	// no table.
-	BaseLevel int
+	// LastLevel is the filter's base: the last level, the one the changes
+	// merge into, or -1 while it holds no table. (Metrics.BaseLevel is
+	// another level: the one level 0 compacts into.)
+	LastLevel int
 	// Keys is the number of versions the filter counts: the point entries
 	// in the memtables and in the levels above the base.
 	Keys int64

@@ -13,9 +13,9 @@ import (
 	"github.com/bloomkv/bloomkv/internal/cache"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/record"
-	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/sstable"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // Open opens the store in dir, creating it unless opts.ReadOnly. A nil opts

@@ -9,9 +9,9 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
-	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/sstable"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // writeTable writes mt as table num, synced with its directory entry, and

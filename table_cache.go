@@ -9,8 +9,8 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
 	"github.com/bloomkv/bloomkv/internal/manifest"
-	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/sstable"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // tableCache keeps an open Reader per table.

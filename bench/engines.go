@@ -232,7 +232,7 @@ func (e *bloomkvEngine) shape() string {
 	df := m.DiffFilter
 	diff := "diff filter off"
 	if df.On {
-		diff = fmt.Sprintf("diff filter on: base L%d, %d versions above it", df.BaseLevel, df.Keys)
+		diff = fmt.Sprintf("diff filter on: base L%d, %d versions above it", df.LastLevel, df.Keys)
 	}
 	return fmt.Sprintf("%s; memtable %s (+%d frozen); %s", levelShape(tables), humanize.Bytes(uint64(m.MemTableSize)), m.ImmutableMemTables, diff)
 }

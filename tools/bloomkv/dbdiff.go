@@ -96,10 +96,10 @@ shows the share of the tables' bytes read.`,
 func (e *env) dbDiff(dir string, d *bloomkv.DB, sample int) error {
 	m := d.Metrics()
 	df := m.DiffFilter
-	out := dbDiffOut{Dir: dir, On: df.On, BaseLevel: df.BaseLevel, Versions: df.Keys, MemTableBytes: m.MemTableSize,
+	out := dbDiffOut{Dir: dir, On: df.On, BaseLevel: df.LastLevel, Versions: df.Keys, MemTableBytes: m.MemTableSize,
 		ImmutableMemTables: m.ImmutableMemTables, Levels: []diffLevelOut{}, Capacity: df.Capacity, FilterBytes: df.Bytes,
 		DesignFPRate: df.DesignFPRate, ExpectedFPRate: df.FPRate}
-	for l := 0; l < df.BaseLevel && l < len(m.Levels); l++ {
+	for l := 0; l < df.LastLevel && l < len(m.Levels); l++ {
 		if lm := m.Levels[l]; lm.Files > 0 {
 			out.Levels = append(out.Levels, diffLevelOut{Level: l, Tables: lm.Files, Bytes: lm.Bytes})
 		}
