@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -639,5 +640,285 @@ func TestSemijoinWorkload(t *testing.T) {
 	}
 	if entries, err := os.ReadDir(filepath.Join(dir, "stores")); err != nil || len(entries) != 0 {
 		t.Errorf("stores left behind: %v %v", entries, err)
+	}
+}
+
+// fixedReport is a report of two runs on bloomkv, Pebble and goleveldb
+// with made-up results: ratios above and below 1, a Pebble throughput of 0
+// (no ratio), a note with a table's separator in it, latencies and write
+// amplifications that are not numbers, and finished as a run
+// finishes, so its ratios and goals are computed.
+func fixedReport(t *testing.T) *report {
+	t.Helper()
+	cfg := &config{n: 1000, valueSize: 100, engines: []string{"bloomkv", "pebble", "goleveldb"},
+		workloads: []string{"fillrandom", "readrandom", "readmissing", "scan"}, cache: 8 << 20, memtable: 4 << 20, bits: 10,
+		duration: 100 * time.Millisecond, seed: 1, runs: 2}
+	rep := newReport(cfg, settings{cacheBytes: cfg.cache, memtableBytes: cfg.memtable, bitsPerKey: cfg.bits, blockSize: 4096})
+	rep.Command = "go run ./bench -n 1000 -runs 2"
+	rep.Date = "2024-05-06T07:08:09Z"
+	rep.Commit = "0123456789ab-dirty"
+	rep.Machine = machine{CPU: "Test CPU", CPUs: 2, MemoryBytes: 8 << 30, OS: "linux", Arch: "amd64", GoVersion: "go1.99"}
+	ops := map[string][2]float64{ // workload/engine: ops/s in runs 0 and 1
+		"fillrandom/bloomkv": {200, 300}, "fillrandom/pebble": {100, 100}, "fillrandom/goleveldb": {50, 100},
+		"readrandom/bloomkv": {40, 60}, "readrandom/pebble": {100, 100}, "readrandom/goleveldb": {80, 80},
+		"readmissing/bloomkv": {3000, 2800}, "readmissing/pebble": {100, 100}, "readmissing/goleveldb": {1000, 1000},
+		"scan/bloomkv": {10, 10}, "scan/pebble": {0, 0}, "scan/goleveldb": {10, 20},
+	}
+	for run := range 2 {
+		for _, w := range cfg.workloads {
+			for _, e := range cfg.engines {
+				res := result{Run: run, Workload: w, Engine: e, Ops: 1000, Seconds: 1, OpsPerSec: ops[w+"/"+e][run],
+					P50Micros: ptr(1.5), P99Micros: ptr(9.25), BlockReadsPerOp: ptr(0.125), DiskBytes: 3 << 20, TableBytes: 2 << 20}
+				if w == "fillrandom" {
+					res.WriteAmp = ptr(1.75)
+				}
+				if w == "readmissing" && e == "bloomkv" {
+					res.Note = "a | b"
+				}
+				if w == "scan" {
+					res.P99Micros, res.WriteAmp = ptr(math.NaN()), ptr(math.Inf(1))
+				}
+				rep.Results = append(rep.Results, res)
+			}
+		}
+	}
+	rep.finish(3 * time.Second)
+	return rep
+}
+
+// TestMarkdownReport: the Markdown report of a fixed run holds the run's
+// provenance, settings, every table with rows as wide as their headers,
+// the goals and the chart's link, and no text of a number that is not one.
+func TestMarkdownReport(t *testing.T) {
+	rep := fixedReport(t)
+	md := rep.markdown("img/chart.png")
+	if md != rep.markdown("img/chart.png") {
+		t.Fatal("two renderings of one report differ")
+	}
+	for _, s := range []string{
+		"# bloomkv benchmarks\n",
+		"```\ngo run ./bench -n 1000 -runs 2\n```\n",
+		"| date | 2024-05-06T07:08:09Z |\n", "| commit | 0123456789ab-dirty |\n", "| CPU | Test CPU |\n",
+		"| cores (logical CPUs) | 2 |\n", "| memory | 8.0 GiB |\n", "| OS | linux/amd64 |\n", "| Go | go1.99 |\n",
+		"| keys (-n) | 1,000 |\n", "| value size (-value-size) | 100 B, compressible to about half |\n", "| block cache (-cache) | 8.0 MiB |\n",
+		"| memtable (-memtable) | 4.0 MiB |\n", "| Bloom filter bits per key, every level (-bits) | 10 |\n", "| sync every write (-sync) | false |\n",
+		"| each timed workload, per engine (-duration) | 100ms |\n", "| runs (-runs) | 2 |\n",
+		"| engines (-engines) | bloomkv, pebble, goleveldb |\n", "| workloads (-workloads) | fillrandom, readrandom, readmissing, scan |\n",
+		"![bloomkv's throughput over the other engines, per workload](img/chart.png)\n",
+		"| workload | bloomkv ops/s | pebble ops/s | goleveldb ops/s | bloomkv/nodiff | bloomkv/pebble | bloomkv/goleveldb |\n|---|--:|--:|--:|--:|--:|--:|\n",
+		"| fillrandom | 250 | 100 | 75 | - | 2.50 (2.00–3.00) | 3.50 (3.00–4.00) |\n",
+		"| readrandom | 50 | 100 | 80 | - | 0.50 (0.40–0.60) | 0.62 (0.50–0.75) |\n",
+		"| scan | 10 | 0 | 15 | - | - | 0.75 (0.50–1.00) |\n",
+		"| scan | pebble | 1.5 | - | 0.125 | - | - | 3.0 MiB | 2.0 MiB | - |  |\n",
+		"| fillrandom | bloomkv | 1.5 | 9.2 | 0.125 | - | - | 3.0 MiB | 2.0 MiB | 1.75 |  |\n",
+		`| readmissing | bloomkv | 1.5 | 9.2 | 0.125 | - | - | 3.0 MiB | 2.0 MiB | - | a \| b |` + "\n",
+		"| goal | target | measured | result |\n",
+		"| readmissing ops/s vs pebble | ≥ 2.00 | 29.00 (28.00–30.00) | met |\n",
+		"| readrandom ops/s vs pebble | ≥ 1.20 | 0.50 (0.40–0.60) | not met |\n",
+		"| scan ops/s vs pebble | ≥ 1.00 | - | not run |\n",
+		"| compact disk vs pebble | ≤ 1.05 | - | not run |\n",
+	} {
+		if !strings.Contains(md, s) {
+			t.Errorf("the report lacks %q:\n%s", s, md)
+		}
+	}
+	if m := regexp.MustCompile(`(?i)nan|[+-]?inf\b`).FindString(md); m != "" {
+		t.Errorf("the report holds %q:\n%s", m, md)
+	}
+	// Every row of a table has as many cells as its header.
+	cells := func(line string) int { return strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") - 1 }
+	width := 0
+	for _, line := range strings.Split(md, "\n") {
+		switch {
+		case !strings.HasPrefix(line, "|"):
+			width = 0
+		case width == 0:
+			width = cells(line)
+		case cells(line) != width:
+			t.Errorf("row of %d cells in a table of %d: %q", cells(line), width, line)
+		}
+	}
+
+	// The file: the chart's link is relative to the report's directory.
+	dir := t.TempDir()
+	for _, d := range []string{"docs", "img"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep.cfg.pngPath = filepath.Join(dir, "img", "chart.png")
+	mdPath := filepath.Join(dir, "docs", "bench.md")
+	if err := rep.writeMarkdown(mdPath); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(mdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "](../img/chart.png)\n") {
+		t.Errorf("%s: no link to ../img/chart.png:\n%s", mdPath, data)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "docs")); len(entries) != 1 {
+		t.Errorf("left in docs: %v", entries)
+	}
+	// Without -png, no image.
+	if md := rep.markdown(""); strings.Contains(md, "![") {
+		t.Errorf("an image without a chart:\n%s", md)
+	}
+}
+
+// TestReadmeHeadline: -readme replaces the lines between the markers, and
+// nothing else, as often as it runs; a file without both markers, in
+// order, once each, is refused and left as it was.
+func TestReadmeHeadline(t *testing.T) {
+	rep := fixedReport(t)
+	dir := t.TempDir()
+	rep.cfg.markdownPath = filepath.Join(dir, "docs", "benchmarks.md")
+	readme := filepath.Join(dir, "README.md")
+	before := "# title\n\nText before.\n" + headlineBegin + "\n"
+	after := headlineEnd + "\n\nText after, <!-- bench:headline:begin --> inline is no marker.\n"
+	if err := os.WriteFile(readme, []byte(before+"old headline\n| old | table |\n"+after), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := rep.rewriteReadme(readme); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(readme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := string(data)
+		if !strings.HasPrefix(got, before) || !strings.HasSuffix(got, after) {
+			t.Fatalf("outside the block changed:\n%s", got)
+		}
+		block := strings.TrimSuffix(strings.TrimPrefix(got, before), after)
+		for _, s := range []string{
+			"| workload | bloomkv / Pebble, ops/s | min–max over 2 runs | goal |\n",
+			"| readmissing | 29.00 | 28.00–30.00 | ≥ 2.00, met |\n",
+			"| readrandom | 0.50 | 0.40–0.60 | ≥ 1.20, not met |\n",
+			"| fillrandom | 2.50 | 2.00–3.00 | ≥ 1.00, met |\n",
+			"1,000 keys, medians of 2 runs; 2024-05-06 on Test CPU (2 cores, 8.0 GiB, linux/amd64, go1.99), commit `0123456789ab-dirty`.",
+			"[benchmarks.md](docs/benchmarks.md)",
+		} {
+			if !strings.Contains(block, s) {
+				t.Errorf("the block lacks %q:\n%s", s, block)
+			}
+		}
+		if strings.Contains(block, "old") || strings.Contains(block, "| scan |") || strings.Contains(strings.ToLower(block), "nan") {
+			t.Errorf("the block:\n%s", block)
+		}
+		if info, err := os.Stat(readme); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("the file's mode: %v %v", info, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("left beside the README: %v", entries)
+	}
+
+	// Line endings: a CRLF file stays CRLF.
+	crlf := []byte("a\r\n" + headlineBegin + "\r\nold\r\n" + headlineEnd + "\r\nz\r\n")
+	out, err := replaceHeadline(crlf, "x\ny\n")
+	if err != nil || string(out) != "a\r\n"+headlineBegin+"\r\nx\r\ny\r\n"+headlineEnd+"\r\nz\r\n" {
+		t.Errorf("CRLF: %q %v", out, err)
+	}
+
+	for _, bad := range []string{
+		"no markers\n",
+		headlineBegin + "\nno end\n",
+		"no begin\n" + headlineEnd + "\n",
+		headlineEnd + "\n" + headlineBegin + "\n",
+		headlineBegin + "\n" + headlineBegin + "\n" + headlineEnd + "\n",
+		headlineBegin + "\n" + headlineEnd + "\n" + headlineEnd + "\n",
+		"inline " + headlineBegin + " and " + headlineEnd + "\n",
+	} {
+		path := filepath.Join(dir, "bad.md")
+		if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := rep.rewriteReadme(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "bench:headline:") {
+			t.Errorf("%q: error %v", bad, err)
+		}
+		if data, _ := os.ReadFile(path); string(data) != bad {
+			t.Errorf("%q rewritten to %q", bad, data)
+		}
+	}
+}
+
+// TestOutputFlags: -readme and -markdown are checked before the run: the
+// README must hold the markers, the report's directory must exist.
+func TestOutputFlags(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.md"), filepath.Join(dir, "bad.md")
+	if err := os.WriteFile(good, []byte("x\n"+headlineBegin+"\n"+headlineEnd+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string // in the error; "" for none
+	}{
+		{[]string{"-readme", good, "-markdown", filepath.Join(dir, "out.md")}, ""},
+		{[]string{"-readme", bad}, bad + ": no line " + headlineBegin},
+		{[]string{"-readme", filepath.Join(dir, "missing.md")}, "missing.md"},
+		{[]string{"-markdown", filepath.Join(dir, "nodir", "out.md")}, "nodir"},
+		{[]string{"-markdown", filepath.Join(good, "out.md")}, "not a directory"},
+	} {
+		cfg, err := parseFlags(tc.args, io.Discard)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("parseFlags(%q): %v", tc.args, err)
+		case tc.want == "" && (cfg.readmePath != good || cfg.markdownPath != filepath.Join(dir, "out.md")):
+			t.Errorf("parseFlags(%q): %+v", tc.args, cfg)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("parseFlags(%q): error %v, want one with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestChartLogScale: the chart of ratios above and below 1, with ranges
+// and an absent one, draws; the log axis's ticks are labelled at 1, 2 and
+// 5 times the powers of ten, inside the axis.
+func TestChartLogScale(t *testing.T) {
+	rep := fixedReport(t)
+	path := filepath.Join(t.TempDir(), "chart.png")
+	if err := rep.writePNG(path); err != nil {
+		t.Fatal(err)
+	}
+	if png, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) || len(png) < 1000 {
+		t.Fatalf("%s: not a PNG (%d bytes, %v)", path, len(png), err)
+	}
+	var labels []string
+	for _, tk := range (logTicks{}).Ticks(0.3, 40) {
+		if tk.Value < 0.3 || tk.Value > 40 {
+			t.Errorf("tick %v outside 0.3–40", tk.Value)
+		}
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if want := []string{"0.5", "1", "2", "5", "10", "20"}; !slices.Equal(labels, want) {
+		t.Errorf("labels %v, want %v", labels, want)
+	}
+}
+
+// TestMarkdownAndReadmeRun: a run with -markdown and -readme writes both.
+func TestMarkdownAndReadmeRun(t *testing.T) {
+	dir := t.TempDir()
+	md, readme := filepath.Join(dir, "bench.md"), filepath.Join(dir, "README.md")
+	if err := os.WriteFile(readme, []byte(headlineBegin+"\n"+headlineEnd+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, out := runTiny(t, "-engines", "bloomkv,pebble", "-workloads", "readmissing", "-markdown", md, "-readme", readme)
+	data, err := os.ReadFile(md)
+	if err != nil || !strings.Contains(string(data), "| readmissing ops/s vs pebble | ≥ 2.00 | ") || !strings.Contains(out, "wrote "+md) {
+		t.Errorf("%s: %v\n%s", md, err, data)
+	}
+	data, err = os.ReadFile(readme)
+	if err != nil || !strings.Contains(string(data), "| readmissing | ") || !strings.Contains(string(data), "[bench.md](bench.md)") {
+		t.Errorf("%s: %v\n%s", readme, err, data)
 	}
 }

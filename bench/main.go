@@ -7,6 +7,8 @@
 //	go run ./bench -n 10000000 -cache 64MiB -json out.json -png out.png
 //	go run ./bench -runs 3               # three runs: the median and range of each ratio
 //	go run ./bench -engines bloomkv,pebble,pebble-l6   # Pebble with last-level filters on its point reads too
+//	go run ./bench -runs 3 -png docs/benchmarks.png -markdown docs/benchmarks.md -readme README.md
+//	                                     # the published report, and the README's headline table
 //
 // Each engine runs the whole list of workloads in a directory of its own,
 // one engine after another. -runs N repeats the whole comparison N times,
@@ -57,6 +59,10 @@ type config struct {
 	nodiffOnly []string
 	// semijoin runs the semijoin workload (bloomkv only, once).
 	semijoin bool
+	// markdownPath is where -markdown writes the Markdown report; readmePath
+	// the file whose headline block -readme rewrites.
+	markdownPath string
+	readmePath   string
 }
 
 func main() {
@@ -100,6 +106,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 1500*time.Millisecond, "how long each timed workload (reads, seeks, YCSB) runs per engine")
 	fs.StringVar(&cfg.jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&cfg.pngPath, "png", "", "write a bar chart of the ratios to this PNG file")
+	fs.StringVar(&cfg.markdownPath, "markdown", "", "write a Markdown report of the run (machine, commit, settings, every table, the goals) to this file")
+	fs.StringVar(&cfg.readmePath, "readme", "", "rewrite, in this file, the lines between "+headlineBegin+" and "+headlineEnd+
+		" with a headline table of the run (the markers must be there)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the key and value streams")
 	fs.IntVar(&cfg.runs, "runs", 1, "run the whole comparison this many times, the engine order reversed every other run, "+
@@ -132,6 +141,22 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("-memtable %d: need at least 64 KiB", cfg.memtable)
 	case cfg.runs < 1:
 		return nil, fmt.Errorf("-runs %d: need at least 1 run", cfg.runs)
+	}
+	// The outputs written at the end are checked now, so that a long run
+	// is not wasted on a file it cannot write.
+	if cfg.markdownPath != "" {
+		if err := checkDir(cfg.markdownPath); err != nil {
+			return nil, fmt.Errorf("-markdown: %w", err)
+		}
+	}
+	if cfg.readmePath != "" {
+		data, err := os.ReadFile(cfg.readmePath)
+		if err != nil {
+			return nil, fmt.Errorf("-readme: %w", err)
+		}
+		if _, _, err := headlineBlock(data); err != nil {
+			return nil, fmt.Errorf("-readme %s: %w", cfg.readmePath, err)
+		}
 	}
 	if cfg.engines, err = parseList(engineList, engineNames, "engine"); err != nil {
 		return nil, err
@@ -336,6 +361,18 @@ func run(cfg *config, stdout, stderr io.Writer) (err error) {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", cfg.pngPath)
+	}
+	if cfg.markdownPath != "" {
+		if err := rep.writeMarkdown(cfg.markdownPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", cfg.markdownPath)
+	}
+	if cfg.readmePath != "" {
+		if err := rep.rewriteReadme(cfg.readmePath); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "rewrote the headline of %s\n", cfg.readmePath)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -176,8 +177,11 @@ var goals = []goal{
 
 // report is the whole run: how to reproduce it, and what it measured.
 type report struct {
-	Command   string            `json:"command"`
-	Date      string            `json:"date"`
+	Command string `json:"command"`
+	Date    string `json:"date"`
+	// Commit is the source revision the benchmark ran, "-dirty" when the
+	// tree had changes, or "unknown" (see sourceCommit).
+	Commit    string            `json:"commit"`
 	Machine   machine           `json:"machine"`
 	Settings  reportSettings    `json:"settings"`
 	Engines   map[string]string `json:"engines"`
@@ -201,11 +205,14 @@ type report struct {
 }
 
 type machine struct {
-	CPU       string `json:"cpu"`
-	CPUs      int    `json:"cpus"`
-	OS        string `json:"os"`
-	Arch      string `json:"arch"`
-	GoVersion string `json:"go_version"`
+	CPU  string `json:"cpu"`
+	CPUs int    `json:"cpus"`
+	// MemoryBytes is the machine's memory, where the system says; 0 when
+	// it does not.
+	MemoryBytes int64  `json:"memory_bytes,omitempty"`
+	OS          string `json:"os"`
+	Arch        string `json:"arch"`
+	GoVersion   string `json:"go_version"`
 }
 
 type reportSettings struct {
@@ -226,7 +233,9 @@ func newReport(cfg *config, s settings) *report {
 	r := &report{
 		Command: "go run ./bench " + strings.Join(os.Args[1:], " "),
 		Date:    time.Now().UTC().Format(time.RFC3339),
-		Machine: machine{CPU: cpuModel(), CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version()},
+		Commit:  sourceCommit(),
+		Machine: machine{CPU: cpuModel(), CPUs: runtime.NumCPU(), MemoryBytes: memTotal(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+			GoVersion: runtime.Version()},
 		Settings: reportSettings{Keys: cfg.n, KeySize: benchutil.KeyLen, ValueSize: cfg.valueSize, CacheBytes: s.cacheBytes,
 			MemtableBytes: s.memtableBytes, BitsPerKey: s.bitsPerKey, BlockSize: s.blockSize, Compression: "snappy",
 			Sync: s.sync, Duration: cfg.duration.String(), Seed: cfg.seed},
@@ -564,8 +573,14 @@ func (r *report) table() string {
 	return b.String()
 }
 
+// finite says whether f holds a number to print: not absent, NaN or
+// infinite.
+func finite(f *float64) bool {
+	return f != nil && !math.IsNaN(*f) && !math.IsInf(*f, 0)
+}
+
 func fmtRatio(f *float64) string {
-	if f == nil {
+	if !finite(f) {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", *f)
@@ -574,21 +589,21 @@ func fmtRatio(f *float64) string {
 // fmtRange formats a ratio's median and, with several runs, its range over
 // them: "0.97 (0.91–1.03)".
 func (r *report) fmtRange(med, lo, hi *float64) string {
-	if r.Runs <= 1 || med == nil || lo == nil || hi == nil {
+	if r.Runs <= 1 || !finite(med) || !finite(lo) || !finite(hi) {
 		return fmtRatio(med)
 	}
 	return fmt.Sprintf("%.2f (%.2f–%.2f)", *med, *lo, *hi)
 }
 
 func fmtFloat(f *float64, format string) string {
-	if f == nil {
+	if !finite(f) {
 		return "-"
 	}
 	return fmt.Sprintf(format, *f)
 }
 
 func fmtPercent(f *float64) string {
-	if f == nil {
+	if !finite(f) {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f%%", *f*100)
