@@ -489,8 +489,9 @@ func newNumTree() *btree.BTreeG[numbered] {
 
 // treeDegree is the B-trees' degree: nodes of up to 63 items (2 KB). A
 // lookup among 100k tables visits three or four nodes; an edit copies the
-// nodes on its path. Measured on BenchmarkFind and BenchmarkApply, 32 finds
-// a little faster than 8 or 16, and its edits' copies cost little.
+// nodes on its path. Wider nodes mean fewer nodes visited per lookup and
+// more bytes copied per edit; BenchmarkFind and BenchmarkApply weigh the
+// two.
 const treeDegree = 32
 
 func newLevelTree(l int) *btree.BTreeG[entry] {
