@@ -1,5 +1,7 @@
 package bloomkv
 
+// The arena chunks prepared ahead of the memtables' writes (chunkFeed).
+
 import (
 	"os"
 
@@ -78,13 +80,4 @@ func (f *chunkFeed) close() {
 		close(f.stop)
 		<-f.done
 	}
-}
-
-// newMemTable returns an empty memtable of the store's size, its arena fed
-// by the store's chunk feed.
-func (d *DB) newMemTable() *memtable.MemTable {
-	if d.chunks == nil {
-		return memtable.NewSized(d.opts.MemTableSize)
-	}
-	return memtable.NewSizedFrom(d.opts.MemTableSize, d.chunks.take)
 }

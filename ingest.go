@@ -1,5 +1,8 @@
 package bloomkv
 
+// Ingestion of external tables: their checks, hashing, placement in the
+// levels and publication through the commit pipeline.
+
 import (
 	"bytes"
 	"encoding/binary"
@@ -7,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bloomkv/bloomkv/filterblock"
@@ -489,30 +491,6 @@ func (d *DB) hashIngestTable(t *ingestTable) error {
 		return fmt.Errorf("bloomkv: Ingest: reading %s: %w", t.path, err)
 	}
 	t.hashes, t.hashed = hashes, true
-	return nil
-}
-
-// forEachParallel calls fn(0) to fn(n-1), up to width at once, and
-// returns the error of the lowest i that failed.
-func forEachParallel(n, width int, fn func(i int) error) error {
-	errs := make([]error, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(n, width) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				errs[i] = fn(i)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
 	return nil
 }
 

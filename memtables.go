@@ -1,5 +1,8 @@
 package bloomkv
 
+// The memtables: making one, making room for writes, and rotating the
+// mutable one.
+
 import (
 	"fmt"
 	"time"
@@ -91,4 +94,13 @@ func (d *DB) rotateLocked() error {
 	d.publishLocked()
 	d.cond.Broadcast() // wake the flusher
 	return nil
+}
+
+// newMemTable returns an empty memtable of the store's size, its arena fed
+// by the store's chunk feed.
+func (d *DB) newMemTable() *memtable.MemTable {
+	if d.chunks == nil {
+		return memtable.NewSized(d.opts.MemTableSize)
+	}
+	return memtable.NewSizedFrom(d.opts.MemTableSize, d.chunks.take)
 }

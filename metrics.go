@@ -1,5 +1,7 @@
 package bloomkv
 
+// The store's metrics: what Metrics reports, and the counters behind it.
+
 import (
 	"fmt"
 	"math"
@@ -264,4 +266,25 @@ type dbMetrics struct {
 
 type levelCounters struct {
 	bytesWritten, bytesRead, bytesMoved, bytesIngested, compactions atomic.Uint64
+}
+
+// diffMetrics describes the filter s carries.
+func (d *DB) diffMetrics(s *readState) DiffFilterMetrics {
+	m := DiffFilterMetrics{
+		LastLevel:   baseLevel(s.version),
+		Skips:       d.diff.skips.Load(),
+		Maybes:      d.diff.maybes.Load(),
+		FalseMaybes: d.diff.falseMaybes.Load(),
+		Rebuilds:    d.diff.rebuilds.Load(),
+		Idle:        s.diffIdle,
+	}
+	if f := s.diff; f != nil {
+		m.On = true
+		m.Keys = f.Count()
+		m.Capacity = f.Capacity()
+		m.Bytes = f.SizeBytes()
+		m.DesignFPRate = f.DesignFPRate()
+		m.FPRate = f.ExpectedFPRate(float64(max(m.Keys, 0)))
+	}
+	return m
 }

@@ -1,0 +1,93 @@
+package bloomkv
+
+// The differential-file filter's probe on the read path: whether a Get
+// asks it, and what its answer means (MayHaveChanged).
+
+import (
+	"math/rand/v2"
+
+	"github.com/bloomkv/bloomkv/filterblock"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
+)
+
+// A Get the filter answers "maybe" pays one probe for nothing; one it
+// answers "no" saves a probe per memtable, per level-0 table and per level
+// in between. Under diffMinSkipRate of skips the probes cost more than they
+// save, so the filter is asked by one Get in diffBypassSample only,
+// enough to see the skip rate come back; a window is diffWindow probes
+// (diffBypassWindow while bypassed).
+const (
+	diffMinSkipRate  = 0.30
+	diffBypassSample = 64
+	diffWindow       = 1024
+	diffBypassWindow = 64
+)
+
+// consultDiff reports whether this Get asks the filter: always, unless it
+// is bypassed (its recent skip rate is too low to pay); then one Get in
+// diffBypassSample, drawn at random (the runtime's per-thread generator: no
+// shared counter for every Get to update).
+func (ds *diffState) consultDiff() bool {
+	return !ds.bypass.Load() || rand.Uint32N(diffBypassSample) == 0
+}
+
+// noteProbe counts a probe's answer in the window, and at the window's end
+// sets bypass from its skip rate.
+func (ds *diffState) noteProbe(skipped bool) {
+	if skipped {
+		ds.skips.Add(1)
+		ds.winSkips.Add(1)
+	} else {
+		ds.maybes.Add(1)
+	}
+	// While bypassed, probes come one Get in diffBypassSample: a window of
+	// diffBypassWindow of them (about 4,000 Gets) judges whether to return.
+	window := uint32(diffWindow)
+	if ds.bypass.Load() {
+		window = diffBypassWindow
+	}
+	if ds.winProbes.Add(1) >= window {
+		skips := ds.winSkips.Swap(0)
+		ds.winProbes.Store(0)
+		ds.bypass.Store(float64(skips) < diffMinSkipRate*float64(window))
+	}
+}
+
+// MayHaveChanged reports whether key may have a version above the base, the
+// last level: in a memtable or in a level above it. False is certain: the key's newest version, or its absence, is
+// then the base's, and a Get of it reads the base level only. True may be
+// wrong at the filter's false-positive rate (Metrics().DiffFilter), and is
+// the answer whenever the filter is off: disabled (Options.DisableDiffFilter),
+// while the last level holds no table, or while the filter is being built.
+//
+// After Compact(nil, nil) the last level holds every key the store had;
+// MayHaveChanged is then false for all of them until they are written
+// again. After a Compact of a range, the last level holds that range's keys,
+// and MayHaveChanged is false for them likewise.
+func (d *DB) MayHaveChanged(key []byte) bool {
+	if d.closedFlag.Load() {
+		return true
+	}
+	s := d.acquire()
+	defer d.release(s)
+	return s.diffMaybe(key, filterblock.Hash(key), base.SeqNumMax)
+}
+
+// diffMaybe reports whether key (of the given hash) may have a version
+// above s's base visible at seq: the filter says maybe, or a range deletion
+// above the base covers it, or s carries no filter.
+func (s *readState) diffMaybe(key []byte, hash uint64, seq base.SeqNum) bool {
+	if s.diff == nil || s.diff.MayContainHash(hash) {
+		return true
+	}
+	if len(s.diffDels) > 0 && rangedel.Cover(s.diffDels, key, seq) != 0 {
+		return true
+	}
+	for _, m := range s.imm {
+		if m.mt.RangeDelCover(key, seq) != 0 {
+			return true
+		}
+	}
+	return s.mem.mt.RangeDelCover(key, seq) != 0
+}

@@ -1,0 +1,101 @@
+package bloomkv
+
+// The DB's write-ahead log: creating one, and the failure of a log and the
+// store's rescue from it.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bloomkv/bloomkv/internal/record"
+)
+
+func (d *DB) createWAL(num uint64) error {
+	f, err := d.fs.Create(d.path(logName(num)))
+	if err != nil {
+		return fmt.Errorf("bloomkv: creating %s: %w", d.path(logName(num)), err)
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
+	}
+	d.wal = newLogFile(f, d.path(logName(num)), 0, logWriteDelay, func(err error) { d.walFailed(err) })
+	d.walW = record.NewWriter(d.wal, 0)
+	return nil
+}
+
+// walFailed records a failed WAL write or sync. The store then refuses
+// writes until reopened: a failed fsync is never retried as if it had
+// succeeded, and nothing after an unwritten record may be acknowledged.
+//
+// NoSync writes acknowledged before the failure may be missing from the
+// log, since its writer goroutine writes them after the commit returns; they
+// are all in the memtables. So the memtable of the failed log is frozen
+// (rescueLocked) and, with every frozen memtable, flushed to level 0 even
+// though the store has failed; Close waits for that.
+//
+// d.mu must not be held: walFailed takes it, and calls the BackgroundError
+// listener after letting it go. A caller holding d.mu records the failure
+// with walFailedLocked and reports it once it has let go of its locks; one
+// that holds d.mu and leads the commit queue returns a logFailure, which the
+// leader passes here (reportLogFailure).
+func (d *DB) walFailed(err error) error {
+	d.mu.Lock()
+	bgErr, first := d.walFailedLocked(err)
+	d.mu.Unlock()
+	if first {
+		d.opts.EventListener.BackgroundError(bgErr)
+	}
+	return bgErr
+}
+
+// walFailedLocked is walFailed without the listener: it records the
+// failure and returns the store's error, and whether this call set it (then
+// the caller tells the BackgroundError listener, once it holds no lock of
+// the DB). d.mu is held.
+func (d *DB) walFailedLocked(err error) (bgErr error, first bool) {
+	first = d.bgErr == nil
+	if first {
+		d.bgErr = fmt.Errorf("bloomkv: write-ahead log failed (current log %s); the store takes no more writes until reopened: %w",
+			d.path(logName(d.mem.logNum)), err)
+	}
+	if !d.walBroken {
+		d.walBroken = true
+		d.rescuing = true
+		d.cond.Broadcast() // wake stalled writers, and the flusher to rescue
+	}
+	return d.bgErr, first
+}
+
+// logFailure is a failed write, sync or creation of a WAL met with d.mu
+// held (rotateLocked). The commit leader reports it through walFailed once
+// it has let go of d.mu (reportLogFailure).
+type logFailure struct{ err error }
+
+func (e *logFailure) Error() string { return e.err.Error() }
+func (e *logFailure) Unwrap() error { return e.err }
+
+// reportLogFailure passes a logFailure among err's chain to walFailed and
+// returns the store's error; any other error it returns as it is. d.mu is
+// not held.
+func (d *DB) reportLogFailure(err error) error {
+	var lf *logFailure
+	if errors.As(err, &lf) {
+		return d.walFailed(lf.err)
+	}
+	return err
+}
+
+// rescueLocked freezes the memtable after a WAL failure, so that the
+// flusher writes it to a table. The new memtable has no WAL: the store takes
+// no more writes. d.mu is held and no commit is under way (the caller leads
+// the commit queue, or Close has emptied it).
+func (d *DB) rescueLocked() {
+	if !d.rescuing || d.mem.mt.Empty() {
+		return
+	}
+	d.imm = append(d.imm, d.mem)
+	d.mem = &memEntry{mt: d.newMemTable(), logNum: d.allocFileNumLocked()}
+	d.publishLocked()
+	d.cond.Broadcast()
+}
