@@ -1,0 +1,125 @@
+package sstable
+
+// The reader's filter: reading the filter block, deferring and loading it,
+// and probing it.
+
+import (
+	"fmt"
+
+	"github.com/bloomkv/bloomkv/filterblock"
+)
+
+// readFilter reads bloomkv's filter block, if the table has one, and pins it
+// or hands it to the cache.
+func (t *Reader) readFilter() error {
+	bh, ok := t.meta[metaFilterName]
+	if !ok {
+		return nil
+	}
+	if t.opts.DeferFilter && !t.opts.CacheIndexAndFilterBlocks {
+		t.hasFilter, t.filterBH = true, bh
+		return nil
+	}
+	b, err := t.readBlock(bh, "filter")
+	if err != nil {
+		return err
+	}
+	if t.filter, err = filterblock.Decode(b); err != nil {
+		return fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, bh, err)
+	}
+	t.hasFilter, t.filterBH = true, bh
+	if t.opts.CacheIndexAndFilterBlocks {
+		t.handToCache(bh, b)
+		t.filter = filterblock.Filter{}
+	}
+	return nil
+}
+
+// MayContainHash probes the table's filter with a key's filterblock.Hash: false
+// means the table certainly lacks the key. A table without a filter (or
+// whose deferred filter is not loaded yet) answers true.
+func (t *Reader) MayContainHash(hash uint64) (bool, error) {
+	if !t.hasFilter {
+		return true, nil
+	}
+	return t.mayContain(hash)
+}
+
+// HasFilter reports whether the table has a bloomkv filter that probes
+// consult: false until LoadFilter has read a deferred one.
+func (t *Reader) HasFilter() bool {
+	return t.hasFilter && (!t.deferFilter() || t.deferred.Load() != nil)
+}
+
+// deferFilter reports whether the filter is read by LoadFilter.
+func (t *Reader) deferFilter() bool {
+	return t.opts.DeferFilter && !t.opts.CacheIndexAndFilterBlocks
+}
+
+// LoadFilter reads the table's filter when the reader was opened with
+// DeferFilter and has not read it yet; from then on probes consult it. It
+// is safe to call concurrently with reads, and more than once. A damaged
+// filter block is an error wrapping ErrCorruption, and the table goes on
+// answering "maybe".
+func (t *Reader) LoadFilter() error {
+	if !t.hasFilter || !t.deferFilter() || t.deferred.Load() != nil {
+		return nil
+	}
+	t.filterMu.Lock()
+	defer t.filterMu.Unlock()
+	if t.deferred.Load() != nil {
+		return nil
+	}
+	b, err := t.readBlock(t.filterBH, "filter")
+	if err != nil {
+		return err
+	}
+	f, err := filterblock.Decode(b)
+	if err != nil {
+		return fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, t.filterBH, err)
+	}
+	t.deferred.Store(&f)
+	return nil
+}
+
+// mayContain probes the table's filter with a key's hash: the pinned filter,
+// the deferred one once loaded, or the filter block through the cache.
+func (t *Reader) mayContain(hash uint64) (bool, error) {
+	if !t.opts.CacheIndexAndFilterBlocks {
+		if t.opts.DeferFilter {
+			if f := t.deferred.Load(); f != nil {
+				return f.MayContainHash(hash), nil
+			}
+			return true, nil
+		}
+		return t.filter.MayContainHash(hash), nil
+	}
+	b, err := t.cachedBlock(t.filterBH, "filter", nil)
+	if err != nil {
+		return false, err
+	}
+	f, err := filterblock.Decode(b)
+	if err != nil {
+		return false, fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, t.filterBH, err)
+	}
+	return f.MayContainHash(hash), nil
+}
+
+// Filter returns the table's blocked filter and whether it has one.
+func (t *Reader) Filter() (filterblock.Filter, bool, error) {
+	if t.hasFilter && t.deferFilter() {
+		if err := t.LoadFilter(); err != nil {
+			return filterblock.Filter{}, true, err
+		}
+		return *t.deferred.Load(), true, nil
+	}
+	if !t.hasFilter || !t.opts.CacheIndexAndFilterBlocks {
+		return t.filter, t.hasFilter, nil
+	}
+	b, err := t.cachedBlock(t.filterBH, "filter", nil)
+	if err != nil {
+		return filterblock.Filter{}, true, err
+	}
+	f, err := filterblock.Decode(b)
+	return f, true, err
+}
