@@ -28,10 +28,11 @@ type Options struct {
 	// MaxImmutableMemTables is how many frozen memtables may wait for a
 	// flush before writes stall (2).
 	MaxImmutableMemTables int
-	// BloomBitsPerKey sizes each table's blocked Bloom filter (10; 1 to
-	// 32; negative for none).
+	// BloomBitsPerKey sizes each table's blocked Bloom filter
+	// (sstable.DefaultBloomBitsPerKey; 1 to 32; negative for none).
 	BloomBitsPerKey int
-	// BlockSize is the target size of a table's data blocks (4096).
+	// BlockSize is the target size of a table's data blocks
+	// (sstable.DefaultBlockSize).
 	BlockSize int
 	// Compression compresses table blocks: sstable.DefaultCompression
 	// (the zero value) is Snappy; sstable.NoCompression stores them as
@@ -140,10 +141,10 @@ func (o *Options) withDefaults() (*Options, error) {
 		c.MaxImmutableMemTables = 2
 	}
 	if c.BloomBitsPerKey == 0 {
-		c.BloomBitsPerKey = 10
+		c.BloomBitsPerKey = sstable.DefaultBloomBitsPerKey
 	}
 	if c.BlockSize == 0 {
-		c.BlockSize = 4096
+		c.BlockSize = sstable.DefaultBlockSize
 	}
 	if c.L0CompactionThreshold == 0 {
 		c.L0CompactionThreshold = 2

@@ -33,14 +33,23 @@ const (
 	metaRangeDelV1Name = "rocksdb.range_del"
 )
 
+// The defaults of WriterOptions' BlockSize and BloomBitsPerKey, which the
+// store's Options share: 4 KiB data blocks, and 10 bits a key in the filter.
+const (
+	DefaultBlockSize       = 4096
+	DefaultBloomBitsPerKey = 10
+)
+
 // WriterOptions configure a Writer. The zero value means the defaults.
 type WriterOptions struct {
-	// BlockSize is the target uncompressed size of a data block (4096).
+	// BlockSize is the target uncompressed size of a data block
+	// (DefaultBlockSize).
 	BlockSize int
 	// BlockRestartInterval is the number of keys between restart points in
 	// a data block (16).
 	BlockRestartInterval int
-	// BloomBitsPerKey sizes the table's blocked Bloom filter (10; 1 to 32).
+	// BloomBitsPerKey sizes the table's blocked Bloom filter
+	// (DefaultBloomBitsPerKey; 1 to 32).
 	// A negative value writes no filter.
 	BloomBitsPerKey int
 	// Compression of data and index blocks: DefaultCompression (the zero
@@ -70,13 +79,13 @@ type WriterOptions struct {
 
 func (o WriterOptions) withDefaults() (WriterOptions, error) {
 	if o.BlockSize == 0 {
-		o.BlockSize = 4096
+		o.BlockSize = DefaultBlockSize
 	}
 	if o.BlockRestartInterval == 0 {
 		o.BlockRestartInterval = 16
 	}
 	if o.BloomBitsPerKey == 0 {
-		o.BloomBitsPerKey = 10
+		o.BloomBitsPerKey = DefaultBloomBitsPerKey
 	}
 	if o.Compression == DefaultCompression {
 		o.Compression = SnappyCompression
