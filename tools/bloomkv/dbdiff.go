@@ -89,7 +89,7 @@ shows the share of the tables' bytes read.`,
 			return e.withDBProgress(a[0], "diff", func(d *bloomkv.DB) error { return e.dbDiff(a[0], d, sample) })
 		},
 	}
-	c.Flags().IntVar(&sample, "sample", 0, "probe only the first N live keys in key order (0: all)")
+	c.Flags().IntVar(&sample, "sample", 0, "probe only the first N distinct keys of the base level, in the order of its tables (0: all)")
 	return c
 }
 
