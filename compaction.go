@@ -447,11 +447,9 @@ func (d *DB) Compact(start, end []byte) error {
 	// Close waits for background work, this call included.
 	d.bgWG.Add(1)
 	defer d.bgWG.Done()
-	d.diff.manual++
 	d.manualCompacts++
 	err := d.compactRangeLocked(start, end)
 	d.manualCompacts--
-	d.diff.manual--
 	d.cond.Broadcast() // the filter's builder waits for the end
 	if err == nil {
 		d.waitDiffBuildLocked()

@@ -74,8 +74,12 @@ type DB struct {
 	closed  bool
 	busy    map[uint64]bool // tables being compacted
 	running []*compaction
-	// manualCompacts counts the Compact calls under way: while one is,
-	// no background compaction starts (pickAutoLocked).
+	// manualCompacts counts the Compact calls under way: while one is, no
+	// background compaction starts (pickAutoLocked), and no
+	// differential-file filter is built (diffBuilder): Compact moves the
+	// differential into the base, so a filter built meanwhile would count
+	// versions about to leave, reading every table above the base to do
+	// so.
 	manualCompacts int
 	// elide holds the tables below level 0 that hold deletions (as far as
 	// known: those written since Open), for elision-only and

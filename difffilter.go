@@ -100,11 +100,6 @@ type diffState struct {
 	// seqAtIdle is the last sequence number when the filter went idle, or
 	// when noteIdleGet last found writes outrunning the Gets.
 	seqAtIdle base.SeqNum
-	// manual counts the calls of Compact under way. Builds wait for them
-	// to end: Compact moves the differential into the base, so a filter
-	// built meanwhile would count versions about to leave, reading every
-	// table above the base to do so.
-	manual int
 	// writers are the filters commits add to: cur, building, and the older
 	// filters live read states carry. The commit leader reads it without
 	// d.mu.
@@ -161,7 +156,7 @@ func baseLevel(v *manifest.Version) int {
 // keys until the next build. d.mu is held.
 func (d *DB) diffTrackingLocked(c *compaction) bool {
 	ds := &d.diff
-	return ds.enabled && (ds.cur != nil || ds.building != nil || c.outputLevel == manifest.NumLevels-1 && ds.manual == 0 && !ds.idle)
+	return ds.enabled && (ds.cur != nil || ds.building != nil || c.outputLevel == manifest.NumLevels-1 && d.manualCompacts == 0 && !ds.idle)
 }
 
 // initDiff sets up the filter's bookkeeping at Open.

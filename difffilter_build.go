@@ -45,7 +45,7 @@ func (d *DB) diffBuilder() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		for !d.closed && !(d.diff.wantBuild && d.bgErr == nil && d.diff.manual == 0) {
+		for !d.closed && !(d.diff.wantBuild && d.bgErr == nil && d.manualCompacts == 0) {
 			d.cond.Wait()
 		}
 		if d.closed {
@@ -69,7 +69,7 @@ func (d *DB) diffBuilder() {
 // waiting when the store closes or fails, or when another Compact starts
 // (builds wait for those). d.mu is held.
 func (d *DB) waitDiffBuildLocked() {
-	for !d.closed && d.bgErr == nil && d.diff.manual == 0 && (d.diff.wantBuild || d.diff.buildRunning) {
+	for !d.closed && d.bgErr == nil && d.manualCompacts == 0 && (d.diff.wantBuild || d.diff.buildRunning) {
 		d.cond.Wait()
 	}
 }

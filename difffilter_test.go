@@ -493,7 +493,7 @@ func TestDiffFilterCountsNothingAfterCompact(t *testing.T) {
 	var builtDuring, published int
 	d.mu.Lock()
 	d.onPublish = func(*readState) {
-		if d.diff.manual > 0 {
+		if d.manualCompacts > 0 {
 			published++
 			if d.diff.building != nil || d.diff.cur != nil {
 				builtDuring++
