@@ -68,7 +68,7 @@ func (d *DB) Check() (CheckStats, error) {
 	d.mu.Lock()
 	s := d.acquire()
 	readSeq := base.SeqNum(d.visibleSeq.Load()) + 1
-	lastSeq := d.lastSeq // assigned, perhaps not yet visible: the bound for tables
+	lastSeq := d.mu.lastSeq // assigned, perhaps not yet visible: the bound for tables
 	for _, m := range s.imm {
 		if !m.flushed { // a flushed one's are counted in its table
 			st.RangeDeletions += uint64(len(m.mt.RangeDels()))

@@ -170,11 +170,11 @@ type pinnedLog struct {
 // After it succeeds, unpinCheckpoint lets go; Close waits for that. A
 // failure of the write-ahead log comes back as a *logFailure (rotateLocked).
 func (d *DB) pinCheckpointLocked(p *checkpointPin) error {
-	if d.closed {
+	if d.mu.closed {
 		return ErrClosed
 	}
-	if d.walBroken {
-		return fmt.Errorf("bloomkv: checkpoint: the store's write-ahead log lacks acknowledged writes: %w", d.bgErr)
+	if d.mu.walBroken {
+		return fmt.Errorf("bloomkv: checkpoint: the store's write-ahead log lacks acknowledged writes: %w", d.mu.bgErr)
 	}
 	live := !d.opts.ReadOnly
 	if live {
@@ -199,7 +199,7 @@ func (d *DB) pinCheckpointLocked(p *checkpointPin) error {
 			break
 		}
 		l := pinnedLog{num: num, f: f}
-		if live && num == d.mem.logNum {
+		if live && num == d.mu.mem.logNum {
 			l.size = d.walW.Size()
 		} else if l.size, err = f.Size(); err != nil {
 			err = fmt.Errorf("bloomkv: checkpoint: %s: %w", name, err)
@@ -210,7 +210,7 @@ func (d *DB) pinCheckpointLocked(p *checkpointPin) error {
 		p.closeLogs()
 		return err
 	}
-	p.state = d.acquire() // d.mu held: the published state is d.version's
+	p.state = d.acquire() // d.mu held: the published state is d.mu.version's
 	p.manifestNum = d.allocFileNumLocked()
 	p.edits = []*manifest.VersionEdit{d.snapshotEditLocked()}
 	if live {
@@ -235,16 +235,16 @@ func (d *DB) checkpointLogsLocked() ([]uint64, error) {
 			return nil, fmt.Errorf("bloomkv: checkpoint: listing %s: %w", d.dir, err)
 		}
 		for _, n := range names {
-			if k, num := parseName(n); k == kindLog && num >= d.logNumber {
+			if k, num := parseName(n); k == kindLog && num >= d.mu.logNumber {
 				nums = append(nums, num)
 			}
 		}
 		return nums, nil
 	}
-	// A flush leaves its memtable among d.imm for a while after the edit
+	// A flush leaves its memtable among d.mu.imm for a while after the edit
 	// that moves the log number past its log.
-	for _, m := range append(d.imm[:len(d.imm):len(d.imm)], d.mem) {
-		if m.logNum >= d.logNumber {
+	for _, m := range append(d.mu.imm[:len(d.mu.imm):len(d.mu.imm)], d.mu.mem) {
+		if m.logNum >= d.mu.logNumber {
 			nums = append(nums, m.logNum)
 		}
 	}

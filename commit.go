@@ -96,7 +96,7 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 		d.mu.Unlock()
 		return d.reportLogFailure(err)
 	}
-	if d.closed {
+	if d.mu.closed {
 		d.mu.Unlock()
 		return ErrClosed
 	}
@@ -107,9 +107,9 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 		d.mu.Unlock()
 		return d.reportLogFailure(err)
 	}
-	if d.bgErr != nil {
+	if d.mu.bgErr != nil {
 		d.mu.Unlock()
-		return d.bgErr
+		return d.mu.bgErr
 	}
 	if group[0].diffBuild {
 		group[0].build = d.beginDiffBuildLocked(group[0].buildEntries)
@@ -118,29 +118,29 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 	}
 	if group[0].flush {
 		var err error
-		if !d.mem.mt.Empty() {
-			group[0].flushed = d.mem
+		if !d.mu.mem.mt.Empty() {
+			group[0].flushed = d.mu.mem
 			err = d.rotateLocked()
-		} else if len(d.imm) > 0 {
-			group[0].flushed = d.imm[len(d.imm)-1] // wait for earlier freezes too
+		} else if len(d.mu.imm) > 0 {
+			group[0].flushed = d.mu.imm[len(d.mu.imm)-1] // wait for earlier freezes too
 		}
 		d.mu.Unlock()
 		return d.reportLogFailure(err)
 	}
-	if d.mem.mt.Size() >= d.opts.MemTableSize {
+	if d.mu.mem.mt.Size() >= d.opts.MemTableSize {
 		if err := d.makeRoomLocked(); err != nil {
 			d.mu.Unlock()
 			return d.reportLogFailure(err)
 		}
 	}
-	mem := d.mem
-	seq := d.lastSeq + 1
+	mem := d.mu.mem
+	seq := d.mu.lastSeq + 1
 	for _, g := range group {
 		g.batch.setSeq(seq)
 		seq += base.SeqNum(g.batch.Count())
 	}
 	last := seq - 1
-	d.lastSeq = last
+	d.mu.lastSeq = last
 	d.mu.Unlock()
 
 	sync := false
@@ -162,14 +162,14 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 		}
 	}
 	d.metrics.walBytes.Add(bytes)
-	if ws := d.diff.writers.Load(); ws != nil && len(*ws) > 0 {
+	if ws := d.mu.diff.writers.Load(); ws != nil && len(*ws) > 0 {
 		// Before the memtable: a read that can see an entry finds it in
 		// every filter it may consult.
 		var added uint64
 		for _, g := range group {
 			added += addBatchToDiff(*ws, g.batch.data)
 		}
-		d.diff.adds.Add(added)
+		d.mu.diff.adds.Add(added)
 	}
 	for _, g := range group {
 		mem.mt.Apply((*batchEntries)(g.batch))

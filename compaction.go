@@ -97,28 +97,28 @@ func (d *DB) compactLoop() {
 	defer d.mu.Unlock()
 	for {
 		var c *compaction
-		for !d.closed {
-			if d.bgErr == nil {
+		for !d.mu.closed {
+			if d.mu.bgErr == nil {
 				if c = d.pickAutoLocked(); c != nil {
 					break
 				}
 			}
-			d.cond.Wait()
+			d.mu.cond.Wait()
 		}
-		if d.closed {
+		if d.mu.closed {
 			return
 		}
-		if gate := d.compactionGate; gate != nil {
+		if gate := d.mu.compactionGate; gate != nil {
 			d.mu.Unlock()
 			<-gate
 			d.mu.Lock()
-			if d.closed {
+			if d.mu.closed {
 				d.finishLocked(c)
 				return
 			}
 		}
 		d.runLocked(c)
-		d.cond.Broadcast()
+		d.mu.cond.Broadcast()
 	}
 }
 
@@ -129,9 +129,9 @@ func (d *DB) compactLoop() {
 func (d *DB) runLocked(c *compaction) error {
 	err := d.compactLocked(c)
 	d.finishLocked(c)
-	if err != nil && d.bgErr == nil && !errors.Is(err, ErrClosed) { // stopped by Close: no failure
+	if err != nil && d.mu.bgErr == nil && !errors.Is(err, ErrClosed) { // stopped by Close: no failure
 		bgErr := fmt.Errorf("bloomkv: compaction failed; the store takes no more writes until reopened: %w", err)
-		d.bgErr = bgErr
+		d.mu.bgErr = bgErr
 		d.unlocked(func() { d.opts.EventListener.BackgroundError(bgErr) })
 	}
 	return err
@@ -152,7 +152,7 @@ func (d *DB) compactLocked(c *compaction) error {
 	var bytesIn uint64
 	var err error
 	c.track = d.diffTrackingLocked(c)
-	needHashes := c.track && c.move && c.level < c.outputLevel && c.outputLevel >= baseLevel(d.version)
+	needHashes := c.track && c.move && c.level < c.outputLevel && c.outputLevel >= baseLevel(d.mu.version)
 	d.mu.Unlock()
 	d.opts.EventListener.CompactionBegin(info)
 	start := time.Now()
@@ -187,7 +187,7 @@ func (d *DB) compactLocked(c *compaction) error {
 	}
 	if err != nil {
 		for _, m := range outputs {
-			delete(d.diff.tableDels, m.FileNum)
+			delete(d.mu.diff.tableDels, m.FileNum)
 			d.fs.Remove(d.path(tableName(m.FileNum)))
 		}
 		return end(err)
@@ -441,16 +441,16 @@ func (d *DB) Compact(start, end []byte) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	if d.mu.closed {
 		return ErrClosed
 	}
 	// Close waits for background work, this call included.
 	d.bgWG.Add(1)
 	defer d.bgWG.Done()
-	d.manualCompacts++
+	d.mu.manualCompacts++
 	err := d.compactRangeLocked(start, end)
-	d.manualCompacts--
-	d.cond.Broadcast() // the filter's builder waits for the end
+	d.mu.manualCompacts--
+	d.mu.cond.Broadcast() // the filter's builder waits for the end
 	if err == nil {
 		d.waitDiffBuildLocked()
 	}
@@ -463,24 +463,24 @@ func (d *DB) Compact(start, end []byte) error {
 func (d *DB) compactRangeLocked(start, end []byte) error {
 	for l := 0; l < manifest.NumLevels-1; l++ {
 		for {
-			if d.closed {
+			if d.mu.closed {
 				return ErrClosed
 			}
-			if d.bgErr != nil {
-				return d.bgErr
+			if d.mu.bgErr != nil {
+				return d.mu.bgErr
 			}
-			inputs := d.version.Overlapping(l, start, end)
+			inputs := d.mu.version.Overlapping(l, start, end)
 			if l == 0 && len(inputs) > 0 {
 				// Level 0 goes down whole: an older table left behind
 				// would shadow newer data moved below it.
-				inputs = d.version.Files(0)
+				inputs = d.mu.version.Files(0)
 			}
 			if len(inputs) == 0 {
 				break
 			}
 			c := d.manualSetupLocked(l, inputs)
 			if c == nil {
-				d.cond.Wait() // a background compaction holds a table
+				d.mu.cond.Wait() // a background compaction holds a table
 				continue
 			}
 			c.manual = true
@@ -489,7 +489,7 @@ func (d *DB) compactRangeLocked(start, end []byte) error {
 			}
 			d.startLocked(c)
 			err := d.runLocked(c)
-			d.cond.Broadcast()
+			d.mu.cond.Broadcast()
 			if err != nil {
 				return err
 			}
@@ -510,15 +510,15 @@ func (d *DB) compactRangeLocked(start, end []byte) error {
 func (d *DB) compactLastLevelLocked(start, end []byte) error {
 	const last = manifest.NumLevels - 1
 	for {
-		if d.closed {
+		if d.mu.closed {
 			return ErrClosed
 		}
-		if d.bgErr != nil {
-			return d.bgErr
+		if d.mu.bgErr != nil {
+			return d.mu.bgErr
 		}
 		// All the range's tables or none: outputs cover the inputs' whole
 		// span, which must not take in a table left out.
-		inputs := d.version.Overlapping(last, start, end)
+		inputs := d.mu.version.Overlapping(last, start, end)
 		deletions := false
 		for _, f := range inputs {
 			r, err := d.tables.get(f)
@@ -534,13 +534,13 @@ func (d *DB) compactLastLevelLocked(start, end []byte) error {
 		c.inputs[0] = inputs
 		c.lo, c.hi = keyRange(inputs)
 		if d.conflictsLocked(c) {
-			d.cond.Wait()
+			d.mu.cond.Wait()
 			continue
 		}
-		c.snapshots = slices.Clone(d.snapshots)
+		c.snapshots = slices.Clone(d.mu.snapshots)
 		d.startLocked(c)
 		err := d.runLocked(c)
-		d.cond.Broadcast()
+		d.mu.cond.Broadcast()
 		return err
 	}
 }

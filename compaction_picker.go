@@ -163,7 +163,7 @@ func l0Movable(v *manifest.Version, base int, busy map[uint64]bool) []*manifest.
 
 // levelScoresLocked returns each level's compaction score (levelScores).
 func (d *DB) levelScoresLocked(v *manifest.Version) [manifest.NumLevels]float64 {
-	return d.levelScores(v, d.levelTargets(v, d.running), d.busy)
+	return d.levelScores(v, d.levelTargets(v, d.mu.running), d.mu.busy)
 }
 
 // levelScores returns each level's compaction score, at 1 or more due for
@@ -244,15 +244,15 @@ func compensatedSize(f *manifest.FileMetadata, per float64) float64 {
 // pickAutoLocked returns the compaction the scores call for, with its tables
 // marked busy, or nil.
 func (d *DB) pickAutoLocked() *compaction {
-	if d.manualCompacts > 0 {
+	if d.mu.manualCompacts > 0 {
 		// Compact goes first, as Pebble's manual compactions do: a
 		// background compaction started while it waits for the tables it
 		// needs would write data it is about to rewrite (at 8M keys, 450 MB
 		// of L5 -> L6 merges before one of L0, L5 and L6 together).
 		return nil
 	}
-	t := d.levelTargets(d.version, d.running)
-	scores := d.levelScores(d.version, t, d.busy)
+	t := d.levelTargets(d.mu.version, d.mu.running)
+	scores := d.levelScores(d.mu.version, t, d.mu.busy)
 	// Every level but the last, highest score first.
 	var levels [manifest.NumLevels - 1]int
 	for l := range levels {
@@ -310,8 +310,8 @@ func (d *DB) noteEditLocked(e *manifest.VersionEdit) {
 func (d *DB) resetL0SeeksLocked() {
 	d.l0Seeks.Store(0)
 	limit := int64(0)
-	if d.version.NumFiles(0) > 0 {
-		limit = max(l0MinSeeks, int64(d.version.LevelSize(0)/l0BytesPerSeek))
+	if d.mu.version.NumFiles(0) > 0 {
+		limit = max(l0MinSeeks, int64(d.mu.version.LevelSize(0)/l0BytesPerSeek))
 	}
 	d.l0SeekLimit.Store(limit)
 }
@@ -335,19 +335,19 @@ func (d *DB) noteL0Seek() {
 	limit := d.l0SeekLimit.Load()
 	if n := d.l0Seeks.Add(1); limit > 0 && n == limit {
 		d.mu.Lock()
-		d.cond.Broadcast()
+		d.mu.cond.Broadcast()
 		d.mu.Unlock()
 	}
 }
 
-// noteElisionLocked keeps d.elide up to date with an installed edit.
+// noteElisionLocked keeps d.mu.elide up to date with an installed edit.
 func (d *DB) noteElisionLocked(e *manifest.VersionEdit) {
 	for _, f := range e.DeletedFiles {
-		delete(d.elide, f.FileNum)
+		delete(d.mu.elide, f.FileNum)
 	}
 	for _, f := range e.NewFiles {
 		if f.Level > 0 && f.Meta.Deletions > 0 {
-			d.elide[f.Meta.FileNum] = elisionCandidate{f.Level, f.Meta}
+			d.mu.elide[f.Meta.FileNum] = elisionCandidate{f.Level, f.Meta}
 		}
 	}
 }
@@ -374,12 +374,12 @@ type elisionCandidate struct {
 func (d *DB) pickElisionLocked() *compaction {
 	const last = manifest.NumLevels - 1
 	var cands []elisionCandidate
-	for _, c := range d.elide {
+	for _, c := range d.mu.elide {
 		f := c.f
-		if d.busy[f.FileNum] || float64(f.Deletions) < elisionMinShare*float64(f.Entries) {
+		if d.mu.busy[f.FileNum] || float64(f.Deletions) < elisionMinShare*float64(f.Entries) {
 			continue
 		}
-		if len(d.snapshots) > 0 && d.snapshots[0] <= f.LargestSeq {
+		if len(d.mu.snapshots) > 0 && d.mu.snapshots[0] <= f.LargestSeq {
 			continue // an open snapshot does not see every deletion
 		}
 		cands = append(cands, c)
@@ -397,7 +397,7 @@ func (d *DB) pickElisionLocked() *compaction {
 			c = d.newCompactionLocked(last, last, []*manifest.FileMetadata{cand.f}, nil)
 		} else {
 			c = d.setupLocked(cand.level, []*manifest.FileMetadata{cand.f})
-			if c != nil && !worthRewriting(c, entryBytesBelow(d.version, cand.level)) {
+			if c != nil && !worthRewriting(c, entryBytesBelow(d.mu.version, cand.level)) {
 				c = nil
 			}
 		}
@@ -435,14 +435,14 @@ func worthRewriting(c *compaction, per float64) bool {
 // but for moves: an older table left behind would shadow newer data moved
 // below it, and level 0's tables are few.
 func (d *DB) pickL0Locked(base int) *compaction {
-	if m := l0Movable(d.version, base, d.busy); len(m) > 0 {
+	if m := l0Movable(d.mu.version, base, d.mu.busy); len(m) > 0 {
 		c := d.newCompactionLocked(0, base, m, nil)
 		if c != nil {
 			c.move = true
 		}
 		return c
 	}
-	return d.setupIntoLocked(0, base, d.version.Files(0))
+	return d.setupIntoLocked(0, base, d.mu.version.Files(0))
 }
 
 // pickFileLocked picks the table of level l whose compaction rewrites the
@@ -451,8 +451,8 @@ func (d *DB) pickL0Locked(base int) *compaction {
 func (d *DB) pickFileLocked(l int) *compaction {
 	var best *compaction
 	bestRatio := 0.0
-	per := entryBytesBelow(d.version, l)
-	for f := range d.version.Level(l) {
+	per := entryBytesBelow(d.mu.version, l)
+	for f := range d.mu.version.Level(l) {
 		c := d.setupLocked(l, []*manifest.FileMetadata{f})
 		if c == nil {
 			continue

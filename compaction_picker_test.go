@@ -51,22 +51,22 @@ func TestCompactionPicker(t *testing.T) {
 			case "define":
 				d = definePickerDB(t, td)
 				return fmt.Sprintf("base: L%d\nscores: %s\n",
-					d.levelTargets(d.version, d.running).base, renderScores(d.levelScoresLocked(d.version)))
+					d.levelTargets(d.mu.version, d.mu.running).base, renderScores(d.levelScoresLocked(d.mu.version)))
 			case "pick":
 				if d == nil {
 					td.Fatalf(t, "pick before define")
 				}
-				running := len(d.running)
+				running := len(d.mu.running)
 				picked := d.pickAutoLocked()
 				if picked != nil {
 					// The pick is started: its tables are busy, and it is
 					// running.
 					for _, f := range append(slices.Clone(picked.inputs[0]), picked.inputs[1]...) {
-						if !d.busy[f.FileNum] {
+						if !d.mu.busy[f.FileNum] {
 							t.Errorf("%s: table %d picked but not marked busy", td.Pos, f.FileNum)
 						}
 					}
-					if len(d.running) != running+1 || d.running[running] != picked {
+					if len(d.mu.running) != running+1 || d.mu.running[running] != picked {
 						t.Errorf("%s: the pick is not among the running compactions", td.Pos)
 					}
 				}
@@ -75,7 +75,7 @@ func TestCompactionPicker(t *testing.T) {
 				if d == nil {
 					td.Fatalf(t, "pick-manual before define")
 				}
-				l, inputs := parseManual(t, d.version, strings.TrimSpace(td.Input))
+				l, inputs := parseManual(t, d.mu.version, strings.TrimSpace(td.Input))
 				return renderCompaction(d.manualSetupLocked(l, inputs)) + "\n"
 			default:
 				td.Fatalf(t, "unknown command %q", td.Cmd)
@@ -114,27 +114,25 @@ func definePickerDB(t *testing.T, td *datadriven.TestData) *DB {
 		}
 	}
 	v := parseLevels(t, strings.Join(levels, "\n"))
-	d := &DB{
-		opts:     opts.withDefaultsMust(t),
-		version:  v,
-		running:  running,
-		busy:     map[uint64]bool{},
-		fileRefs: map[uint64]int{},
-		elide:    map[uint64]elisionCandidate{},
-	}
+	d := &DB{opts: opts.withDefaultsMust(t)}
+	d.mu.version = v
+	d.mu.running = running
+	d.mu.busy = map[uint64]bool{}
+	d.mu.fileRefs = map[uint64]int{}
+	d.mu.elide = map[uint64]elisionCandidate{}
 	d.noteElisionLocked(&manifest.VersionEdit{NewFiles: newFiles(v)})
 	if arg, ok := td.Arg("snapshots"); ok {
 		for _, s := range arg.Vals {
-			d.snapshots = append(d.snapshots, base.SeqNum(parseUint(t, s)))
+			d.mu.snapshots = append(d.mu.snapshots, base.SeqNum(parseUint(t, s)))
 		}
 	}
 	if arg, ok := td.Arg("busy"); ok {
 		for _, f := range arg.Vals {
-			d.busy[parseUint(t, f)] = true
+			d.mu.busy[parseUint(t, f)] = true
 		}
 	}
 	if td.HasArg("compacting") {
-		d.manualCompacts = 1
+		d.mu.manualCompacts = 1
 	}
 	return d
 }

@@ -25,7 +25,7 @@ func (d *DB) setupIntoLocked(l, out int, inputs []*manifest.FileMetadata) *compa
 		return nil
 	}
 	lo, hi := keyRange(inputs)
-	c := d.newCompactionLocked(l, out, inputs, d.version.Overlapping(out, lo, hi))
+	c := d.newCompactionLocked(l, out, inputs, d.mu.version.Overlapping(out, lo, hi))
 	if c != nil {
 		// Tables of a sorted level can move together, being disjoint;
 		// those of level 0 when they are.
@@ -55,14 +55,14 @@ func (d *DB) finishSetupLocked(c *compaction) *compaction {
 	}
 	c.bottom = true
 	for ll := c.outputLevel + 1; ll < manifest.NumLevels && c.bottom; ll++ {
-		c.bottom = len(d.version.Overlapping(ll, c.lo, c.hi)) == 0
+		c.bottom = len(d.mu.version.Overlapping(ll, c.lo, c.hi)) == 0
 	}
-	for _, r := range d.running {
+	for _, r := range d.mu.running {
 		if r.outputLevel > c.outputLevel && overlaps(r.lo, r.hi, c.lo, c.hi) {
 			c.bottom = false
 		}
 	}
-	c.snapshots = slices.Clone(d.snapshots)
+	c.snapshots = slices.Clone(d.mu.snapshots)
 	return c
 }
 
@@ -70,11 +70,11 @@ func (d *DB) finishSetupLocked(c *compaction) *compaction {
 // or would write into a range a running compaction writes into.
 func (d *DB) conflictsLocked(c *compaction) bool {
 	for _, f := range c.all() {
-		if d.busy[f.FileNum] {
+		if d.mu.busy[f.FileNum] {
 			return true
 		}
 	}
-	for _, r := range d.running {
+	for _, r := range d.mu.running {
 		into := r.outputLevel == c.outputLevel || slices.Contains(c.midLevels, r.outputLevel)
 		if into && overlaps(r.lo, r.hi, c.lo, c.hi) {
 			return true
@@ -86,18 +86,18 @@ func (d *DB) conflictsLocked(c *compaction) bool {
 // startLocked marks a picked compaction's tables busy.
 func (d *DB) startLocked(c *compaction) {
 	for _, f := range c.all() {
-		d.busy[f.FileNum] = true
+		d.mu.busy[f.FileNum] = true
 	}
-	d.running = append(d.running, c)
+	d.mu.running = append(d.mu.running, c)
 }
 
 // finishLocked releases a compaction's tables.
 func (d *DB) finishLocked(c *compaction) {
 	for _, f := range c.all() {
-		delete(d.busy, f.FileNum)
+		delete(d.mu.busy, f.FileNum)
 	}
-	if i := slices.Index(d.running, c); i >= 0 {
-		d.running = slices.Delete(d.running, i, i+1)
+	if i := slices.Index(d.mu.running, c); i >= 0 {
+		d.mu.running = slices.Delete(d.mu.running, i, i+1)
 	}
 }
 
@@ -139,7 +139,7 @@ func (d *DB) manualSetupLocked(l int, inputs []*manifest.FileMetadata) *compacti
 		out++
 	}
 	if out < last {
-		if below := d.version.Overlapping(out, lo, hi); len(below) > 0 {
+		if below := d.mu.version.Overlapping(out, lo, hi); len(below) > 0 {
 			blo, bhi := keyRange(below)
 			if d.levelsClearLocked(out+1, last+1, blo, bhi) {
 				c := &compaction{level: out, outputLevel: last, move: true, lo: blo, hi: bhi}
@@ -195,7 +195,7 @@ func (d *DB) levelsBelowLocked(l, mid int, inputs []*manifest.FileMetadata, most
 	var taken [manifest.NumLevels][]*manifest.FileMetadata
 	out := -1
 	for k, n := mid, 0; k <= last && n <= most; k++ {
-		files := d.version.Overlapping(k, lo, hi)
+		files := d.mu.version.Overlapping(k, lo, hi)
 		if len(files) == 0 {
 			if k == mid {
 				return nil, false
@@ -212,7 +212,7 @@ func (d *DB) levelsBelowLocked(l, mid int, inputs []*manifest.FileMetadata, most
 	}
 	// The widened range must take in no table the compaction leaves out,
 	// and cross no level between that a running compaction writes into.
-	if l > 0 && len(d.version.Overlapping(l, lo, hi)) != len(inputs) {
+	if l > 0 && len(d.mu.version.Overlapping(l, lo, hi)) != len(inputs) {
 		return nil, false
 	}
 	for k := l + 1; k <= out; k++ {
@@ -220,7 +220,7 @@ func (d *DB) levelsBelowLocked(l, mid int, inputs []*manifest.FileMetadata, most
 			if !d.levelClearLocked(k, lo, hi) {
 				return nil, false
 			}
-		} else if len(d.version.Overlapping(k, lo, hi)) != len(taken[k]) {
+		} else if len(d.mu.version.Overlapping(k, lo, hi)) != len(taken[k]) {
 			return nil, false
 		}
 	}
@@ -238,10 +238,10 @@ func (d *DB) levelsBelowLocked(l, mid int, inputs []*manifest.FileMetadata, most
 // levelClearLocked reports whether level l holds no table overlapping
 // [lo, hi] and no running compaction writes into that range of it.
 func (d *DB) levelClearLocked(l int, lo, hi []byte) bool {
-	if len(d.version.Overlapping(l, lo, hi)) > 0 {
+	if len(d.mu.version.Overlapping(l, lo, hi)) > 0 {
 		return false
 	}
-	for _, r := range d.running {
+	for _, r := range d.mu.running {
 		if r.outputLevel == l && overlaps(r.lo, r.hi, lo, hi) {
 			return false
 		}

@@ -462,7 +462,7 @@ func testCompactRewritesEachTableOnce(t *testing.T, between []int) {
 	d.mu.Lock()
 	mustRead := map[uint64]bool{}
 	for _, l := range append([]int{0}, between...) {
-		for f := range d.version.Level(l) {
+		for f := range d.mu.version.Level(l) {
 			mustRead[f.FileNum] = true
 		}
 	}
@@ -548,7 +548,7 @@ func TestElisionOnlyCompaction(t *testing.T) {
 	deletionsInLastLevel := func() (n uint64) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		for f := range d.version.Level(manifest.NumLevels - 1) {
+		for f := range d.mu.version.Level(manifest.NumLevels - 1) {
 			n += f.Deletions
 		}
 		return n
@@ -668,10 +668,10 @@ func testL0MoveWaitsForOlderBusyTables(t *testing.T, filterOff bool) {
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		return len(d.running) == 1 && d.levelScoresLocked(d.version)[0] < 1
+		return len(d.mu.running) == 1 && d.levelScoresLocked(d.mu.version)[0] < 1
 	})
 	d.mu.Lock()
-	base := d.levelTargets(d.version, d.running).base
+	base := d.levelTargets(d.mu.version, d.mu.running).base
 	d.mu.Unlock()
 	if base != 5 {
 		t.Fatalf("the base level is L%d with C flushed; the test needs L5", base)

@@ -26,9 +26,12 @@ type DB struct {
 	// read and written only as its group says:
 	//
 	//   - immutable: set by Open before the DB is shared, then only read;
-	//   - d.mu: read and written with d.mu held. A method named ...Locked
+	//   - d.mu: the fields nested in mu, beside its Mutex, so that the
+	//     type says which they are (d.mu.version, d.mu.mem, ...): read and
+	//     written with d.mu held, but where a field's comment names who
+	//     may read it without the lock. A method named ...Locked
 	//     is called with d.mu held, and says so where it releases it for a
-	//     while (to write tables, to wait on d.cond, to call a listener);
+	//     while (to write tables, to wait on d.mu.cond, to call a listener);
 	//     during Open no other goroutine exists, and Open calls them
 	//     without it;
 	//   - the commit leader: the writer at the front of the commit queue
@@ -36,6 +39,7 @@ type DB struct {
 	//     holding d.commitMu, counts as the leader, and stays it after
 	//     (closed is set, so a later writer fails before touching the WAL);
 	//   - Open only: written and read while the store opens, then unused;
+	//   - tests only: set by a test before it calls Close;
 	//   - atomic: read and written without a lock.
 	//
 	// Where both locks are needed, d.commitMu is taken before d.mu. No
@@ -50,66 +54,72 @@ type DB struct {
 	tables *tableCache // safe for concurrent use
 	chunks *chunkFeed  // the memtables' arena chunks (nil read-only or under 1 MiB memtables); safe for concurrent use
 
-	// Guarded by d.mu.
-	mu   sync.Mutex
-	cond *sync.Cond // on d.mu: flushes done, stalls over, compactions done, background errors, Close
-	// mem is the mutable memtable; the commit leader adds to it without
-	// d.mu (its skiplist is safe for one writer and many readers), and
-	// replaces it with d.mu held.
-	mem         *memEntry
-	imm         []*memEntry // frozen memtables awaiting a flush, oldest first
-	version     *manifest.Version
-	nextFileNum uint64
-	logNumber   uint64      // WALs below it are in tables
-	lastSeq     base.SeqNum // the last sequence number handed to a batch
-	manifest    vfs.File    // manifest writes happen with d.mu held
-	manifestW   *record.Writer
-	manifestNum uint64
-	// formatVersion is the store's format version (format.go).
-	formatVersion FormatVersion
-	bgErr         error // a failed flush, compaction or WAL write: the store takes no more writes
-	// closed is set by Close, with closedFlag. It is the one that
-	// background work and waiters on d.cond test, since it changes with
-	// d.mu held, where they wait.
-	closed  bool
-	busy    map[uint64]bool // tables being compacted
-	running []*compaction
-	// manualCompacts counts the Compact calls under way: while one is, no
-	// background compaction starts (pickAutoLocked), and no
-	// differential-file filter is built (diffBuilder): Compact moves the
-	// differential into the base, so a filter built meanwhile would count
-	// versions about to leave, reading every table above the base to do
-	// so.
-	manualCompacts int
-	// elide holds the tables below level 0 that hold deletions (as far as
-	// known: those written since Open), for elision-only and
-	// tombstone-density compactions (pickElisionLocked).
-	elide     map[uint64]elisionCandidate
-	fileRefs  map[uint64]int // read states referencing each table
-	snapshots []base.SeqNum  // read sequence numbers of open snapshots, ascending
-	// walBroken is set when a WAL write or sync failed. rescuing, set with
-	// it, has frozen memtables flushed in spite of bgErr, since they hold
-	// acknowledged writes the WAL may lack (walFailed); a failed flush
-	// clears it.
-	walBroken, rescuing bool
-	// dirReleased is set by Close once it has deleted the last obsolete
-	// tables (releaseDirLocked): from then on nothing touches the
-	// directory, not even the release of a read state that outlived Close.
-	dirReleased bool
-	// diff is the differential-file filter (difffilter.go): guarded by
-	// d.mu but for its list of filters commits add to, which the commit
-	// leader reads atomically, and its counters.
-	diff diffState
-	// onPublish, when set (tests only), is called with each read state as it
-	// is published, d.mu held.
-	onPublish func(*readState)
-	// onClose, when set (tests only), is called by Close once it has
-	// begun: later calls fail with ErrClosed, and Close has waited for
+	// Guarded by d.mu: every field of mu but its Mutex.
+	mu struct {
+		sync.Mutex
+		cond *sync.Cond // on d.mu: flushes done, stalls over, compactions done, background errors, Close
+		// mem is the mutable memtable; the commit leader adds to it
+		// without d.mu (its skiplist is safe for one writer and many
+		// readers), and it is replaced with d.mu held.
+		mem         *memEntry
+		imm         []*memEntry // frozen memtables awaiting a flush, oldest first
+		version     *manifest.Version
+		nextFileNum uint64
+		logNumber   uint64      // WALs below it are in tables
+		lastSeq     base.SeqNum // the last sequence number handed to a batch
+		manifest    vfs.File    // manifest writes happen with d.mu held
+		manifestW   *record.Writer
+		manifestNum uint64
+		// formatVersion is the store's format version (format.go).
+		formatVersion FormatVersion
+		bgErr         error // a failed flush, compaction or WAL write: the store takes no more writes
+		// closed is set by Close, with closedFlag. It is the one that
+		// background work and waiters on d.mu.cond test, since it changes
+		// with d.mu held, where they wait.
+		closed  bool
+		busy    map[uint64]bool // tables being compacted
+		running []*compaction
+		// manualCompacts counts the Compact calls under way: while one
+		// is, no background compaction starts (pickAutoLocked), and no
+		// differential-file filter is built (diffBuilder): Compact moves
+		// the differential into the base, so a filter built meanwhile
+		// would count versions about to leave, reading every table above
+		// the base to do so.
+		manualCompacts int
+		// elide holds the tables below level 0 that hold deletions (as
+		// far as known: those written since Open), for elision-only and
+		// tombstone-density compactions (pickElisionLocked).
+		elide     map[uint64]elisionCandidate
+		fileRefs  map[uint64]int // read states referencing each table
+		snapshots []base.SeqNum  // read sequence numbers of open snapshots, ascending
+		// walBroken is set when a WAL write or sync failed. rescuing, set
+		// with it, has frozen memtables flushed in spite of bgErr, since
+		// they hold acknowledged writes the WAL may lack (walFailed); a
+		// failed flush clears it.
+		walBroken, rescuing bool
+		// dirReleased is set by Close once it has deleted the last
+		// obsolete tables (releaseDirLocked): from then on nothing touches
+		// the directory, not even the release of a read state that
+		// outlived Close.
+		dirReleased bool
+		// diff is the differential-file filter (difffilter.go): guarded by
+		// d.mu but for its list of filters commits add to, which the commit
+		// leader reads atomically, and its counters.
+		diff diffState
+		// onPublish, when set (tests only), is called with each read
+		// state as it is published, d.mu held.
+		onPublish func(*readState)
+		// compactionGate, when set (tests only, before any compaction is
+		// due), is received from before each compaction starts.
+		compactionGate chan struct{}
+	}
+
+	// Tests only.
+	//
+	// onClose, when set, is called by Close once it has begun, without a
+	// lock: later calls fail with ErrClosed, and Close has waited for
 	// nothing yet.
 	onClose func()
-	// compactionGate, when set (tests only, before any compaction is due),
-	// is received from before each compaction starts.
-	compactionGate chan struct{}
 
 	// The commit pipeline (commit.go): queue is guarded by d.commitMu;
 	// group, wal and walW belong to the commit leader.
@@ -135,7 +145,7 @@ type DB struct {
 	state      atomic.Pointer[readState]
 	// closedFlag is set by Close, first: every public method tests it
 	// without a lock to fail fast with ErrClosed, and Close swaps it so
-	// that it runs once. closed (under d.mu) follows it for the waiters.
+	// that it runs once. d.mu.closed follows it for the waiters.
 	closedFlag atomic.Bool
 	// l0Seeks counts the iterator seeks that met level-0 tables since
 	// level 0 last changed; at l0SeekLimit (0: level 0 is empty) level 0
@@ -165,8 +175,8 @@ func (d *DB) Close() error {
 	// Writes arriving from now on fail with ErrClosed; let those under way
 	// finish, then flush the WAL.
 	d.mu.Lock()
-	d.closed = true
-	d.cond.Broadcast()
+	d.mu.closed = true
+	d.mu.cond.Broadcast()
 	d.mu.Unlock()
 	// From here no Compact starts; bgWG.Wait below waits for those running.
 	d.commitMu.Lock()
@@ -199,15 +209,15 @@ func (d *DB) Close() error {
 	// Writes the failed WAL lacks are in frozen memtables, which the
 	// flusher left when it stopped; they must reach tables before the
 	// store lets go of them.
-	for d.rescuing && len(d.imm) > 0 {
+	for d.mu.rescuing && len(d.mu.imm) > 0 {
 		d.flushOldestLocked()
 	}
 	// A WAL, flush or compaction failure, in the background or above.
-	err := d.bgErr
+	err := d.mu.bgErr
 	if err == nil && d.walW != nil {
 		// The WAL is whole and synced: record its size, so that the
 		// next Open can tell it cut short from a crash's torn tail.
-		err = d.logAndApplyLocked(&manifest.VersionEdit{ClosedLog: manifest.ClosedLog{Num: d.mem.logNum, Size: uint64(d.walW.Size())}})
+		err = d.logAndApplyLocked(&manifest.VersionEdit{ClosedLog: manifest.ClosedLog{Num: d.mu.mem.logNum, Size: uint64(d.walW.Size())}})
 	}
 	if derr := d.releaseDirLocked(); err == nil {
 		err = derr
@@ -219,8 +229,8 @@ func (d *DB) Close() error {
 			err = cerr
 		}
 	}
-	if d.manifest != nil {
-		if cerr := d.manifest.Close(); err == nil {
+	if d.mu.manifest != nil {
+		if cerr := d.mu.manifest.Close(); err == nil {
 			err = cerr
 		}
 	}

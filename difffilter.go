@@ -155,17 +155,17 @@ func baseLevel(v *manifest.Version) int {
 // versions it no longer needs to: never a miss, but a "maybe" for their
 // keys until the next build. d.mu is held.
 func (d *DB) diffTrackingLocked(c *compaction) bool {
-	ds := &d.diff
-	return ds.enabled && (ds.cur != nil || ds.building != nil || c.outputLevel == manifest.NumLevels-1 && d.manualCompacts == 0 && !ds.idle)
+	ds := &d.mu.diff
+	return ds.enabled && (ds.cur != nil || ds.building != nil || c.outputLevel == manifest.NumLevels-1 && d.mu.manualCompacts == 0 && !ds.idle)
 }
 
 // initDiff sets up the filter's bookkeeping at Open.
 func (d *DB) initDiff() {
-	d.diff.enabled = !d.opts.DisableDiffFilter
-	d.diff.base = -1
-	d.diff.carried = map[*difffile.Filter]int{}
-	d.diff.baseOf = map[*difffile.Filter]int{}
-	d.diff.tableDels = map[uint64][]rangedel.Tombstone{}
+	d.mu.diff.enabled = !d.opts.DisableDiffFilter
+	d.mu.diff.base = -1
+	d.mu.diff.carried = map[*difffile.Filter]int{}
+	d.mu.diff.baseOf = map[*difffile.Filter]int{}
+	d.mu.diff.tableDels = map[uint64][]rangedel.Tombstone{}
 }
 
 // diffForStateLocked fills in the filter fields of a state about to be
@@ -173,7 +173,7 @@ func (d *DB) initDiff() {
 // above the base. It asks for a build when the state's base calls for one.
 // d.mu is held.
 func (d *DB) diffForStateLocked(s *readState) {
-	ds := &d.diff
+	ds := &d.mu.diff
 	s.epoch = ds.nextEpoch
 	ds.nextEpoch++
 	ds.live = append(ds.live, s.epoch)
@@ -232,11 +232,11 @@ func (d *DB) diffForStateLocked(s *readState) {
 // for one (wakeAt, doubled with each drop since the last filter paid).
 // d.mu is held.
 func (d *DB) idleDiffLocked() {
-	ds := &d.diff
+	ds := &d.mu.diff
 	ds.cur, ds.idle = nil, true
 	ds.wakeAt.Store(diffWakeGets << min(ds.strikes, diffMaxStrikes))
 	ds.idleGets.Store(0)
-	ds.seqAtIdle = d.lastSeq
+	ds.seqAtIdle = d.mu.lastSeq
 	ds.strikes++
 }
 
@@ -254,7 +254,7 @@ const diffWindowAdds = 1 << 16
 // ran at 0.6 of their speed without the filter). diffPaysLocked judges a
 // filter only when writes outgrow it. d.mu is held.
 func (d *DB) diffWindowLostLocked() bool {
-	ds := &d.diff
+	ds := &d.mu.diff
 	adds, skips := ds.adds.Load(), ds.skips.Load()
 	if adds-ds.windowAdds < diffWindowAdds {
 		return false
@@ -274,7 +274,7 @@ func (d *DB) diffWindowLostLocked() bool {
 // and the commits' adds for nothing: it is dropped instead (idle) until
 // Gets come back. d.mu is held.
 func (d *DB) diffPaysLocked() bool {
-	ds := &d.diff
+	ds := &d.mu.diff
 	return ds.skips.Load()-ds.skipsAtInstall >= uint64(max(ds.cur.Count(), 0))
 }
 
@@ -292,22 +292,22 @@ const (
 // noteIdleGet counts a Get of a state whose filter is idle, and asks for a
 // build when enough have come.
 func (d *DB) noteIdleGet() {
-	if d.diff.idleGets.Add(1) != d.diff.wakeAt.Load() {
+	if d.mu.diff.idleGets.Add(1) != d.mu.diff.wakeAt.Load() {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.diff.idle {
+	if !d.mu.diff.idle {
 		return
 	}
-	if written := uint64(d.lastSeq - d.diff.seqAtIdle); written > uint64(d.diff.wakeAt.Load()) {
+	if written := uint64(d.mu.lastSeq - d.mu.diff.seqAtIdle); written > uint64(d.mu.diff.wakeAt.Load()) {
 		// More versions were written than Gets came meanwhile: a filter
 		// would lose its next window (diffWindowLostLocked). Watch the
 		// next stretch instead of building one.
-		d.diff.seqAtIdle = d.lastSeq
-		d.diff.idleGets.Store(0)
+		d.mu.diff.seqAtIdle = d.mu.lastSeq
+		d.mu.diff.idleGets.Store(0)
 		return
 	}
-	d.diff.idle = false
+	d.mu.diff.idle = false
 	d.requestDiffBuildLocked()
 }

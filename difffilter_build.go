@@ -24,11 +24,11 @@ const diffMinCapacity = 64 << 10
 // requestDiffBuildLocked wakes the builder unless a build runs or the last
 // one failed. d.mu is held.
 func (d *DB) requestDiffBuildLocked() {
-	if d.diff.building != nil || d.diff.buildFailed || d.opts.ReadOnly {
+	if d.mu.diff.building != nil || d.mu.diff.buildFailed || d.opts.ReadOnly {
 		return
 	}
-	d.diff.wantBuild = true
-	d.cond.Broadcast()
+	d.mu.diff.wantBuild = true
+	d.mu.cond.Broadcast()
 }
 
 // The log messages of the filter's failures, which affect no call: a failed
@@ -45,20 +45,20 @@ func (d *DB) diffBuilder() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		for !d.closed && !(d.diff.wantBuild && d.bgErr == nil && d.manualCompacts == 0) {
-			d.cond.Wait()
+		for !d.mu.closed && !(d.mu.diff.wantBuild && d.mu.bgErr == nil && d.mu.manualCompacts == 0) {
+			d.mu.cond.Wait()
 		}
-		if d.closed {
+		if d.mu.closed {
 			return
 		}
-		d.diff.wantBuild, d.diff.buildRunning = false, true
+		d.mu.diff.wantBuild, d.mu.diff.buildRunning = false, true
 		d.mu.Unlock()
 		err := d.buildDiff()
 		d.mu.Lock()
-		d.diff.buildRunning = false
-		d.cond.Broadcast() // for those waiting for background work to end
+		d.mu.diff.buildRunning = false
+		d.mu.cond.Broadcast() // for those waiting for background work to end
 		if err != nil && !errors.Is(err, ErrClosed) {
-			d.diff.buildFailed = true
+			d.mu.diff.buildFailed = true
 			d.opts.Logger.Warn(diffBuildFailedMessage, "err", err)
 		}
 	}
@@ -69,8 +69,8 @@ func (d *DB) diffBuilder() {
 // waiting when the store closes or fails, or when another Compact starts
 // (builds wait for those). d.mu is held.
 func (d *DB) waitDiffBuildLocked() {
-	for !d.closed && d.bgErr == nil && d.manualCompacts == 0 && (d.diff.wantBuild || d.diff.buildRunning) {
-		d.cond.Wait()
+	for !d.mu.closed && d.mu.bgErr == nil && d.mu.manualCompacts == 0 && (d.mu.diff.wantBuild || d.mu.diff.buildRunning) {
+		d.mu.cond.Wait()
 	}
 }
 
@@ -138,8 +138,8 @@ func (d *DB) finishDiffBuild(b *diffBuild) error {
 	d.release(b.state)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.diff.building = nil
-	if err != nil || baseLevel(d.version) != b.base {
+	d.mu.diff.building = nil
+	if err != nil || baseLevel(d.mu.version) != b.base {
 		d.retireFiltersLocked()
 		// Removals queued for the abandoned filter no longer wait for it.
 		d.applyRemovalsLocked()
@@ -148,11 +148,11 @@ func (d *DB) finishDiffBuild(b *diffBuild) error {
 		}
 		return err
 	}
-	d.diff.cur, d.diff.base = b.filter, b.base
-	d.diff.skipsAtInstall = d.diff.skips.Load()
-	d.diff.windowAdds, d.diff.windowSkips = d.diff.adds.Load(), d.diff.skipsAtInstall
-	d.diff.buildFailed = false
-	d.diff.rebuilds.Add(1)
+	d.mu.diff.cur, d.mu.diff.base = b.filter, b.base
+	d.mu.diff.skipsAtInstall = d.mu.diff.skips.Load()
+	d.mu.diff.windowAdds, d.mu.diff.windowSkips = d.mu.diff.adds.Load(), d.mu.diff.skipsAtInstall
+	d.mu.diff.buildFailed = false
+	d.mu.diff.rebuilds.Add(1)
 	d.publishLocked() // the next reads consult it
 	d.retireFiltersLocked()
 	d.applyRemovalsLocked()
@@ -174,11 +174,11 @@ type diffBuild struct {
 // sized for n versions (diffEntries, counted just before), or returns nil
 // when there is nothing to build. d.mu is held and the
 // caller leads the commit queue: no commit is under way, so every entry up
-// to d.lastSeq is in the memtables, and commits from now on add to the new
+// to d.mu.lastSeq is in the memtables, and commits from now on add to the new
 // filter.
 func (d *DB) beginDiffBuildLocked(n int) *diffBuild {
-	b := baseLevel(d.version)
-	if !d.diff.enabled || b < 0 || d.diff.building != nil {
+	b := baseLevel(d.mu.version)
+	if !d.mu.diff.enabled || b < 0 || d.mu.diff.building != nil {
 		return nil
 	}
 	f, err := difffile.New(diffCapacity(n), 0)
@@ -186,8 +186,8 @@ func (d *DB) beginDiffBuildLocked(n int) *diffBuild {
 		d.opts.Logger.Warn("bloomkv: sizing the differential-file filter", "err", err)
 		return nil
 	}
-	d.diff.building, d.diff.buildBase = f, b
-	d.diff.baseOf[f] = b
+	d.mu.diff.building, d.mu.diff.buildBase = f, b
+	d.mu.diff.baseOf[f] = b
 	d.addWriterLocked(f)
 	s := d.state.Load()
 	s.refs.Add(1) // the current state holds a reference, so it is live
@@ -200,7 +200,7 @@ func (d *DB) beginDiffBuildLocked(n int) *diffBuild {
 			mems = append(mems, m)
 		}
 	}
-	return &diffBuild{filter: f, state: s, mems: mems, base: b, seq: d.lastSeq}
+	return &diffBuild{filter: f, state: s, mems: mems, base: b, seq: d.mu.lastSeq}
 }
 
 // fillDiff adds to f the point versions above level baseLevel: the entries
@@ -227,7 +227,7 @@ func (d *DB) fillDiff(f *difffile.Filter, mems []*memEntry, v *manifest.Version,
 	}
 	d.mu.Lock()
 	for num, ts := range dels {
-		d.diff.tableDels[num] = ts
+		d.mu.diff.tableDels[num] = ts
 	}
 	d.mu.Unlock()
 	return nil

@@ -68,7 +68,7 @@ func checkDiffFilter(t testing.TB, d *DB) {
 func checkDiffAtEveryPublish(d *DB) (firstProblem func() string) {
 	var problem string
 	d.mu.Lock()
-	d.onPublish = func(s *readState) {
+	d.mu.onPublish = func(s *readState) {
 		if problem != "" {
 			return
 		}
@@ -360,7 +360,7 @@ func TestDiffFilterIdlesWhileNoGetAsksIt(t *testing.T) {
 		t.Fatalf("not idle after a second growth unpaid for")
 	}
 	d.mu.Lock()
-	wakeAt := d.diff.wakeAt.Load()
+	wakeAt := d.mu.diff.wakeAt.Load()
 	d.mu.Unlock()
 	if wakeAt != 2*diffWakeGets {
 		t.Fatalf("a second drop in a row wakes after %d Gets, want %d", wakeAt, 2*diffWakeGets)
@@ -492,10 +492,10 @@ func TestDiffFilterCountsNothingAfterCompact(t *testing.T) {
 	// the versions it is about to move into the base.
 	var builtDuring, published int
 	d.mu.Lock()
-	d.onPublish = func(*readState) {
-		if d.manualCompacts > 0 {
+	d.mu.onPublish = func(*readState) {
+		if d.mu.manualCompacts > 0 {
 			published++
-			if d.diff.building != nil || d.diff.cur != nil {
+			if d.mu.diff.building != nil || d.mu.diff.cur != nil {
 				builtDuring++
 			}
 		}
@@ -508,7 +508,7 @@ func TestDiffFilterCountsNothingAfterCompact(t *testing.T) {
 	waitForCompactions(t, d)
 	waitForDiffFilter(t, d)
 	d.mu.Lock()
-	d.onPublish = nil
+	d.mu.onPublish = nil
 	d.mu.Unlock()
 	if published == 0 || builtDuring != 0 {
 		t.Fatalf("a filter was built or in use at %d of the %d states Compact published", builtDuring, published)
@@ -544,13 +544,13 @@ func TestDiffFilterStepsAsideWhenItDoesNotPay(t *testing.T) {
 	if got := asked() - before; got > gets/4 {
 		t.Fatalf("%d Gets of changed keys asked the filter %d times: it kept probing with nothing to skip", gets, got)
 	}
-	if !d.diff.bypass.Load() {
+	if !d.mu.diff.bypass.Load() {
 		t.Fatal("the filter is not bypassed after Gets of changed keys only")
 	}
 	for i := range gets {
 		expect(t, d, string(diffKey(n/2+i%(n/2))), fmt.Sprintf("base-%d", n/2+i%(n/2)))
 	}
-	if d.diff.bypass.Load() {
+	if d.mu.diff.bypass.Load() {
 		t.Fatal("the filter is still bypassed after Gets of unchanged keys only")
 	}
 	before = asked()

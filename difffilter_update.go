@@ -27,7 +27,7 @@ type diffRemoval struct {
 // the filter it carried, retiring filters no state carries. Removals that
 // were waiting for it are applied. d.mu is held.
 func (d *DB) diffReleasedLocked(s *readState) {
-	ds := &d.diff
+	ds := &d.mu.diff
 	if i, ok := slices.BinarySearch(ds.live, s.epoch); ok {
 		ds.live = slices.Delete(ds.live, i, i+1)
 	}
@@ -43,7 +43,7 @@ func (d *DB) diffReleasedLocked(s *readState) {
 // retireFiltersLocked drops from writers the filters that are neither
 // current, nor being built, nor carried by a live state. d.mu is held.
 func (d *DB) retireFiltersLocked() {
-	ds := &d.diff
+	ds := &d.mu.diff
 	old := ds.writers.Load()
 	if old == nil {
 		return
@@ -65,18 +65,18 @@ func (d *DB) retireFiltersLocked() {
 // commit is under way (the caller leads the commit queue).
 func (d *DB) addWriterLocked(f *difffile.Filter) {
 	var ws []*difffile.Filter
-	if old := d.diff.writers.Load(); old != nil {
+	if old := d.mu.diff.writers.Load(); old != nil {
 		ws = slices.Clone(*old)
 	}
 	ws = append(ws, f)
-	d.diff.writers.Store(&ws)
+	d.mu.diff.writers.Store(&ws)
 }
 
 // queueRemovalLocked removes hashes from the filters of base level b that
 // count them, once every read state older than the one just published is
 // gone. d.mu is held.
 func (d *DB) queueRemovalLocked(hashes []uint64, b int) {
-	ds := &d.diff
+	ds := &d.mu.diff
 	ws := ds.writers.Load()
 	if len(hashes) == 0 || ws == nil {
 		return
@@ -102,7 +102,7 @@ func (d *DB) queueRemovalLocked(hashes []uint64, b int) {
 // needs, in order; one that names a filter still being built waits for the
 // build. d.mu is held.
 func (d *DB) applyRemovalsLocked() {
-	ds := &d.diff
+	ds := &d.mu.diff
 	oldest := uint64(0)
 	if len(ds.live) > 0 {
 		oldest = ds.live[0]
@@ -146,7 +146,7 @@ func addBatchToDiff(ws []*difffile.Filter, data []byte) (added uint64) {
 // from inputs above the base, and those it wrote or moved into the base. It
 // concerns the filters of the base of the new version. d.mu is held.
 func (d *DB) diffCompactedLocked(c *compaction) {
-	b := baseLevel(d.version)
+	b := baseLevel(d.mu.version)
 	var hs []uint64
 	if c.level < b {
 		hs = append(hs, c.dropped0...)

@@ -183,7 +183,7 @@ func TestCloseReportsAWALFailureWithNoLockHeld(t *testing.T) {
 		// Another goroutine must be able to take each lock: a background
 		// goroutine may hold one for a moment (a TryLock here would count
 		// that), but one the caller holds stays held while it waits.
-		for _, mu := range []*sync.Mutex{&d.mu, &d.commitMu} {
+		for _, mu := range []*sync.Mutex{&d.mu.Mutex, &d.commitMu} {
 			took := make(chan struct{})
 			go func() {
 				mu.Lock()

@@ -18,10 +18,10 @@ func (d *DB) flushLoop() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		for !d.closed && !d.flushDueLocked() && !d.rescueDueLocked() {
-			d.cond.Wait()
+		for !d.mu.closed && !d.flushDueLocked() && !d.rescueDueLocked() {
+			d.mu.cond.Wait()
 		}
-		if d.closed {
+		if d.mu.closed {
 			return // frozen memtables stay in their WALs for the next Open; Close flushes a rescue
 		}
 		if d.rescueDueLocked() {
@@ -39,13 +39,13 @@ func (d *DB) flushLoop() {
 // flushDueLocked reports whether a frozen memtable awaits a flush the store may
 // make. d.mu is held.
 func (d *DB) flushDueLocked() bool {
-	return len(d.imm) > 0 && (d.bgErr == nil || d.rescuing)
+	return len(d.mu.imm) > 0 && (d.mu.bgErr == nil || d.mu.rescuing)
 }
 
 // rescueDueLocked reports whether the memtable of a failed WAL awaits freezing.
 // d.mu is held.
 func (d *DB) rescueDueLocked() bool {
-	return d.rescuing && !d.mem.mt.Empty()
+	return d.mu.rescuing && !d.mu.mem.mt.Empty()
 }
 
 // flushOldestLocked writes the oldest frozen memtable to a level-0 table,
@@ -54,19 +54,19 @@ func (d *DB) rescueDueLocked() bool {
 // run (FlushBegin, FlushEnd, and BackgroundError for a failure, which stops
 // the store).
 func (d *DB) flushOldestLocked() error {
-	m := d.imm[0]
+	m := d.mu.imm[0]
 	num := d.allocFileNumLocked()
 	// The flush drops the versions a newer visible one hides from every
 	// snapshot open now, and from every read to come: those read at the
 	// visible sequence number or above (the state first, then the
 	// number), and one that needs an older version reads a state holding
 	// m. A snapshot taken meanwhile sees every version visible now.
-	snaps, visible := slices.Clone(d.snapshots), base.SeqNum(d.visibleSeq.Load())
+	snaps, visible := slices.Clone(d.mu.snapshots), base.SeqNum(d.visibleSeq.Load())
 	// The dropped versions' hashes, for the filters commits add to; none
 	// when there are none (idle or off): a build that starts during the
 	// flush counts m whole, and then only over-counts what was dropped.
 	var dropped *[]uint64
-	if ws := d.diff.writers.Load(); d.diff.enabled && ws != nil && len(*ws) > 0 {
+	if ws := d.mu.diff.writers.Load(); d.mu.diff.enabled && ws != nil && len(*ws) > 0 {
 		dropped = new([]uint64)
 	}
 	d.mu.Unlock()
@@ -79,9 +79,9 @@ func (d *DB) flushOldestLocked() error {
 
 	d.mu.Lock()
 	if err == nil {
-		next := d.mem.logNum
-		if len(d.imm) > 1 {
-			next = d.imm[1].logNum
+		next := d.mu.mem.logNum
+		if len(d.mu.imm) > 1 {
+			next = d.mu.imm[1].logNum
 		}
 		edit := &manifest.VersionEdit{LogNumber: next}
 		if meta != nil {
@@ -95,36 +95,36 @@ func (d *DB) flushOldestLocked() error {
 	}
 	if err != nil {
 		err = fmt.Errorf("bloomkv: flush to table %06d failed; the store takes no more writes until reopened: %w", num, err)
-		if d.rescuing {
+		if d.mu.rescuing {
 			// Writes acknowledged since the WAL failed were in this
 			// memtable: say so, and stop trying.
-			d.rescuing = false
-			err = fmt.Errorf("%w; writes acknowledged without Sync before the write-ahead log failed may be lost: %w", err, d.bgErr)
-			d.bgErr = nil
+			d.mu.rescuing = false
+			err = fmt.Errorf("%w; writes acknowledged without Sync before the write-ahead log failed may be lost: %w", err, d.mu.bgErr)
+			d.mu.bgErr = nil
 		}
-		if d.bgErr == nil {
-			d.bgErr = err
+		if d.mu.bgErr == nil {
+			d.mu.bgErr = err
 		}
 		d.unlocked(func() {
 			d.opts.EventListener.FlushEnd(info)
 			d.opts.EventListener.BackgroundError(err)
 		})
-		d.cond.Broadcast()
+		d.mu.cond.Broadcast()
 		return err
 	}
 	// Publish the version holding the new table before d.mu is let go: a
-	// compaction may take the table from d.version as soon as it is, and a
+	// compaction may take the table from d.mu.version as soon as it is, and a
 	// table no published state counted would never be deleted
 	// (releaseFilesLocked). Reads of this state find m's entries in m and in
 	// the table alike.
 	//
-	// Until m leaves d.imm, no compaction takes the table (it is marked
+	// Until m leaves d.mu.imm, no compaction takes the table (it is marked
 	// busy): moved or merged into the base, its versions would leave the
 	// differential-file filter while states holding m, the same versions in
 	// a memtable, are still being published, and the filter must pass
 	// every memtable entry of every state.
 	if meta != nil {
-		d.busy[meta.FileNum] = true
+		d.mu.busy[meta.FileNum] = true
 		m.flushed = true
 	}
 	d.publishLocked()
@@ -134,15 +134,15 @@ func (d *DB) flushOldestLocked() error {
 		// (a build from now on counts m's table, not m), once the states
 		// older than this one are gone, as for a compaction's. Each key
 		// keeps its newest version in m and the table, still counted.
-		d.queueRemovalLocked(*dropped, baseLevel(d.version))
+		d.queueRemovalLocked(*dropped, baseLevel(d.mu.version))
 	}
-	// FlushEnd runs before m leaves d.imm, so that a Flush waiting for m
-	// returns after it. Only the flusher takes memtables out of d.imm, so m
+	// FlushEnd runs before m leaves d.mu.imm, so that a Flush waiting for m
+	// returns after it. Only the flusher takes memtables out of d.mu.imm, so m
 	// is still its first when d.mu comes back.
 	d.unlocked(func() { d.opts.EventListener.FlushEnd(info) })
-	d.imm = d.imm[1:]
+	d.mu.imm = d.mu.imm[1:]
 	if meta != nil {
-		delete(d.busy, meta.FileNum)
+		delete(d.mu.busy, meta.FileNum)
 	}
 	d.publishLocked()
 	d.metrics.flushes.Add(1)
@@ -153,6 +153,6 @@ func (d *DB) flushOldestLocked() error {
 	if err := d.fs.Remove(d.path(logName(m.logNum))); err != nil {
 		d.opts.Logger.Warn("bloomkv: removing a flushed write-ahead log", "file", d.path(logName(m.logNum)), "err", err)
 	}
-	d.cond.Broadcast()
+	d.mu.cond.Broadcast()
 	return nil
 }

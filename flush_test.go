@@ -161,7 +161,7 @@ func TestFlushedTableWaitsForItsMemtable(t *testing.T) {
 			return
 		}
 		d.mu.Lock()
-		for _, f := range l0Movable(d.version, d.levelTargets(d.version, d.running).base, d.busy) {
+		for _, f := range l0Movable(d.mu.version, d.levelTargets(d.mu.version, d.mu.running).base, d.mu.busy) {
 			movable = append(movable, f.FileNum)
 		}
 		d.mu.Unlock()

@@ -101,7 +101,7 @@ func checkEditFormat(name string, i int, format FormatVersion, e *manifest.Versi
 func (d *DB) FormatVersion() FormatVersion {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.formatVersion
+	return d.mu.formatVersion
 }
 
 // RatchetFormatVersion raises the store's format version to v, durably:
@@ -122,18 +122,18 @@ func (d *DB) RatchetFormatVersion(v FormatVersion) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
-	case d.closed:
+	case d.mu.closed:
 		return ErrClosed
-	case d.bgErr != nil:
-		return d.bgErr
-	case v <= d.formatVersion:
+	case d.mu.bgErr != nil:
+		return d.mu.bgErr
+	case v <= d.mu.formatVersion:
 		return nil
 	}
 	if err := d.logAndApplyLocked(&manifest.VersionEdit{FormatVersion: uint64(v)}); err != nil {
 		return fmt.Errorf("bloomkv: raising the format version to %v: %w", v, err)
 	}
-	d.opts.Logger.Info("bloomkv: format version raised", "dir", d.dir, "from", d.formatVersion.String(), "to", v.String())
-	d.formatVersion = v
+	d.opts.Logger.Info("bloomkv: format version raised", "dir", d.dir, "from", d.mu.formatVersion.String(), "to", v.String())
+	d.mu.formatVersion = v
 	return nil
 }
 

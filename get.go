@@ -29,16 +29,16 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 // base, that is the base level alone.
 func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 	hash := filterblock.Hash(key) // for every filter: the differential's, the memtables', the tables'
-	consulted := s.diff != nil && d.diff.consultDiff()
+	consulted := s.diff != nil && d.mu.diff.consultDiff()
 	if s.diffIdle {
 		d.noteIdleGet()
 	}
 	if consulted {
 		if !s.diffMaybe(key, hash, seq) {
-			d.diff.noteProbe(true)
+			d.mu.diff.noteProbe(true)
 			return d.getFromLevels(s, key, hash, seq, s.diffBase, 0, false)
 		}
-		d.diff.noteProbe(false)
+		d.mu.diff.noteProbe(false)
 	}
 	var tomb base.SeqNum
 	for i := len(s.imm); i >= 0; i-- {
@@ -74,7 +74,7 @@ func (d *DB) getFromLevels(s *readState, key []byte, hash uint64, seq base.SeqNu
 		if maybe && l == s.diffBase {
 			// The filter said maybe, and nothing above the base had
 			// the key.
-			d.diff.falseMaybes.Add(1)
+			d.mu.diff.falseMaybes.Add(1)
 		}
 		for f := range s.version.Containing(l, key) {
 			v, tr, ok, t, err := d.getFromTable(f, key, hash, seq)

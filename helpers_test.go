@@ -103,15 +103,15 @@ func waitForCompactions(t testing.TB, d *DB) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		s := d.levelScoresLocked(d.version)
-		due := len(d.running) > 0 || len(d.imm) > 0 || d.diff.wantBuild || d.diff.buildRunning
+		s := d.levelScoresLocked(d.mu.version)
+		due := len(d.mu.running) > 0 || len(d.mu.imm) > 0 || d.mu.diff.wantBuild || d.mu.diff.buildRunning
 		for l := range manifest.NumLevels - 1 { // the last level never scores
 			due = due || s[l] >= 1
 		}
-		if !due || d.bgErr != nil || d.closed {
+		if !due || d.mu.bgErr != nil || d.mu.closed {
 			return
 		}
-		d.cond.Wait()
+		d.mu.cond.Wait()
 	}
 }
 
@@ -235,7 +235,7 @@ func holdCompactions(t testing.TB, d *DB) (release func()) {
 	release = func() { once.Do(func() { close(gate) }) }
 	t.Cleanup(release)
 	d.mu.Lock()
-	d.compactionGate = gate
+	d.mu.compactionGate = gate
 	d.mu.Unlock()
 	return release
 }
@@ -333,7 +333,7 @@ func moveTables(t testing.TB, d *DB, from, to int, pick func(i int) bool) {
 	t.Helper()
 	d.mu.Lock()
 	edit := &manifest.VersionEdit{}
-	for i, f := range d.version.Files(from) {
+	for i, f := range d.mu.version.Files(from) {
 		if pick(i) {
 			edit.DeletedFiles = append(edit.DeletedFiles, manifest.DeletedFile{Level: from, FileNum: f.FileNum})
 			edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: to, Meta: f})
@@ -355,7 +355,7 @@ func newestTable(d *DB) *manifest.FileMetadata {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var newest *manifest.FileMetadata
-	for _, f := range d.version.All() {
+	for _, f := range d.mu.version.All() {
 		if newest == nil || f.LargestSeq > newest.LargestSeq {
 			newest = f
 		}

@@ -106,7 +106,7 @@ func (d *DB) Ingest(paths []string) error {
 	// running Compact): it must not let the store go while links no edit
 	// names are in its directory, under numbers it has not recorded.
 	d.mu.Lock()
-	if d.closed {
+	if d.mu.closed {
 		d.mu.Unlock()
 		return ErrClosed
 	}
@@ -148,7 +148,7 @@ func (d *DB) loadFiltersLater(rs []adoptedTable) {
 		return
 	}
 	d.mu.Lock()
-	if d.closed {
+	if d.mu.closed {
 		d.mu.Unlock()
 		return
 	}
@@ -389,7 +389,7 @@ func (d *DB) loadIngestTable(path string) (_ *ingestTable, err error) {
 func (d *DB) checkIngestEntries(r *sstable.Reader, t *ingestTable) (entries, deletions uint64, err error) {
 	var prev []byte
 	havePrev := false // not prev != nil: the empty key is a key
-	hash := d.diff.enabled
+	hash := d.mu.diff.enabled
 	if hash {
 		t.hashes = make([]uint64, 0, min(r.Properties().NumEntries, 1<<20))
 		t.hashed = true
@@ -464,12 +464,12 @@ func checkIngestEnds(r *sstable.Reader, path string) error {
 // hold, or goes there into an empty store. applyIngestLocked hashes any
 // table the store's changes since then put above the base after all.
 func (d *DB) hashIngestTables(tables []*ingestTable) error {
-	if !d.diff.enabled {
+	if !d.mu.diff.enabled {
 		return nil
 	}
 	var todo []*ingestTable
 	d.mu.Lock()
-	lbase := d.levelTargets(d.version, d.running).base
+	lbase := d.levelTargets(d.mu.version, d.mu.running).base
 	for _, t := range tables {
 		if !t.hashed && d.ingestLevelLocked(t.meta, lbase) < manifest.NumLevels-1 {
 			todo = append(todo, t)
@@ -550,10 +550,10 @@ func (d *DB) removeIngested(tables []*ingestTable) {
 func (d *DB) ingestStepLocked(op *ingestOp) error {
 	var err error
 	switch {
-	case d.closed:
+	case d.mu.closed:
 		err = ErrClosed
-	case d.bgErr != nil:
-		err = d.bgErr
+	case d.mu.bgErr != nil:
+		err = d.mu.bgErr
 	default:
 		err = d.applyIngestLocked(op)
 	}
@@ -577,28 +577,28 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 	overlaps := func(m *memEntry) bool {
 		return slices.ContainsFunc(op.tables, func(t *ingestTable) bool { return memOverlaps(m.mt, t.meta) })
 	}
-	if !d.mem.mt.Empty() && overlaps(d.mem) {
+	if !d.mu.mem.mt.Empty() && overlaps(d.mu.mem) {
 		if err := d.rotateLocked(); err != nil {
 			return err
 		}
 	}
-	for slices.ContainsFunc(d.imm, overlaps) {
+	for slices.ContainsFunc(d.mu.imm, overlaps) {
 		op.flushed = true
-		if d.closed {
+		if d.mu.closed {
 			return ErrClosed
 		}
-		if d.bgErr != nil {
-			return d.bgErr
+		if d.mu.bgErr != nil {
+			return d.mu.bgErr
 		}
-		d.cond.Wait()
+		d.mu.cond.Wait()
 	}
 
-	lbase := d.levelTargets(d.version, d.running).base
-	seq := d.lastSeq + 1
+	lbase := d.levelTargets(d.mu.version, d.mu.running).base
+	seq := d.mu.lastSeq + 1
 	edit := &manifest.VersionEdit{}
 	for _, t := range op.tables {
 		t.level = d.ingestLevelLocked(t.meta, lbase)
-		if d.diff.enabled && t.level < manifest.NumLevels-1 && !t.hashed {
+		if d.mu.diff.enabled && t.level < manifest.NumLevels-1 && !t.hashed {
 			// hashIngestTables found it bound for the last level, but
 			// the store changed since. Rare: hashed here, with writes
 			// waiting.
@@ -614,10 +614,10 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 		}
 		edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: t.level, Meta: m})
 	}
-	if _, err := d.version.Apply(edit); err != nil {
+	if _, err := d.mu.version.Apply(edit); err != nil {
 		return fmt.Errorf("bloomkv: Ingest: placing the tables: %w", err) // nothing written
 	}
-	d.lastSeq = seq
+	d.mu.lastSeq = seq
 	op.seq, op.edited = seq, true
 	if err := d.logAndApplyLocked(edit); err != nil {
 		// The edit may be durable though its write failed: as after a
@@ -625,25 +625,25 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 		// next Open keeps the tables or removes them as the manifest it
 		// replays says.
 		err = fmt.Errorf("bloomkv: Ingest: recording the tables in the manifest failed; the store takes no more writes until reopened: %w", err)
-		if d.bgErr == nil {
-			d.bgErr, op.bgErr = err, err
+		if d.mu.bgErr == nil {
+			d.mu.bgErr, op.bgErr = err, err
 		}
-		d.cond.Broadcast()
+		d.mu.cond.Broadcast()
 		return err
 	}
 	// Before the state that reads the tables is published: the filter
 	// counts every version above its base (difffilter.go), and the range
 	// deletions there. A table in the base itself overlaps nothing above
 	// it, so the filter's "no" for its keys is right as it is.
-	b := baseLevel(d.version)
-	ws := d.diff.writers.Load()
+	b := baseLevel(d.mu.version)
+	ws := d.mu.diff.writers.Load()
 	for _, t := range op.tables {
 		if len(t.dels) > 0 {
 			dels := slices.Clone(t.dels)
 			for i := range dels {
 				dels[i].SeqNum = seq
 			}
-			d.diff.tableDels[t.meta.FileNum] = dels
+			d.mu.diff.tableDels[t.meta.FileNum] = dels
 		}
 		if ws != nil && t.level < b {
 			for _, f := range *ws {
@@ -670,7 +670,7 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 		d.metrics.ingestedBytes.Add(t.meta.Size)
 		d.metrics.levels[t.level].bytesIngested.Add(t.meta.Size)
 	}
-	d.cond.Broadcast() // the levels changed: compactions may be due
+	d.mu.cond.Broadcast() // the levels changed: compactions may be due
 	return nil
 }
 
@@ -685,15 +685,15 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 // is put there: the dynamic level targets keep them empty. d.mu is held.
 func (d *DB) ingestLevelLocked(m *manifest.FileMetadata, lbase int) int {
 	lo, hi := m.Smallest.UserKey, m.Largest.UserKey // hi inclusive: safe for an exclusive end
-	if len(d.version.Overlapping(0, lo, hi)) > 0 {
+	if len(d.mu.version.Overlapping(0, lo, hi)) > 0 {
 		return 0
 	}
 	target := 0
 	for l := 1; l < manifest.NumLevels; l++ {
-		if len(d.version.Overlapping(l, lo, hi)) > 0 {
+		if len(d.mu.version.Overlapping(l, lo, hi)) > 0 {
 			break
 		}
-		busy := slices.ContainsFunc(d.running, func(c *compaction) bool {
+		busy := slices.ContainsFunc(d.mu.running, func(c *compaction) bool {
 			return c.outputLevel == l && bytes.Compare(c.lo, hi) <= 0 && bytes.Compare(lo, c.hi) <= 0
 		})
 		if l >= lbase && !busy {

@@ -143,7 +143,7 @@ func TestIngestCloseWhileFiltersLoad(t *testing.T) {
 func onlyTable(t *testing.T, d *DB) *sstable.Reader {
 	t.Helper()
 	d.mu.Lock()
-	v := d.version
+	v := d.mu.version
 	d.mu.Unlock()
 	var r *sstable.Reader
 	for _, f := range v.All() {

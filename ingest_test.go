@@ -405,8 +405,9 @@ func TestIngestLevel(t *testing.T) {
 	levels[0] = []*manifest.FileMetadata{tbl(1, "p", "q")}
 	levels[5] = []*manifest.FileMetadata{tbl(2, "d", "e"), tbl(3, "h", "i")}
 	levels[6] = []*manifest.FileMetadata{tbl(4, "a", "c"), tbl(5, "f", "g"), withDel(tbl(6, "j", "l"), "m")}
-	d := &DB{opts: o, version: manifest.NewVersionForTesting(levels)}
-	if b := d.levelTargets(d.version, nil).base; b != 5 {
+	d := &DB{opts: o}
+	d.mu.version = manifest.NewVersionForTesting(levels)
+	if b := d.levelTargets(d.mu.version, nil).base; b != 5 {
 		t.Fatalf("base L%d, want L5", b)
 	}
 	for _, c := range []struct {
@@ -428,7 +429,7 @@ func TestIngestLevel(t *testing.T) {
 	// A compaction writing into L6 over [d, g] (inputs from L5 and L6 with
 	// a gap between them) keeps a table in the gap at L5, above its
 	// outputs.
-	d.running = []*compaction{{level: 5, outputLevel: 6, lo: []byte("d"), hi: []byte("g")}}
+	d.mu.running = []*compaction{{level: 5, outputLevel: 6, lo: []byte("d"), hi: []byte("g")}}
 	if got := d.ingestLevelLocked(tbl(99, "e1", "e2"), 5); got != 5 {
 		t.Errorf("beside a compaction into L6: L%d, want L5", got)
 	}
@@ -436,14 +437,14 @@ func TestIngestLevel(t *testing.T) {
 		t.Errorf("away from the compaction: L%d, want L6", got)
 	}
 	// One writing into L5 over the range keeps it out of L5 only.
-	d.running = []*compaction{{level: 4, outputLevel: 5, lo: []byte("w"), hi: []byte("z")}}
+	d.mu.running = []*compaction{{level: 4, outputLevel: 5, lo: []byte("w"), hi: []byte("z")}}
 	if got := d.ingestLevelLocked(tbl(99, "x", "y"), 5); got != 6 {
 		t.Errorf("below a compaction into L5: L%d, want L6", got)
 	}
 	if got := d.ingestLevelLocked(tbl(99, "f1", "f2"), 5); got != 5 {
 		t.Errorf("L6 overlapped, L5 written into elsewhere: L%d, want L5", got)
 	}
-	d.running = []*compaction{{level: 4, outputLevel: 5, lo: []byte("f"), hi: []byte("f3")}}
+	d.mu.running = []*compaction{{level: 4, outputLevel: 5, lo: []byte("f"), hi: []byte("f3")}}
 	if got := d.ingestLevelLocked(tbl(99, "f1", "f2"), 5); got != 0 {
 		t.Errorf("L6 overlapped and L5 written into: L%d, want L0", got)
 	}

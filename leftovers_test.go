@@ -37,9 +37,9 @@ func assertNoLeftovers(t testing.TB, fs vfs.FS, dir string) {
 		case kind == kindTable:
 			needed = live[num]
 		case kind == kindLog:
-			needed = num >= d.logNumber
+			needed = num >= d.mu.logNumber
 		case kind == kindManifest:
-			needed = num == d.manifestNum
+			needed = num == d.mu.manifestNum
 		}
 		if !needed {
 			left = append(left, n)

@@ -17,7 +17,7 @@ type memEntry struct {
 	mt     *memtable.MemTable
 	logNum uint64
 	// flushed is set, under d.mu, once a level-0 table holding mt's
-	// entries is in the version (while mt is still in d.imm).
+	// entries is in the version (while mt is still in d.mu.imm).
 	flushed bool
 }
 
@@ -36,9 +36,9 @@ func (b *batchEntries) Each(fn func(key base.InternalKey, value []byte)) {
 // frozen, or "" when they need not. d.mu is held.
 func (d *DB) stallReasonLocked() string {
 	switch {
-	case len(d.imm) >= d.opts.MaxImmutableMemTables:
+	case len(d.mu.imm) >= d.opts.MaxImmutableMemTables:
 		return "too many memtables waiting for a flush"
-	case d.version.NumFiles(0) >= d.opts.L0StopWritesThreshold:
+	case d.mu.version.NumFiles(0) >= d.opts.L0StopWritesThreshold:
 		return "too many level-0 tables waiting for compaction"
 	}
 	return ""
@@ -54,15 +54,15 @@ func (d *DB) makeRoomLocked() error {
 		start := time.Now()
 		d.metrics.stalls.Add(1)
 		d.unlocked(func() { d.opts.EventListener.WriteStallBegin(reason) })
-		for d.stallReasonLocked() != "" && d.bgErr == nil && !d.closed {
-			d.cond.Wait()
+		for d.stallReasonLocked() != "" && d.mu.bgErr == nil && !d.mu.closed {
+			d.mu.cond.Wait()
 		}
 		d.metrics.stallNanos.Add(int64(time.Since(start)))
 		d.unlocked(d.opts.EventListener.WriteStallEnd)
-		if d.bgErr != nil {
-			return d.bgErr
+		if d.mu.bgErr != nil {
+			return d.mu.bgErr
 		}
-		if d.closed {
+		if d.mu.closed {
 			return ErrClosed
 		}
 	}
@@ -89,10 +89,10 @@ func (d *DB) rotateLocked() error {
 	}
 	old.Close()
 	d.wal.recycle(old)
-	d.imm = append(d.imm, d.mem)
-	d.mem = &memEntry{mt: d.newMemTable(), logNum: num}
+	d.mu.imm = append(d.mu.imm, d.mu.mem)
+	d.mu.mem = &memEntry{mt: d.newMemTable(), logNum: num}
 	d.publishLocked()
-	d.cond.Broadcast() // wake the flusher
+	d.mu.cond.Broadcast() // wake the flusher
 	return nil
 }
 

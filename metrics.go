@@ -272,10 +272,10 @@ type levelCounters struct {
 func (d *DB) diffMetrics(s *readState) DiffFilterMetrics {
 	m := DiffFilterMetrics{
 		LastLevel:   baseLevel(s.version),
-		Skips:       d.diff.skips.Load(),
-		Maybes:      d.diff.maybes.Load(),
-		FalseMaybes: d.diff.falseMaybes.Load(),
-		Rebuilds:    d.diff.rebuilds.Load(),
+		Skips:       d.mu.diff.skips.Load(),
+		Maybes:      d.mu.diff.maybes.Load(),
+		FalseMaybes: d.mu.diff.falseMaybes.Load(),
+		Rebuilds:    d.mu.diff.rebuilds.Load(),
 		Idle:        s.diffIdle,
 	}
 	if f := s.diff; f != nil {

@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// liveTables returns the file numbers of the tables d.version holds. d.mu
+// liveTables returns the file numbers of the tables d.mu.version holds. d.mu
 // is held (or the DB is not yet shared).
 func (d *DB) liveTables() map[uint64]bool {
 	live := map[uint64]bool{}
-	for _, f := range d.version.All() {
+	for _, f := range d.mu.version.All() {
 		live[f.FileNum] = true
 	}
 	return live
@@ -24,11 +24,11 @@ func (d *DB) releaseFilesLocked(s *readState) {
 	defer d.diffReleasedLocked(s)
 	live := d.liveTables()
 	for _, f := range s.version.All() {
-		if d.fileRefs[f.FileNum]--; d.fileRefs[f.FileNum] > 0 || live[f.FileNum] {
+		if d.mu.fileRefs[f.FileNum]--; d.mu.fileRefs[f.FileNum] > 0 || live[f.FileNum] {
 			continue
 		}
-		delete(d.fileRefs, f.FileNum)
-		if !d.dirReleased {
+		delete(d.mu.fileRefs, f.FileNum)
+		if !d.mu.dirReleased {
 			d.removeTableLocked(f.FileNum)
 		}
 	}
@@ -36,7 +36,7 @@ func (d *DB) releaseFilesLocked(s *readState) {
 
 // removeTableLocked closes and deletes an obsolete table. d.mu is held.
 func (d *DB) removeTableLocked(num uint64) {
-	delete(d.diff.tableDels, num)
+	delete(d.mu.diff.tableDels, num)
 	d.tables.evict(num)
 	d.cache.EvictFile(num)
 	if err := d.fs.Remove(d.path(tableName(num))); err != nil {
@@ -53,12 +53,12 @@ func (d *DB) removeTableLocked(num uint64) {
 // no later release touches it. It returns the sync's error. d.mu is held.
 func (d *DB) releaseDirLocked() error {
 	live := d.liveTables()
-	for num, refs := range d.fileRefs {
+	for num, refs := range d.mu.fileRefs {
 		if refs > 0 && !live[num] {
 			d.removeTableLocked(num)
 		}
 	}
-	d.dirReleased = true
+	d.mu.dirReleased = true
 	if d.opts.ReadOnly {
 		return nil
 	}
@@ -83,8 +83,8 @@ func (d *DB) deleteObsolete() {
 			d.fs.Remove(d.path(n)) // a CURRENT update cut short
 			continue
 		}
-		obsolete := (kind == kindLog && num < d.logNumber) ||
-			(kind == kindManifest && num != d.manifestNum) ||
+		obsolete := (kind == kindLog && num < d.mu.logNumber) ||
+			(kind == kindManifest && num != d.mu.manifestNum) ||
 			(kind == kindTable && !live[num])
 		if obsolete {
 			if err := d.fs.Remove(d.path(n)); err != nil {

@@ -26,9 +26,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &DB{dir: dir, opts: o, fs: o.FS, fileRefs: map[uint64]int{}, busy: map[uint64]bool{}, elide: map[uint64]elisionCandidate{}}
+	d := &DB{dir: dir, opts: o, fs: o.FS}
+	d.mu.fileRefs = map[uint64]int{}
+	d.mu.busy = map[uint64]bool{}
+	d.mu.elide = map[uint64]elisionCandidate{}
 	d.initDiff()
-	d.cond = sync.NewCond(&d.mu)
+	d.mu.cond = sync.NewCond(&d.mu)
 	d.commitCond = sync.NewCond(&d.commitMu)
 	if !o.ReadOnly {
 		if err := d.fs.MkdirAll(dir); err != nil {
@@ -59,8 +62,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := d.open(); err != nil {
 		d.chunks.close()
 		d.tables.close()
-		if d.manifest != nil {
-			d.manifest.Close()
+		if d.mu.manifest != nil {
+			d.mu.manifest.Close()
 		}
 		if d.wal != nil {
 			d.wal.Close()
@@ -93,11 +96,11 @@ func (d *DB) open() error {
 				}
 			}
 		}
-		d.version = &manifest.Version{}
-		d.nextFileNum = 1
-		d.formatVersion = FormatNewest
+		d.mu.version = &manifest.Version{}
+		d.mu.nextFileNum = 1
+		d.mu.formatVersion = FormatNewest
 		if d.opts.FormatVersion != 0 {
-			d.formatVersion = d.opts.FormatVersion
+			d.mu.formatVersion = d.opts.FormatVersion
 		}
 	case err != nil:
 		return err
@@ -108,11 +111,11 @@ func (d *DB) open() error {
 		if err := d.loadManifest(manNum); err != nil {
 			return err
 		}
-		if d.opts.FormatVersion > d.formatVersion && !d.opts.ReadOnly {
+		if d.opts.FormatVersion > d.mu.formatVersion && !d.opts.ReadOnly {
 			// The new manifest Open writes below records it.
 			d.opts.Logger.Info("bloomkv: raising the format version as Options.FormatVersion asks", "dir", d.dir,
-				"from", d.formatVersion.String(), "to", d.opts.FormatVersion.String())
-			d.formatVersion = d.opts.FormatVersion
+				"from", d.mu.formatVersion.String(), "to", d.opts.FormatVersion.String())
+			d.mu.formatVersion = d.opts.FormatVersion
 		}
 	}
 
@@ -121,11 +124,11 @@ func (d *DB) open() error {
 		return err
 	}
 	if d.opts.ReadOnly {
-		d.mem = &memEntry{mt: d.newMemTable()}
+		d.mu.mem = &memEntry{mt: d.newMemTable()}
 		if !mem.Empty() {
-			d.imm = []*memEntry{{mt: mem}}
+			d.mu.imm = []*memEntry{{mt: mem}}
 		}
-		d.visibleSeq.Store(uint64(d.lastSeq))
+		d.visibleSeq.Store(uint64(d.mu.lastSeq))
 		d.publishLocked()
 		// No writes will come: build the filter now, as the builder
 		// would, with no commit to wait for.
@@ -157,7 +160,7 @@ func (d *DB) open() error {
 			edit.NewFiles = append(edit.NewFiles, manifest.NewFile{Level: 0, Meta: meta})
 		}
 	}
-	if d.version, err = d.version.Apply(edit); err != nil {
+	if d.mu.version, err = d.mu.version.Apply(edit); err != nil {
 		return err
 	}
 	d.resetL0SeeksLocked()
@@ -167,15 +170,15 @@ func (d *DB) open() error {
 	// a torn old one into a "torn log that is not the last"); a missing WAL
 	// at or above the log number is harmless.
 	walNum := d.allocFileNumLocked()
-	d.logNumber = walNum
+	d.mu.logNumber = walNum
 	if err := d.writeNewManifest(); err != nil {
 		return err
 	}
 	if err := d.createWAL(walNum); err != nil {
 		return err
 	}
-	d.mem = &memEntry{mt: d.newMemTable(), logNum: walNum}
-	d.visibleSeq.Store(uint64(d.lastSeq))
+	d.mu.mem = &memEntry{mt: d.newMemTable(), logNum: walNum}
+	d.visibleSeq.Store(uint64(d.mu.lastSeq))
 	d.publishLocked()
 	d.deleteObsolete()
 	return nil
@@ -230,15 +233,15 @@ func (d *DB) loadManifest(num uint64) error {
 		if v, err = v.Apply(e); err != nil {
 			return fmt.Errorf("%s: edit %d: %w", name, i, err)
 		}
-		d.logNumber = max(d.logNumber, e.LogNumber)
+		d.mu.logNumber = max(d.mu.logNumber, e.LogNumber)
 		if e.ClosedLog.Num != 0 {
 			if d.closedLogs == nil {
 				d.closedLogs = map[uint64]uint64{}
 			}
 			d.closedLogs[e.ClosedLog.Num] = e.ClosedLog.Size
 		}
-		d.nextFileNum = max(d.nextFileNum, e.NextFileNum)
-		d.lastSeq = max(d.lastSeq, e.LastSeq)
+		d.mu.nextFileNum = max(d.mu.nextFileNum, e.NextFileNum)
+		d.mu.lastSeq = max(d.mu.lastSeq, e.LastSeq)
 	}
 	if off, why, torn := r.TornTail(); torn {
 		d.opts.Logger.Warn("bloomkv: dropped a torn record at the end of the manifest", "file", name, "offset", off, "reason", why)
@@ -247,13 +250,13 @@ func (d *DB) loadManifest(num uint64) error {
 		return base.CorruptionErrorf("bloomkv: %s holds no comparer record (last edit read at offset %d)", name, d.manifestLastEdit)
 	}
 	for _, f := range v.All() {
-		d.nextFileNum = max(d.nextFileNum, f.FileNum+1)
-		d.lastSeq = max(d.lastSeq, f.LargestSeq)
+		d.mu.nextFileNum = max(d.mu.nextFileNum, f.FileNum+1)
+		d.mu.lastSeq = max(d.mu.lastSeq, f.LargestSeq)
 	}
-	d.nextFileNum = max(d.nextFileNum, num+1, d.logNumber+1)
-	d.manifestNum = num
-	d.version = v
-	d.formatVersion = format
+	d.mu.nextFileNum = max(d.mu.nextFileNum, num+1, d.mu.logNumber+1)
+	d.mu.manifestNum = num
+	d.mu.version = v
+	d.mu.formatVersion = format
 	return nil
 }
 
@@ -266,11 +269,11 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 	var logs []uint64
 	for _, n := range names {
 		k, num := parseName(n)
-		if k == kindLog && num >= d.logNumber {
+		if k == kindLog && num >= d.mu.logNumber {
 			logs = append(logs, num)
 		}
 		if k != kindUnknown {
-			d.nextFileNum = max(d.nextFileNum, num+1)
+			d.mu.nextFileNum = max(d.mu.nextFileNum, num+1)
 		}
 	}
 	slices.Sort(logs)
@@ -321,7 +324,7 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 			}
 			mem.Apply(&batchEntries{data: rec})
 			if count > 0 {
-				d.lastSeq = max(d.lastSeq, seq+base.SeqNum(count)-1)
+				d.mu.lastSeq = max(d.mu.lastSeq, seq+base.SeqNum(count)-1)
 			}
 		}
 		if off, why, torn := r.TornTail(); torn {
@@ -348,23 +351,23 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 // describes is not the store's: opening would return old values or lose
 // writes without a word.
 func (d *DB) checkFilesPresent(names []string, logs []uint64) error {
-	if d.manifestNum == 0 {
+	if d.mu.manifestNum == 0 {
 		return nil // a new store
 	}
-	manifestPath := fmt.Sprintf("%s (last edit at offset %d)", d.path(manifestName(d.manifestNum)), d.manifestLastEdit)
+	manifestPath := fmt.Sprintf("%s (last edit at offset %d)", d.path(manifestName(d.mu.manifestNum)), d.manifestLastEdit)
 	have := make(map[string]bool, len(names))
 	for _, n := range names {
 		have[n] = true
 	}
-	for l, f := range d.version.All() {
+	for l, f := range d.mu.version.All() {
 		if !have[tableName(f.FileNum)] {
 			return base.CorruptionErrorf("bloomkv: %s records L%d table %s, which is missing: the manifest has lost edits or the table was deleted",
 				manifestPath, l, d.path(tableName(f.FileNum)))
 		}
 	}
-	if len(logs) > 0 && logs[0] != d.logNumber {
+	if len(logs) > 0 && logs[0] != d.mu.logNumber {
 		return base.CorruptionErrorf("bloomkv: %s records %s as the oldest log with unflushed writes, but it is missing and a later log, %s, exists: the manifest has lost edits",
-			manifestPath, d.path(logName(d.logNumber)), d.path(logName(logs[0])))
+			manifestPath, d.path(logName(d.mu.logNumber)), d.path(logName(logs[0])))
 	}
 	return nil
 }

@@ -36,17 +36,17 @@ type readState struct {
 // publishLocked installs the read state for mem, imm and version. d.mu is held (or
 // the DB is not yet shared).
 func (d *DB) publishLocked() {
-	s := &readState{mem: d.mem, imm: slices.Clone(d.imm), version: d.version}
+	s := &readState{mem: d.mu.mem, imm: slices.Clone(d.mu.imm), version: d.mu.version}
 	s.refs.Store(1)
 	d.diffForStateLocked(s)
 	for _, f := range s.version.All() {
-		d.fileRefs[f.FileNum]++
+		d.mu.fileRefs[f.FileNum]++
 	}
 	if old := d.state.Swap(s); old != nil {
 		d.unrefLocked(old)
 	}
-	if d.onPublish != nil {
-		d.onPublish(s)
+	if d.mu.onPublish != nil {
+		d.mu.onPublish(s)
 	}
 }
 

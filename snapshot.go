@@ -24,7 +24,7 @@ func (d *DB) NewSnapshot() (*Snapshot, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := &Snapshot{d: d, seq: base.SeqNum(d.visibleSeq.Load()) + 1}
-	d.snapshots = append(d.snapshots, s.seq) // visibleSeq only grows: still sorted
+	d.mu.snapshots = append(d.mu.snapshots, s.seq) // visibleSeq only grows: still sorted
 	d.metrics.snapshots.Add(1)
 	return s, nil
 }
@@ -61,13 +61,13 @@ func (s *Snapshot) Close() error {
 	d := s.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if i := slices.Index(d.snapshots, s.seq); i >= 0 {
-		d.snapshots = slices.Delete(d.snapshots, i, i+1)
+	if i := slices.Index(d.mu.snapshots, s.seq); i >= 0 {
+		d.mu.snapshots = slices.Delete(d.mu.snapshots, i, i+1)
 		d.metrics.snapshots.Add(-1)
 		if i == 0 {
 			// Deletions it alone kept from every snapshot may now go:
 			// the compaction loop looks for an elision-only compaction.
-			d.cond.Broadcast()
+			d.mu.cond.Broadcast()
 		}
 	}
 	return nil

@@ -170,7 +170,7 @@ func (b *tableBuilder) finish() (*manifest.FileMetadata, error) {
 		// For the differential-file filter, whose reads must not skip a
 		// range deletion above the base.
 		b.d.mu.Lock()
-		b.d.diff.tableDels[b.meta.FileNum] = b.dels
+		b.d.mu.diff.tableDels[b.meta.FileNum] = b.dels
 		b.d.mu.Unlock()
 	}
 	return b.meta, nil

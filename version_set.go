@@ -10,8 +10,8 @@ import (
 )
 
 func (d *DB) allocFileNumLocked() uint64 {
-	n := d.nextFileNum
-	d.nextFileNum++
+	n := d.mu.nextFileNum
+	d.mu.nextFileNum++
 	return n
 }
 
@@ -28,10 +28,10 @@ func (d *DB) writeNewManifest() error {
 		f.Close()
 		return fmt.Errorf("bloomkv: writing %s: %w", name, err)
 	}
-	if d.manifest != nil {
-		d.manifest.Close()
+	if d.mu.manifest != nil {
+		d.mu.manifest.Close()
 	}
-	d.manifest, d.manifestW, d.manifestNum = f, w, num
+	d.mu.manifest, d.mu.manifestW, d.mu.manifestNum = f, w, num
 	return nil
 }
 
@@ -39,13 +39,13 @@ func (d *DB) writeNewManifest() error {
 // the format version, the comparer, the version's tables, the log number,
 // the next file number and the last sequence number. A new manifest starts with it. d.mu is held.
 func (d *DB) snapshotEditLocked() *manifest.VersionEdit {
-	snap := &manifest.VersionEdit{ComparerName: base.ComparerName, LogNumber: d.logNumber, NextFileNum: d.nextFileNum, LastSeq: d.lastSeq}
-	if d.formatVersion >= FormatVersioned {
+	snap := &manifest.VersionEdit{ComparerName: base.ComparerName, LogNumber: d.mu.logNumber, NextFileNum: d.mu.nextFileNum, LastSeq: d.mu.lastSeq}
+	if d.mu.formatVersion >= FormatVersioned {
 		// The first field of the first edit: a build that does not know
 		// the version reads it before any tag it may not know.
-		snap.FormatVersion = uint64(d.formatVersion)
+		snap.FormatVersion = uint64(d.mu.formatVersion)
 	}
-	for l, m := range d.version.All() {
+	for l, m := range d.mu.version.All() {
 		snap.NewFiles = append(snap.NewFiles, manifest.NewFile{Level: l, Meta: m})
 	}
 	return snap
@@ -80,24 +80,24 @@ func createManifest(fs vfs.FS, name string, edits ...*manifest.VersionEdit) (vfs
 // logAndApplyLocked records edit in the manifest (synced) and installs the new
 // version. d.mu is held.
 func (d *DB) logAndApplyLocked(edit *manifest.VersionEdit) error {
-	edit.NextFileNum, edit.LastSeq = d.nextFileNum, d.lastSeq
-	v, err := d.version.Apply(edit)
+	edit.NextFileNum, edit.LastSeq = d.mu.nextFileNum, d.mu.lastSeq
+	v, err := d.mu.version.Apply(edit)
 	if err != nil {
 		return err
 	}
-	if _, err := d.manifestW.Write(edit.Encode()); err != nil {
+	if _, err := d.mu.manifestW.Write(edit.Encode()); err != nil {
 		return err
 	}
-	if err := d.manifestW.Flush(); err != nil {
+	if err := d.mu.manifestW.Flush(); err != nil {
 		return err
 	}
-	if err := d.manifest.Sync(); err != nil {
-		return fmt.Errorf("bloomkv: syncing %s: %w", d.path(manifestName(d.manifestNum)), err)
+	if err := d.mu.manifest.Sync(); err != nil {
+		return fmt.Errorf("bloomkv: syncing %s: %w", d.path(manifestName(d.mu.manifestNum)), err)
 	}
-	d.version = v
+	d.mu.version = v
 	d.noteEditLocked(edit)
 	if edit.LogNumber != 0 {
-		d.logNumber = edit.LogNumber
+		d.mu.logNumber = edit.LogNumber
 	}
 	return nil
 }

@@ -54,17 +54,17 @@ func (d *DB) walFailed(err error) error {
 // the caller tells the BackgroundError listener, once it holds no lock of
 // the DB). d.mu is held.
 func (d *DB) walFailedLocked(err error) (bgErr error, first bool) {
-	first = d.bgErr == nil
+	first = d.mu.bgErr == nil
 	if first {
-		d.bgErr = fmt.Errorf("bloomkv: write-ahead log failed (current log %s); the store takes no more writes until reopened: %w",
-			d.path(logName(d.mem.logNum)), err)
+		d.mu.bgErr = fmt.Errorf("bloomkv: write-ahead log failed (current log %s); the store takes no more writes until reopened: %w",
+			d.path(logName(d.mu.mem.logNum)), err)
 	}
-	if !d.walBroken {
-		d.walBroken = true
-		d.rescuing = true
-		d.cond.Broadcast() // wake stalled writers, and the flusher to rescue
+	if !d.mu.walBroken {
+		d.mu.walBroken = true
+		d.mu.rescuing = true
+		d.mu.cond.Broadcast() // wake stalled writers, and the flusher to rescue
 	}
-	return d.bgErr, first
+	return d.mu.bgErr, first
 }
 
 // logFailure is a failed write, sync or creation of a WAL met with d.mu
@@ -91,11 +91,11 @@ func (d *DB) reportLogFailure(err error) error {
 // no more writes. d.mu is held and no commit is under way (the caller leads
 // the commit queue, or Close has emptied it).
 func (d *DB) rescueLocked() {
-	if !d.rescuing || d.mem.mt.Empty() {
+	if !d.mu.rescuing || d.mu.mem.mt.Empty() {
 		return
 	}
-	d.imm = append(d.imm, d.mem)
-	d.mem = &memEntry{mt: d.newMemTable(), logNum: d.allocFileNumLocked()}
+	d.mu.imm = append(d.mu.imm, d.mu.mem)
+	d.mu.mem = &memEntry{mt: d.newMemTable(), logNum: d.allocFileNumLocked()}
 	d.publishLocked()
-	d.cond.Broadcast()
+	d.mu.cond.Broadcast()
 }

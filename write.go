@@ -70,13 +70,13 @@ func (d *DB) Flush() error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for slices.Contains(d.imm, w.flushed) && d.bgErr == nil && !d.closed {
-		d.cond.Wait()
+	for slices.Contains(d.mu.imm, w.flushed) && d.mu.bgErr == nil && !d.mu.closed {
+		d.mu.cond.Wait()
 	}
-	if d.bgErr != nil {
-		return d.bgErr
+	if d.mu.bgErr != nil {
+		return d.mu.bgErr
 	}
-	if d.closed {
+	if d.mu.closed {
 		return ErrClosed
 	}
 	return nil
