@@ -1,5 +1,8 @@
 package bloomkv
 
+// Batches: writes applied together, atomically, and the checks of their keys
+// and ranges.
+
 import (
 	"bytes"
 	"encoding/binary"

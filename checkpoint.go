@@ -1,5 +1,8 @@
 package bloomkv
 
+// Checkpoint: a consistent copy of the store in another directory, taken
+// while writes go on.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,8 @@
 package bloomkv
 
+// The commit pipeline: the queue of writers, and the leader that writes a
+// group to the WAL and applies it to the memtable.
+
 import (
 	"github.com/bloomkv/bloomkv/internal/base"
 )

@@ -1,5 +1,8 @@
 package bloomkv
 
+// Running a compaction: merging its inputs, dropping what no snapshot needs,
+// writing and installing its outputs.
+
 import (
 	"bytes"
 	"errors"

@@ -1,10 +1,17 @@
 package bloomkv
 
+// The errors the API returns, checkable with errors.Is.
+
 import (
 	"errors"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/vfs"
 )
+
+// ErrLocked is wrapped by the error Open returns when another DB (in this
+// process or another) holds the store's directory.
+var ErrLocked = vfs.ErrLocked
 
 // ErrCorruption is wrapped by every error that reports stored data failing a
 // format check or a checksum. Test for it with errors.Is.

@@ -1,5 +1,8 @@
 package bloomkv
 
+// EventListener: the callbacks a program registers for flushes, compactions,
+// ingests and background errors, and what they are told.
+
 import "time"
 
 // EventListener is told of the store's background work as it happens. A nil

@@ -1,5 +1,8 @@
 package bloomkv
 
+// The names of the store's files (logs, tables, manifests, CURRENT), and
+// reading them back.
+
 import (
 	"fmt"
 	"io"

@@ -1,5 +1,8 @@
 package bloomkv
 
+// Flushes: the background loop that writes frozen memtables to level-0
+// tables.
+
 import (
 	"fmt"
 	"slices"

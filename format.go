@@ -1,5 +1,8 @@
 package bloomkv
 
+// Format versions: what a store's files need of the code that opens them,
+// and raising a store's version.
+
 import (
 	"errors"
 	"fmt"

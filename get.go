@@ -1,5 +1,8 @@
 package bloomkv
 
+// Point reads: Get through the memtables, the differential filter and the
+// levels.
+
 import (
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"

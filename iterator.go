@@ -1,5 +1,8 @@
 package bloomkv
 
+// Iterators: the public Iterator over a read state, its bounds and its
+// direction.
+
 import (
 	"bytes"
 	"errors"

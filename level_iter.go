@@ -1,5 +1,8 @@
 package bloomkv
 
+// levelIter: one level's tables read in key order as one iterator, each
+// table opened as it is reached.
+
 import (
 	"bytes"
 	"slices"

@@ -1,5 +1,8 @@
 package bloomkv
 
+// mergingIter: the memtables' and levels' iterators merged into one stream
+// in internal-key order.
+
 import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/memtable"

@@ -1,5 +1,7 @@
 package bloomkv
 
+// Deleting the files that no version and no read state needs any more.
+
 import (
 	"fmt"
 	"strings"

@@ -1,5 +1,8 @@
 package bloomkv
 
+// Open: creating a store, or recovering one from its manifest and write-
+// ahead logs.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,8 @@
 package bloomkv
 
+// Options and WriteOptions: the settings of a store and of a write, and
+// their defaults.
+
 import (
 	"fmt"
 	"log/slog"

@@ -1,5 +1,8 @@
 package bloomkv
 
+// Read states: the memtables and version a read sees, published whole and
+// counted by reference.
+
 import (
 	"slices"
 	"sync/atomic"

@@ -1,5 +1,7 @@
 package bloomkv
 
+// Snapshots: a view of the store fixed at a sequence number.
+
 import (
 	"slices"
 	"sync/atomic"

@@ -1,5 +1,8 @@
 package bloomkv
 
+// Writing a table into the store's directory, as flushes and compactions do:
+// synced before it is installed.
+
 import (
 	"bufio"
 	"bytes"

@@ -1,5 +1,8 @@
 package bloomkv
 
+// The table cache: one open reader per table, opened on first use and
+// checked against the manifest.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,8 @@
 package bloomkv
 
+// The manifest: version edits written and applied, and a new manifest when
+// the old one grows.
+
 import (
 	"fmt"
 

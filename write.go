@@ -1,5 +1,8 @@
 package bloomkv
 
+// The write calls: Set, Delete, DeleteRange, Apply, and Flush, which forces
+// the memtable to a table.
+
 import "slices"
 
 // Set writes value under key.
