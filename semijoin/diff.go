@@ -156,6 +156,9 @@ type DiffReport struct {
 	BytesAToB, BytesBToA int64
 	// OnlyA, OnlyB and Changed count the differences found.
 	OnlyA, OnlyB, Changed int64
+	// KeysOnlyB is set when B is served keys-only (HandlerOptions.KeysOnly):
+	// every Difference.B was then nil.
+	KeysOnlyB bool
 }
 
 const defaultMaxSymbols = 2_000_000
@@ -167,6 +170,12 @@ const defaultMaxSymbols = 2_000_000
 // per difference whatever the stores' sizes; then B sends its records of the
 // differing keys. A's memory holds its records' hashes (32 bytes each) and
 // the differences.
+//
+// Against a B served keys-only (HandlerOptions.KeysOnly), Diff still finds
+// every difference, changed values included, since B's sketch hashes its
+// whole records; but B sends keys without values, so every Difference.B is
+// nil (a Changed one says that B's value differs from A's, not what it is)
+// and DiffReport.KeysOnlyB is set.
 func Diff(ctx context.Context, a, b Differ, o *DiffOptions, fn func(Difference) error) (DiffReport, error) {
 	if o == nil {
 		o = &DiffOptions{}
@@ -229,7 +238,9 @@ func Diff(ctx context.Context, a, b Differ, o *DiffOptions, fn func(Difference) 
 			}
 		}
 	}
-	return rep, resolveDiff(ctx, a, b, o, dec.Local(), dec.Remote(), &rep, fn)
+	err := resolveDiff(ctx, a, b, o, dec.Local(), dec.Remote(), &rep, fn)
+	rep.KeysOnlyB = isKeysOnly(b)
+	return rep, err
 }
 
 // resolveDiff turns the decoded items into records: A's from its own

@@ -71,6 +71,15 @@ import (
 // Every response of the handler, refusals included, carries the header
 // Bloomkv-Semijoin: v1, by which a client tells a refusal of a semijoin
 // server from the answer of some other server at the URL.
+//
+// A handler given a token (HandlerOptions.Token) first checks every
+// request's Authorization header, "Bearer <token>": without one, or with
+// one of another form, it answers 401 with WWW-Authenticate: Bearer and
+// the body "unauthorized"; with another token, 403 and "forbidden". Past
+// its limit of requests at once it answers 503 with Retry-After: 1. A
+// keys-only handler (HandlerOptions.KeysOnly) marks every response with
+// the header Bloomkv-Keys-Only: 1, and its records of two fields carry
+// empty values whatever the request asks.
 
 // pathPrefix is where Handler serves its endpoints.
 const pathPrefix = "/semijoin/v1/"

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/bloomkv/bloomkv/internal/frame"
@@ -45,7 +46,9 @@ const closeTimeout = 10 * time.Second
 // first call meets the server.
 //
 // A request the server refuses is an error wrapping ErrBadRequest,
-// ErrCorrupt or ErrRemote, with the server's reason. An answer cut short
+// ErrCorrupt, ErrRemote or ErrUnauthorized, with the server's reason. Of a
+// server that serves keys only (HandlerOptions.KeysOnly), every value is
+// nil. DialWith adds TLS settings and a token. An answer cut short
 // is an error wrapping ErrTruncated, never a shorter answer: what the
 // callbacks got before it is all there is.
 func Dial(baseURL string, c *http.Client) (Differ, error) {
@@ -71,9 +74,17 @@ func Dial(baseURL string, c *http.Client) (Differ, error) {
 
 // remote is a store served by a Handler.
 type remote struct {
-	base string // the URL the endpoints' paths follow
-	hc   *http.Client
+	base     string // the URL the endpoints' paths follow
+	hc       *http.Client
+	hasToken bool   // a bearer token goes with every call
+	caFile   string // the CAs trusted for the server's certificate, if not the system's
+
+	// keysOnlySeen is set once a response says the server is keys-only.
+	keysOnlySeen atomic.Bool
 }
+
+// keysOnly reports whether the server said it serves keys without values.
+func (c *remote) keysOnly() bool { return c.keysOnlySeen.Load() }
 
 // remoteError is an error of a remote call: its message, its kind (a
 // sentinel) and its cause, if any.
@@ -100,6 +111,12 @@ func (c *remote) fail(e endpoint, kind, cause error, format string, args ...any)
 // answer but the final message to fn, returning fn's first error as is. It
 // returns nil only for an answer that ended with 'Z' and a valid end frame.
 func (c *remote) call(ctx context.Context, e endpoint, q *request, fn func(fields [][]byte) error) error {
+	return c.callKeysOnly(ctx, e, q, func(bool, [][]byte) error { return nil }, fn)
+}
+
+// callKeysOnly is call, with first also told, before the first record,
+// whether the answer comes from a keys-only server; fn gets the records.
+func (c *remote) callKeysOnly(ctx context.Context, e endpoint, q *request, first func(keysOnly bool, _ [][]byte) error, fn func(fields [][]byte) error) error {
 	body := frame.AppendMessage(nil, q.append(nil))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+pathPrefix+e.String(), bytes.NewReader(body))
 	if err != nil {
@@ -111,9 +128,16 @@ func (c *remote) call(ctx context.Context, e endpoint, q *request, fn func(field
 		if ctx.Err() != nil {
 			return fmt.Errorf("semijoin: remote %s: %w", e, ctx.Err())
 		}
-		return c.fail(e, ErrRemote, err, "%v", err)
+		return c.transportError(e, err)
 	}
 	defer resp.Body.Close()
+	keysOnly := resp.Header.Get(keysOnlyHeader) == "1"
+	if keysOnly {
+		c.keysOnlySeen.Store(true)
+	}
+	if err := first(keysOnly, nil); err != nil {
+		return err
+	}
 	if resp.StatusCode != http.StatusOK {
 		return c.statusError(e, resp)
 	}
@@ -195,6 +219,18 @@ func (c *remote) answerError(e endpoint, records int, m []byte) error {
 // report.
 func (c *remote) statusError(e endpoint, resp *http.Response) error {
 	line, _, _ := bufio.NewReader(io.LimitReader(resp.Body, 4096)).ReadLine()
+	switch {
+	case resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(string(line), httpToHTTPS):
+		return c.fail(e, ErrRemote, nil, "HTTP %d: the server speaks TLS: use an https:// URL", resp.StatusCode)
+	case resp.StatusCode == http.StatusUnauthorized && c.hasToken:
+		return c.fail(e, ErrUnauthorized, nil, "HTTP %d: the server did not take the token sent (none reached it, or not in the form \"Bearer <token>\")", resp.StatusCode)
+	case resp.StatusCode == http.StatusUnauthorized:
+		return c.fail(e, ErrUnauthorized, nil, "HTTP %d: the server needs a token", resp.StatusCode)
+	case resp.StatusCode == http.StatusForbidden && c.hasToken:
+		return c.fail(e, ErrUnauthorized, nil, "HTTP %d: the server refused the token", resp.StatusCode)
+	case resp.StatusCode == http.StatusForbidden:
+		return c.fail(e, ErrUnauthorized, nil, "HTTP %d: the server refused the request", resp.StatusCode)
+	}
 	if resp.Header.Get(serverHeader) == "" {
 		// Some other server, or a proxy in front of one: its reason is
 		// likely a page, and says nothing of the store.
@@ -243,7 +279,12 @@ func (c *remote) stream(ctx context.Context, e endpoint, q *request, values bool
 	r := q.rangeOf()
 	var prev []byte
 	n := 0
-	return c.call(ctx, e, q, func(f [][]byte) error {
+	keysOnly := false
+	first := func(ko bool, _ [][]byte) error {
+		keysOnly = ko
+		return nil
+	}
+	return c.callKeysOnly(ctx, e, q, first, func(f [][]byte) error {
 		if len(f) != 2 {
 			return c.fail(e, ErrCorrupt, nil, "a record of %d fields where a key and value belong", len(f))
 		}
@@ -253,9 +294,9 @@ func (c *remote) stream(ctx context.Context, e endpoint, q *request, values bool
 			return c.fail(e, ErrCorrupt, nil, "key %q after %q: out of order", k, prev)
 		case !r.contains(k):
 			return c.fail(e, ErrCorrupt, nil, "key %q outside the range asked for", k)
-		case !values && len(v) > 0:
-			return c.fail(e, ErrCorrupt, nil, "a value for key %q, not asked for", k)
-		case !values:
+		case (!values || keysOnly) && len(v) > 0:
+			return c.fail(e, ErrCorrupt, nil, "a value for key %q, not asked for or from a keys-only server", k)
+		case !values || keysOnly:
 			v = nil
 		case v == nil:
 			v = []byte{}

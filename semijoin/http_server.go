@@ -3,6 +3,7 @@ package semijoin
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,6 +30,26 @@ type HandlerOptions struct {
 	// SessionTTL is how long a sketch may go unused before it is closed
 	// (default DefaultSessionTTL).
 	SessionTTL time.Duration
+	// Token, when not empty, is the bearer token every request must carry
+	// (Authorization: Bearer <Token>). A request without one, or with the
+	// header in another form, is refused with 401 and WWW-Authenticate:
+	// Bearer; one with another token with 403. Either refusal comes before
+	// anything else is looked at, and its body is a fixed word that says
+	// nothing of the store.
+	Token string
+	// KeysOnly serves keys and never a value: filters, counts (Stats,
+	// value bytes included), keys and diff sketches. Probe, Lookup, Scan
+	// and Resolve answer keys with empty values whatever the request asks,
+	// and every response carries the header Bloomkv-Keys-Only: 1, by which
+	// Dial's store knows (Join then reports Report.KeysOnlyB, and Diff
+	// DiffReport.KeysOnlyB). A sketch still hashes whole records, so Diff
+	// finds changed values; it carries a 64-bit hash of each value, which
+	// lets a client that guesses a value confirm its guess.
+	KeysOnly bool
+	// MaxConcurrent bounds the requests served at once (default
+	// DefaultMaxConcurrent). One past it is refused at once with 503 and
+	// Retry-After: 1.
+	MaxConcurrent int
 }
 
 // Defaults of HandlerOptions.
@@ -36,6 +57,7 @@ const (
 	DefaultMaxRequestBytes = 64 << 20
 	DefaultMaxSessions     = 16
 	DefaultSessionTTL      = 2 * time.Minute
+	DefaultMaxConcurrent   = 64
 )
 
 // Handler returns an http.Handler that serves s to Dial's remote stores:
@@ -63,7 +85,17 @@ func Handler(s Differ, o *HandlerOptions) http.Handler {
 		ttl:           o.SessionTTL,
 		now:           time.Now,
 		sessions:      map[string]*session{},
+		keysOnly:      o.KeysOnly,
 	}
+	if o.Token != "" {
+		sum := sha256.Sum256([]byte(o.Token))
+		h.token = &sum
+	}
+	n := o.MaxConcurrent
+	if n <= 0 {
+		n = DefaultMaxConcurrent
+	}
+	h.slots = make(chan struct{}, n)
 	if h.maxRequest <= 0 {
 		h.maxRequest = DefaultMaxRequestBytes
 	}
@@ -93,6 +125,9 @@ type handler struct {
 	maxSessions   int
 	ttl           time.Duration
 	now           func() time.Time
+	token         *[sha256.Size]byte // the token's hash; nil for none
+	keysOnly      bool
+	slots         chan struct{} // a token per request under way
 
 	mu       sync.Mutex
 	sessions map[string]*session // by id; guarded by mu
@@ -156,24 +191,40 @@ func refuse(w http.ResponseWriter, err error) {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	MarkResponse(w)
+	if h.keysOnly {
+		w.Header().Set(keysOnlyHeader, "1")
+	}
+	if h.token != nil && !authorize(w, r, h.token) {
+		return
+	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("semijoin: server busy: %d requests under way, the limit: retry later", cap(h.slots)), http.StatusServiceUnavailable)
+		return
+	}
+	out := &responder{w: w, rc: http.NewResponseController(w)}
+	out.frameTimeout, _ = r.Context().Value(frameTimeoutKey{}).(time.Duration)
 	e, ok := endpointOf(r.URL.Path)
 	switch ct := r.Header.Get("Content-Type"); {
 	case !ok:
-		refuse(w, refusal(http.StatusNotFound, ErrBadRequest, "no endpoint %q: the endpoints are %sstats, filter, probe, lookup, scan, sketch/open, sketch/next, sketch/close and resolve", r.URL.Path, pathPrefix))
+		out.refuse(refusal(http.StatusNotFound, ErrBadRequest, "no endpoint %q: the endpoints are %sstats, filter, probe, lookup, scan, sketch/open, sketch/next, sketch/close and resolve", r.URL.Path, pathPrefix))
 		return
 	case r.Method != http.MethodPost:
-		refuse(w, refusal(http.StatusMethodNotAllowed, ErrBadRequest, "%s %s: only POST is served", r.Method, r.URL.Path))
+		out.refuse(refusal(http.StatusMethodNotAllowed, ErrBadRequest, "%s %s: only POST is served", r.Method, r.URL.Path))
 		return
 	case r.URL.RawQuery != "":
-		refuse(w, refusal(http.StatusBadRequest, ErrBadRequest, "unknown query parameters %q: parameters go in the body", r.URL.RawQuery))
+		out.refuse(refusal(http.StatusBadRequest, ErrBadRequest, "unknown query parameters %q: parameters go in the body", r.URL.RawQuery))
 		return
 	case ct != "" && ct != contentType:
-		refuse(w, refusal(http.StatusUnsupportedMediaType, ErrBadRequest, "content type %q, want %q", ct, contentType))
+		out.refuse(refusal(http.StatusUnsupportedMediaType, ErrBadRequest, "content type %q, want %q", ct, contentType))
 		return
 	}
 	payload, err := h.readBody(w, r)
 	if err != nil {
-		refuse(w, err)
+		out.refuse(err)
 		return
 	}
 	q, err := decodeRequest(e, payload)
@@ -181,10 +232,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = h.checkFilters(e, &q)
 	}
 	if err != nil {
-		refuse(w, err)
+		out.refuse(err)
 		return
 	}
-	out := &responder{w: w, rc: http.NewResponseController(w)}
+	if h.keysOnly {
+		q.values = false
+	}
 	out.finish(h.serve(r.Context(), e, &q, out))
 }
 
@@ -265,9 +318,9 @@ func (h *handler) serve(ctx context.Context, e endpoint, q *request, out *respon
 	case epLookup:
 		return h.s.Lookup(ctx, r, q.keys, q.values, out.record)
 	case epScan:
-		return h.s.Scan(ctx, r, out.record)
+		return h.s.Scan(ctx, r, out.keyRecord(h.keysOnly))
 	case epResolve:
-		return h.s.Resolve(ctx, r, q.seed, q.hashes, out.record)
+		return h.s.Resolve(ctx, r, q.seed, q.hashes, out.keyRecord(h.keysOnly))
 	case epSketchOpen:
 		id, err := h.openSketch(ctx, r, q.seed)
 		if err != nil {
@@ -388,6 +441,22 @@ type responder struct {
 	rc *http.ResponseController
 	fw *frame.Writer
 	rw *frame.RecordWriter
+	// frameTimeout, when not 0, is the time allowed to write each frame
+	// (NewServer's WriteTimeout).
+	frameTimeout time.Duration
+}
+
+// extend gives the next write frameTimeout from now.
+func (o *responder) extend() {
+	if o.frameTimeout > 0 {
+		o.rc.SetWriteDeadline(time.Now().Add(o.frameTimeout))
+	}
+}
+
+// refuse answers err with its status and a one-line reason.
+func (o *responder) refuse(err error) {
+	o.extend()
+	refuse(o.w, err)
 }
 
 func (o *responder) begin() {
@@ -413,6 +482,7 @@ func (o *responder) flush() error {
 type flushEach struct{ o *responder }
 
 func (f flushEach) Write(p []byte) (int, error) {
+	f.o.extend()
 	n, err := f.o.w.Write(p)
 	if err != nil {
 		return n, err
@@ -424,6 +494,15 @@ func (f flushEach) Write(p []byte) (int, error) {
 func (o *responder) record(k, v []byte) error {
 	o.begin()
 	return o.rw.Append(k, v)
+}
+
+// keyRecord returns record, or, when keysOnly, a function that writes a
+// key with an empty value whatever value it is given.
+func (o *responder) keyRecord(keysOnly bool) func(k, v []byte) error {
+	if !keysOnly {
+		return o.record
+	}
+	return func(k, _ []byte) error { return o.record(k, nil) }
 }
 
 // message writes a message of type typ.
@@ -438,7 +517,7 @@ func (o *responder) message(typ byte, body []byte) error {
 // answer is cut, which the client sees.
 func (o *responder) finish(err error) {
 	if err != nil && o.fw == nil {
-		refuse(o.w, err)
+		o.refuse(err)
 		return
 	}
 	if err == nil {

@@ -113,6 +113,19 @@ type Report struct {
 	// Candidates counts the records B sent; FalsePositives those of them
 	// whose key A does not hold; Matches the keys both hold.
 	Candidates, FalsePositives, Matches int64
+	// KeysOnlyB is set when B is served keys-only (HandlerOptions.KeysOnly):
+	// the join was then a semi-join, every Match.B nil.
+	KeysOnlyB bool
+}
+
+// keysOnlyStore is a store that may serve keys without values: Dial's
+// store of a keys-only Handler.
+type keysOnlyStore interface{ keysOnly() bool }
+
+// isKeysOnly reports whether s said it serves keys without values.
+func isKeysOnly(s Store) bool {
+	k, ok := s.(keysOnlyStore)
+	return ok && k.keysOnly()
 }
 
 // requestBytes is what a request without a body counts for on the wire.
@@ -149,6 +162,11 @@ func Join(ctx context.Context, a, b Store, o *Options, fn func(Match) error) (Re
 	}
 	if err := j.stats(); err != nil {
 		return j.rep, err
+	}
+	if isKeysOnly(b) {
+		// B sends no values: plan and run a semi-join.
+		j.rep.KeysOnlyB = true
+		j.o.SemiJoin = true
 	}
 	plans := j.plan()
 	j.rep.Expected = map[Strategy]float64{}
