@@ -207,7 +207,7 @@ func goalState(g goal) string {
 
 // markdown writes the semi-join tables, as the text report prints them.
 func (s *semijoinReport) markdown(b *strings.Builder) {
-	fmt.Fprintf(b, "\n## Semi-join\n\nA %s keys, B %s keys; in one process (bytes as they would cross), and with B served over loopback HTTP (bytes on the connection).\n\n",
+	fmt.Fprintf(b, "\n## Semi-join\n\nA %s keys, B %s keys; in one process (bytes as they would cross), and with B served over loopback HTTP and over loopback HTTPS with a token (bytes on the connection).\n\n",
 		commas(float64(s.KeysA)), commas(float64(s.KeysB)))
 	mdHeader(b, []string{"overlap", "transport", "strategy", "A→B", "B→A", "filter", "filter FP", "false positives", "matches", "keys joined/s (A+B)"},
 		"right", "left", "left", "right", "right", "right", "right", "right", "right", "right")

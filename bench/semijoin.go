@@ -2,11 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +31,9 @@ import (
 // The semijoin workload: two bloomkv stores, A of n/5 keys and B of 2n (100k
 // and 1M at the default size), whose keys overlap in 1 %, 10 % and 50 % of
 // A's; each joined with every strategy, A's estimate of the overlap, and a
-// Diff of B with a copy of it that differs in 1,000 keys.
+// Diff of B with a copy of it that differs in 1,000 keys. The joins run in
+// one process, with B served over loopback HTTP, and over loopback HTTPS
+// with a bearer token, to measure what TLS and the token cost.
 
 // semijoinReport is the workload's part of the JSON report.
 type semijoinReport struct {
@@ -41,8 +50,10 @@ type semijoinReport struct {
 
 type semijoinRun struct {
 	Overlap float64 `json:"overlap"`
-	// Transport is "process" (both stores in this process) or "http" (B
-	// served over loopback HTTP; the bytes are those on the connection).
+	// Transport is "process" (both stores in this process), "http" (B
+	// served over loopback HTTP; the bytes are those on the connection) or
+	// "https" (over loopback TLS with a bearer token; the bytes on the
+	// connection, TLS's included).
 	Transport      string  `json:"transport"`
 	Strategy       string  `json:"strategy"`
 	Chosen         string  `json:"chosen"` // Auto's pick
@@ -87,6 +98,9 @@ type semijoinGoal struct {
 // semijoinOverlaps are the shares of A's keys that B holds.
 var semijoinOverlaps = []float64{0.01, 0.10, 0.50}
 
+// semijoinTransports are the ways the joins reach B.
+var semijoinTransports = []string{"process", "http", "https"}
+
 var semijoinStrategies = []semijoin.Strategy{semijoin.ShipKeys, semijoin.ShipFilter, semijoin.ShipCompressed, semijoin.TwoWay, semijoin.Auto}
 
 // runSemijoin runs the workload in dir, telling prog what it is doing.
@@ -111,18 +125,17 @@ func runSemijoin(cfg *config, s settings, dir string, prog func(string)) (*semij
 	}
 	defer db.Close()
 	b := semijoin.Local(db, semijoin.Limits{})
-	// B over loopback HTTP, its connections counted.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	cl := &countingListener{Listener: ln}
-	srv := &http.Server{Handler: semijoin.Handler(b, nil)}
-	go srv.Serve(cl)
-	defer srv.Close()
-	remoteB, err := semijoin.Dial("http://"+ln.Addr().String(), &http.Client{})
-	if err != nil {
-		return nil, err
+	// B over loopback HTTP and over loopback HTTPS with a token, their
+	// connections counted.
+	remote := map[string]semijoin.Store{}
+	listeners := map[string]*countingListener{}
+	for _, tr := range []string{"http", "https"} {
+		s, cl, stop, err := serveSemijoin(b, tr == "https", filepath.Join(dir, "tls"))
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		remote[tr], listeners[tr] = s, cl
 	}
 	// The probe side against B's own full scan.
 	scanStart := time.Now()
@@ -145,13 +158,16 @@ func runSemijoin(cfg *config, s settings, dir string, prog func(string)) (*semij
 			return nil, err
 		}
 		a := semijoin.Local(da, semijoin.Limits{})
-		for _, transport := range []string{"process", "http"} {
-			side := semijoin.Store(b)
-			if transport == "http" {
-				side = remoteB
+		for _, transport := range semijoinTransports {
+			side, cl := semijoin.Store(b), listeners[transport]
+			if transport != "process" {
+				side = remote[transport]
 			}
 			for _, st := range semijoinStrategies {
-				read0, written0 := cl.read.Load(), cl.written.Load()
+				var read0, written0 int64
+				if cl != nil {
+					read0, written0 = cl.read.Load(), cl.written.Load()
+				}
 				t0 := time.Now()
 				var n int64
 				jr, err := semijoin.Join(ctx, a, side, &semijoin.Options{Strategy: st}, func(semijoin.Match) error { n++; return nil })
@@ -163,7 +179,7 @@ func runSemijoin(cfg *config, s settings, dir string, prog func(string)) (*semij
 				run := semijoinRun{Overlap: ov, Transport: transport, Strategy: st.String(), Chosen: jr.Strategy.String(), BytesAToB: jr.BytesAToB, BytesBToA: jr.BytesBToA,
 					FilterBytes: jr.FilterBytes, FilterFPRate: jr.FilterFPRate, Matches: jr.Matches, FalsePositives: jr.FalsePositives,
 					Seconds: el, KeysPerSec: float64(nA+nB) / el}
-				if transport == "http" {
+				if cl != nil {
 					run.BytesAToB, run.BytesBToA = cl.read.Load()-read0, cl.written.Load()-written0
 				}
 				if jr.Strategy == semijoin.ShipCompressed || jr.Strategy == semijoin.ShipFilter {
@@ -208,6 +224,95 @@ func runSemijoin(cfg *config, s settings, dir string, prog func(string)) (*semij
 	rep.Seconds = time.Since(start).Seconds()
 	rep.checkGoals()
 	return rep, nil
+}
+
+// serveSemijoin serves b on a loopback port, its connections counted, and
+// returns the store Dial makes of it. With tlsToken the server speaks TLS,
+// with a certificate of a CA made for the run in dir, and takes a bearer
+// token, which the client sends.
+func serveSemijoin(b semijoin.Differ, tlsToken bool, dir string) (semijoin.Store, *countingListener, func(), error) {
+	var ho semijoin.HandlerOptions
+	var so semijoin.ServerOptions
+	var do semijoin.DialOptions
+	scheme := "http://"
+	if tlsToken {
+		ca, cert, key, err := writeCerts(dir)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		so.CertFile, so.KeyFile, do.CAFile = cert, key, ca
+		var tok [16]byte
+		crand.Read(tok[:])
+		ho.Token, do.Token = hex.EncodeToString(tok[:]), hex.EncodeToString(tok[:])
+		scheme = "https://"
+	}
+	srv, err := semijoin.NewServer(semijoin.Handler(b, &ho), &so)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl := &countingListener{Listener: ln}
+	go semijoin.Serve(srv, cl)
+	s, err := semijoin.DialWith(scheme+ln.Addr().String(), &do)
+	if err == nil {
+		// One call opens the connection (and makes the TLS handshake)
+		// before the joins are timed: they measure the transfers, and the
+		// counts of bytes start after it.
+		_, err = s.Stats(context.Background(), semijoin.KeyRange{}, nil)
+	}
+	if err != nil {
+		srv.Close()
+		return nil, nil, nil, err
+	}
+	return s, cl, func() { srv.Close() }, nil
+}
+
+// writeCerts writes into dir a CA's certificate and a certificate and key
+// for 127.0.0.1 that it signed, as PEM files, and returns their paths.
+func writeCerts(dir string) (ca, cert, key string, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", "", err
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		return "", "", "", err
+	}
+	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		return "", "", "", err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bloomkv bench CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(crand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return "", "", "", err
+	}
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	leafDER, err := x509.CreateCertificate(crand.Reader, leafTmpl, caTmpl, &leafKey.PublicKey, caKey)
+	if err != nil {
+		return "", "", "", err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(leafKey)
+	if err != nil {
+		return "", "", "", err
+	}
+	ca, cert, key = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	for _, f := range []struct {
+		path, typ string
+		der       []byte
+	}{{ca, "CERTIFICATE", caDER}, {cert, "CERTIFICATE", leafDER}, {key, "PRIVATE KEY", keyDER}} {
+		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), 0o600); err != nil {
+			return "", "", "", err
+		}
+	}
+	return ca, cert, key, nil
 }
 
 // loadStore writes n keys id(0), …, id(n-1) with values from vals into a
@@ -372,6 +477,20 @@ func (r *semijoinReport) checkGoals() {
 		}
 		add("keys joined/s over loopback (auto, millions), overlap "+pct, r.run(ov, "http", semijoin.Auto).KeysPerSec/1e6, 1, false)
 	}
+	// TLS and the token's cost: the time of every join over HTTPS with a
+	// token over that of the same joins over plain HTTP.
+	var plain, secure float64
+	for _, j := range r.Joins {
+		switch j.Transport {
+		case "http":
+			plain += j.Seconds
+		case "https":
+			secure += j.Seconds
+		}
+	}
+	if plain > 0 && secure > 0 {
+		add("join time over HTTPS with a token / over HTTP, all overlaps and strategies", secure/plain, 1.30, true)
+	}
 	for _, e := range r.Estimates {
 		add(fmt.Sprintf("|estimate error|, overlap %.0f%%", e.Overlap*100), math.Abs(e.RelError), 0.10, true)
 	}
@@ -385,7 +504,7 @@ func (r *semijoinReport) checkGoals() {
 
 func (r *semijoinReport) table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nsemijoin: A %s keys, B %s keys; in one process (bytes as they would cross), and with B served over loopback HTTP (bytes on the connection)\n",
+	fmt.Fprintf(&b, "\nsemijoin: A %s keys, B %s keys; in one process (bytes as they would cross), and with B served over loopback HTTP and over loopback HTTPS with a token (bytes on the connection)\n",
 		commas(float64(r.KeysA)), commas(float64(r.KeysB)))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "overlap\ttransport\tstrategy\tA→B\tB→A\tfilter\tfilter FP\tfalse positives\tmatches\tkeys joined/s (A+B)\t\n")

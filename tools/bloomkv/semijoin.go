@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -28,20 +28,22 @@ func isRemote(arg string) bool {
 type side struct {
 	arg   string
 	s     semijoin.Differ
+	raw   semijoin.Differ // s unmetered
 	m     *meter
 	close func() error
 }
 
-// openSide opens a store argument: a directory, read-only, or a URL.
-func openSide(arg string) (*side, error) {
+// openSide opens a store argument: a directory, read-only, or a URL,
+// dialled with o.
+func openSide(arg string, o *semijoin.DialOptions) (*side, error) {
 	m := &meter{}
 	m.keys.Store(-1)
 	if isRemote(arg) {
-		s, err := semijoin.Dial(arg, &http.Client{})
+		s, err := semijoin.DialWith(arg, o)
 		if err != nil {
 			return nil, err
 		}
-		return &side{arg: arg, s: metered{s, m}, m: m, close: func() error { return nil }}, nil
+		return &side{arg: arg, s: metered{s, m}, raw: s, m: m, close: func() error { return nil }}, nil
 	}
 	if _, err := os.Stat(arg); errors.Is(err, fs.ErrNotExist) && hostPort.MatchString(arg) {
 		return nil, usageError{fmt.Errorf("%q is not a directory, and a served store's URL starts with http:// or https:// (try http://%s)", arg, arg)}
@@ -50,7 +52,52 @@ func openSide(arg string) (*side, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &side{arg: arg, s: metered{semijoin.Local(d, semijoin.Limits{}), m}, m: m, close: d.Close}, nil
+	l := semijoin.Local(d, semijoin.Limits{})
+	return &side{arg: arg, s: metered{l, m}, raw: l, m: m, close: d.Close}, nil
+}
+
+// dialFlags are the flags of the two-store commands that say how to reach
+// a served store: they apply to every side that is a URL.
+type dialFlags struct {
+	ca, cert, key, tokenFile string
+}
+
+func (f *dialFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.ca, "ca", "", "trust the PEM CA certificates in FILE for an https:// store (instead of the system's)")
+	c.Flags().StringVar(&f.cert, "cert", "", "present this PEM client certificate to an https:// store (mutual TLS); needs --key")
+	c.Flags().StringVar(&f.key, "key", "", "the PEM private key of --cert")
+	c.Flags().StringVar(&f.tokenFile, "token-file", "", "send the bearer token held in FILE to a served store")
+}
+
+// options checks the flags against the store arguments and returns the
+// options to dial the URLs with. The token file is read here, once.
+func (f *dialFlags) options(e *env, args []string) (*semijoin.DialOptions, error) {
+	if (f.cert == "") != (f.key == "") {
+		return nil, usageError{fmt.Errorf("--cert and --key go together")}
+	}
+	if f.ca == "" && f.cert == "" && f.tokenFile == "" {
+		return &semijoin.DialOptions{}, nil
+	}
+	if !slices.ContainsFunc(args, isRemote) {
+		return nil, usageError{fmt.Errorf("--ca, --cert, --key and --token-file are for a served store, and neither %s nor %s is a URL", args[0], args[1])}
+	}
+	token, err := e.tokenOf(f.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return &semijoin.DialOptions{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, Token: token}, nil
+}
+
+// dialOptionsFor returns o for the store URL arg. The TLS files go to
+// https:// stores alone when the other side is a plain http:// one; given
+// for http:// stores only, they go to them, which DialWith refuses with
+// its reason.
+func dialOptionsFor(arg string, o *semijoin.DialOptions, args []string) *semijoin.DialOptions {
+	https := func(a string) bool { return strings.HasPrefix(a, "https://") }
+	if https(arg) || !slices.ContainsFunc(args, https) {
+		return o
+	}
+	return &semijoin.DialOptions{Client: o.Client, Token: o.Token}
 }
 
 // hostPort matches a store argument that names a server without its
@@ -60,8 +107,8 @@ var hostPort = regexp.MustCompile(`^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,
 // withSides opens the stores a and b, runs fn on them with a context that
 // SIGINT and SIGTERM cancel, and closes them. The same directory named
 // twice is opened once (a store is locked while open).
-func (e *env) withSides(a, b string, fn func(ctx context.Context, a, b *side) error) error {
-	sa, err := openSide(a)
+func (e *env) withSides(a, b string, o *semijoin.DialOptions, fn func(ctx context.Context, a, b *side) error) error {
+	sa, err := openSide(a, dialOptionsFor(a, o, []string{a, b}))
 	if err != nil {
 		return err
 	}
@@ -69,14 +116,17 @@ func (e *env) withSides(a, b string, fn func(ctx context.Context, a, b *side) er
 	if sameDir(a, b) {
 		m := &meter{}
 		m.keys.Store(-1)
-		sb = &side{arg: b, s: metered{sa.s.(metered).Differ, m}, m: m, close: func() error { return nil }}
-	} else if sb, err = openSide(b); err != nil {
+		sb = &side{arg: b, s: metered{sa.raw, m}, raw: sa.raw, m: m, close: func() error { return nil }}
+	} else if sb, err = openSide(b, dialOptionsFor(b, o, []string{a, b})); err != nil {
 		sa.close()
 		return err
 	}
 	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
 	err = fn(ctx, sa, sb)
 	stop()
+	if errors.Is(err, semijoin.ErrUnauthorized) {
+		err = fmt.Errorf("refused by the served store (see --token-file, --cert and --key): %w", err)
+	}
 	return errors.Join(err, sa.close(), sb.close())
 }
 
@@ -181,6 +231,17 @@ func (f *rangeFlags) parse(c *cobra.Command) error {
 const twoStoresHelp = `A and B are each a store's directory (opened read-only, as the db commands
 open it) or the http:// URL that bloomkv serve printed for one.`
 
+// joinStore is the store of side s that join hands to semijoin.Join: a
+// served store as Dial made it, since Join learns from that store alone
+// whether it serves keys only (a wrapper hides it), and a local one
+// metered.
+func joinStore(s *side) semijoin.Store {
+	if isRemote(s.arg) {
+		return s.raw
+	}
+	return s.s
+}
+
 type matchOut struct {
 	Key string  `json:"key"`
 	A   string  `json:"a"`
@@ -207,6 +268,7 @@ type joinOut struct {
 	FalsePositives int64              `json:"false_positives"`
 	Matches        int64              `json:"matches"`
 	Stopped        bool               `json:"stopped_at_limit,omitempty"`
+	KeysOnlyB      bool               `json:"keys_only_b,omitempty"`
 	Expected       map[string]float64 `json:"expected_bytes"`
 }
 
@@ -215,6 +277,7 @@ func joinCmd(e *env) *cobra.Command {
 	var semi bool
 	var limit int
 	var rf rangeFlags
+	var df dialFlags
 	var fm formats
 	c := &cobra.Command{
 		Use:   "join [--strategy S] [--semi] [--start K] [--end K] [--limit N] A B",
@@ -250,7 +313,11 @@ While it runs, a progress line shows on stderr when stderr is a terminal.`,
 				return err
 			}
 			o := &semijoin.Options{Range: rf.r, Strategy: st, SemiJoin: semi}
-			return e.withSides(a[0], a[1], func(ctx context.Context, sa, sb *side) error {
+			do, err := df.options(e, a)
+			if err != nil {
+				return err
+			}
+			return e.withSides(a[0], a[1], do, func(ctx context.Context, sa, sb *side) error {
 				return e.join(ctx, sa, sb, o, limit, &fm)
 			})
 		},
@@ -259,6 +326,7 @@ While it runs, a progress line shows on stderr when stderr is a terminal.`,
 	c.Flags().BoolVar(&semi, "semi", false, "a semi-join: A's records whose key B holds (B sends no values)")
 	c.Flags().IntVar(&limit, "limit", 0, "stop after N matches (0: all)")
 	rf.register(c)
+	df.register(c)
 	fm.register(c, e, formatQuoted)
 	return c
 }
@@ -273,16 +341,24 @@ func (e *env) join(ctx context.Context, a, b *side, o *semijoin.Options, limit i
 		if n := a.m.keys.Load(); n > 0 {
 			done = bar(float64(a.m.records.Load()) / float64(n))
 		}
-		return fmt.Sprintf("join %s A %d of %s read, B sent %d, %d matches", done, a.m.records.Load(), keysOf(a.m.keys.Load()), b.m.records.Load(), matches.Load())
+		sent := fmt.Sprintf("B sent %d", b.m.records.Load())
+		if isRemote(b.arg) {
+			sent = "B at " + b.arg
+		}
+		return fmt.Sprintf("join %s A %d of %s read, %s, %d matches", done, a.m.records.Load(), keysOf(a.m.keys.Load()), sent, matches.Load())
 	})
-	rep, err := semijoin.Join(ctx, a.s, b.s, o, func(m semijoin.Match) error {
+	// A store served keys only turns the join into a semi-join: its
+	// matches come without B's value (nil, where a served empty value is
+	// not), and are printed as --semi prints them.
+	withB := func(m semijoin.Match) bool { return !o.SemiJoin && (m.B != nil || !isRemote(b.arg)) }
+	rep, err := semijoin.Join(ctx, a.s, joinStore(b), o, func(m semijoin.Match) error {
 		if limit > 0 && matches.Load() == int64(limit) {
 			return errLimit
 		}
 		matches.Add(1)
 		if e.json {
 			out := matchOut{Key: fm.k(m.Key), A: fm.v(m.A)}
-			if !o.SemiJoin {
+			if withB(m) {
 				v := fm.v(m.B)
 				out.B = &v
 			}
@@ -290,7 +366,7 @@ func (e *env) join(ctx context.Context, a, b *side, o *semijoin.Options, limit i
 			return nil
 		}
 		line := fm.k(m.Key) + " " + fm.v(m.A)
-		if !o.SemiJoin {
+		if withB(m) {
 			line += " " + fm.v(m.B)
 		}
 		e.printf("%s\n", line)
@@ -306,7 +382,7 @@ func (e *env) join(ctx context.Context, a, b *side, o *semijoin.Options, limit i
 		B:         sideStatsOut{rep.StatsB.Keys, rep.StatsB.KeyBytes, rep.StatsB.ValueBytes},
 		BytesAToB: rep.BytesAToB, BytesBToA: rep.BytesBToA, FilterBytes: rep.FilterBytes, FilterFPRate: rep.FilterFPRate,
 		Candidates: rep.Candidates, FalsePositives: rep.FalsePositives, Matches: matches.Load(), Stopped: stopped,
-		Expected: map[string]float64{}}
+		KeysOnlyB: rep.KeysOnlyB, Expected: map[string]float64{}}
 	for s, c := range rep.Expected {
 		out.Expected[s.String()] = c
 	}
@@ -319,7 +395,7 @@ func (e *env) join(ctx context.Context, a, b *side, o *semijoin.Options, limit i
 		how = "chosen by auto"
 	}
 	kind := "join"
-	if o.SemiJoin {
+	if o.SemiJoin || out.KeysOnlyB {
 		kind = "semi-join"
 	}
 	e.reportf("%s of %s and %s: %s, strategy %s (%s)\n", kind, a.arg, b.arg, plural(out.Matches, "match"), out.Strategy, how)
@@ -331,6 +407,9 @@ func (e *env) join(ctx context.Context, a, b *side, o *semijoin.Options, limit i
 		st   sideStatsOut
 	}{{"A", out.A}, {"B", out.B}} {
 		e.reportf("  %s             %s, %d key bytes, %d value bytes\n", s.name, plural(s.st.Keys, "key"), s.st.KeyBytes, s.st.ValueBytes)
+	}
+	if out.KeysOnlyB {
+		e.reportf("  keys only     B served keys only: the matches carry A's values alone\n")
 	}
 	e.reportf("  moved         %d bytes A to B, %d bytes B to A\n", out.BytesAToB, out.BytesBToA)
 	if out.FilterBytes > 0 {
@@ -363,6 +442,7 @@ type estimateOut struct {
 func estimateCmd(e *env) *cobra.Command {
 	var bits float64
 	var rf rangeFlags
+	var df dialFlags
 	c := &cobra.Command{
 		Use:   "estimate [--bits-per-key N] [--start K] [--end K] A B",
 		Short: "Estimate how many keys two stores share, sending one filter and two counts",
@@ -383,7 +463,11 @@ false-positive rate. No record crosses.
 			if err := rf.parse(c); err != nil {
 				return err
 			}
-			return e.withSides(a[0], a[1], func(ctx context.Context, sa, sb *side) error {
+			do, err := df.options(e, a)
+			if err != nil {
+				return err
+			}
+			return e.withSides(a[0], a[1], do, func(ctx context.Context, sa, sb *side) error {
 				stop := e.startProgress(func() string {
 					return fmt.Sprintf("estimate: A %s, B %s", keysOf(sa.m.keys.Load()), keysOf(sb.m.keys.Load()))
 				})
@@ -408,6 +492,7 @@ false-positive rate. No record crosses.
 	}
 	c.Flags().Float64Var(&bits, "bits-per-key", semijoin.DefaultEstimateBitsPerKey, "bits of A's filter per key of A (1 to 64)")
 	rf.register(c)
+	df.register(c)
 	return c
 }
 
@@ -434,6 +519,7 @@ type diffOut struct {
 func diffCmd(e *env) *cobra.Command {
 	var seed uint64
 	var rf rangeFlags
+	var df dialFlags
 	var fm formats
 	c := &cobra.Command{
 		Use:   "diff [--seed N] [--start K] [--end K] A B",
@@ -457,13 +543,18 @@ is 0 whether or not the stores differ.
 			if err := rf.parse(c); err != nil {
 				return err
 			}
-			return e.withSides(a[0], a[1], func(ctx context.Context, sa, sb *side) error {
+			do, err := df.options(e, a)
+			if err != nil {
+				return err
+			}
+			return e.withSides(a[0], a[1], do, func(ctx context.Context, sa, sb *side) error {
 				return e.diff(ctx, sa, sb, &semijoin.DiffOptions{Range: rf.r, Seed: seed}, &fm)
 			})
 		},
 	}
 	c.Flags().Uint64Var(&seed, "seed", 0, "seed of the records' hashes")
 	rf.register(c)
+	df.register(c)
 	fm.register(c, e, formatQuoted)
 	return c
 }

@@ -318,7 +318,7 @@ func TestSemiJoinBadInput(t *testing.T) {
 		{[]string{"join", a}, 2, "accepts 2 arg"},
 		{[]string{"serve", missing}, 1, missing},
 		{[]string{"serve", "--writable", t.TempDir()}, 1, "holds no store"},
-		{[]string{"serve", "--addr", "256.0.0.1:1", a}, 1, "256.0.0.1"},
+		{[]string{"serve", "--addr", "256.0.0.1:1", "--insecure", a}, 1, "256.0.0.1"},
 	} {
 		out, errOut, code := runTool(c.args...)
 		if code != c.code || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "bloomkv: ") || !strings.Contains(errOut, c.msg) {
