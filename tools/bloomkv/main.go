@@ -23,12 +23,14 @@
 //	go run ./tools/bloomkv db scan DIR [--start K] [--end K] [--count N]
 //	go run ./tools/bloomkv db diff DIR [--sample N]
 //	go run ./tools/bloomkv db options DIR
-//	go run ./tools/bloomkv serve [--addr ADDR] [--writable] DIR
+//	go run ./tools/bloomkv serve [--addr ADDR] [--writable] [--tls-cert F --tls-key F] [--client-ca F] [--token-file F] [--keys-only] DIR
 //	go run ./tools/bloomkv join [--strategy S] [--semi] [--start K] [--end K] [--limit N] A B
 //	go run ./tools/bloomkv estimate [--bits-per-key N] [--start K] [--end K] A B
 //	go run ./tools/bloomkv diff [--seed N] [--start K] [--end K] A B
 //
-// Every command takes --json for one JSON object per line instead of text.
+// join, estimate and diff take --ca, --cert, --key and --token-file for a
+// served store that uses TLS or asks for a token. Every command takes
+// --json for one JSON object per line instead of text.
 // A file that cannot be read is reported in one line on stderr, naming the
 // file (and the block and offset where known), and the exit status is 1;
 // the other files of the command are still read. Usage mistakes exit with 2.
@@ -96,9 +98,9 @@ Pebble's blob files and whole stores, bloomkv's and Pebble's. It never
 writes to them. Commands on a store take its directory first (db get DIR
 KEY, find DIR KEY).
 
-serve serves a store over HTTP (read-only unless --writable); join, estimate
-and diff compare two stores, each a directory or the http:// URL of a served
-one, moving little data between them.
+serve serves a store over HTTP or HTTPS (read-only unless --writable);
+join, estimate and diff compare two stores, each a directory or the http://
+or https:// URL of a served one, moving little data between them.
 
 Keys given as arguments are taken literally, or as hex after "hex:"
 (hex:00ff). With --json every command prints one JSON object per line.

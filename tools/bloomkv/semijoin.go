@@ -229,7 +229,12 @@ func (f *rangeFlags) parse(c *cobra.Command) error {
 }
 
 const twoStoresHelp = `A and B are each a store's directory (opened read-only, as the db commands
-open it) or the http:// URL that bloomkv serve printed for one.`
+open it) or the http:// or https:// URL that bloomkv serve printed for one.
+For a served store, --ca names the CAs that signed its certificate (instead
+of the system's), --cert and --key a client certificate for one that asks
+for it (mutual TLS), and --token-file a file holding its bearer token; they
+apply to each side that is a URL. A refusal (401, 403, a certificate turned
+down) exits 1 with one line.`
 
 // joinStore is the store of side s that join hands to semijoin.Join: a
 // served store as Dial made it, since Join learns from that store alone
@@ -584,14 +589,22 @@ func (e *env) diff(ctx context.Context, a, b *side, o *semijoin.DiffOptions, fm 
 			e.emit(out)
 			return nil
 		}
+		// A store served keys only sends no value: B's is nil (where a
+		// served empty value is not), and left out.
+		bv := func() string {
+			if d.B == nil && isRemote(b.arg) {
+				return ""
+			}
+			return " " + fm.v(d.B)
+		}
 		line := d.Kind.String() + " " + fm.k(d.Key)
 		switch d.Kind {
 		case semijoin.OnlyA:
 			line += " " + fm.v(d.A)
 		case semijoin.OnlyB:
-			line += " " + fm.v(d.B)
+			line += bv()
 		default:
-			line += " " + fm.v(d.A) + " " + fm.v(d.B)
+			line += " " + fm.v(d.A) + bv()
 		}
 		e.printf("%s\n", line)
 		return nil

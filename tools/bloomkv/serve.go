@@ -79,8 +79,10 @@ authentication: a bearer token (--token-file, a file holding it; a token is
 never taken on the command line) or client certificates signed by
 --client-ca (mutual TLS). --insecure serves a non-loopback address without
 them anyway, and says on stderr at each start what that exposes.
---keys-only never sends a value: join against it gets the matching keys
-(with A's values), and estimate works; diff does not.
+--keys-only never sends a value: a join against it gets the matching keys
+with A's values alone, and diff the differing keys without B's values
+(its sketches still hash whole records, so one who guesses a value can
+confirm the guess).
 
 Requests over --max-request-bytes, and filters over --max-filter-bits, are
 refused (413); at most --max-sessions diff sketches are open at once, and

@@ -285,8 +285,8 @@ func TestServeTLS(t *testing.T) {
 }
 
 // TestServeKeysOnly: join against a keys-only store prints the matching
-// keys with A's values, says B served keys only, and no output holds a
-// value of B's.
+// keys with A's values and says B served keys only, diff prints the
+// differing keys, and no output holds a value of B's.
 func TestServeKeysOnly(t *testing.T) {
 	a, b, ma, mb := twoStores(t)
 	// B's values carry a marker no output may show.
@@ -318,6 +318,12 @@ func TestServeKeysOnly(t *testing.T) {
 	all.WriteString(out + report)
 	if code != 0 || !slices.Equal(recordLines(out), want) {
 		t.Errorf("--semi: exit %d, %q:\n%s", code, report, out)
+	}
+	// diff finds the differing keys, without B's values.
+	out, report, code = runTool("diff", a, url)
+	all.WriteString(out + report)
+	if code != 0 || !strings.Contains(out, "\nonly-b \"user102\"\n") || !strings.Contains(out, "changed \"user000\" \"a0\"\n") {
+		t.Errorf("diff: exit %d, %q:\n%s", code, report, out)
 	}
 	if strings.Contains(all.String(), "BVALUE") {
 		t.Errorf("a value of B's in the output:\n%s", all.String())
