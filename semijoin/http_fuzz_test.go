@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -100,6 +101,43 @@ func FuzzHandler(f *testing.F) {
 			}
 		default:
 			t.Fatalf("%v: status %d: %q", e, rec.Code, rec.Body.String())
+		}
+	})
+}
+
+// FuzzAuthorization: whatever the Authorization header, a handler with a
+// token serves the request only when the header is "Bearer " and the
+// token; otherwise it answers 401 or 403 with its fixed body. The parser
+// never panics and accepts only a token of printable ASCII.
+func FuzzAuthorization(f *testing.F) {
+	const token = "the-token"
+	for _, s := range []string{"", "Bearer " + token, "bearer " + token, "Bearer  " + token, "Bearer", "Bearer ", "Basic x",
+		"Bearer " + token + " ", "Bearer " + token + "x", "Bearer\t" + token, "BEARER " + token} {
+		f.Add(s)
+	}
+	h := LocalHandler(openStore(f), &HandlerOptions{Token: token})
+	f.Fuzz(func(t *testing.T, auth string) {
+		tok, ok := bearerToken(auth)
+		if ok && (!validToken(tok) || !strings.HasSuffix(auth, tok)) {
+			t.Fatalf("%q: token %q", auth, tok)
+		}
+		req := httptest.NewRequest(http.MethodPost, pathPrefix+"stats", bytes.NewReader(frame.AppendMessage(nil, nil)))
+		req.Header.Set("Authorization", auth)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch {
+		case ok && tok == token:
+			if rec.Code != http.StatusOK {
+				t.Fatalf("%q: %d %q", auth, rec.Code, rec.Body.String())
+			}
+		case ok:
+			if rec.Code != http.StatusForbidden || rec.Body.String() != "forbidden\n" {
+				t.Fatalf("%q: %d %q", auth, rec.Code, rec.Body.String())
+			}
+		default:
+			if rec.Code != http.StatusUnauthorized || rec.Body.String() != "unauthorized\n" {
+				t.Fatalf("%q: %d %q", auth, rec.Code, rec.Body.String())
+			}
 		}
 	})
 }
