@@ -217,7 +217,7 @@ func BenchmarkJoinUnderLoad(b *testing.B) {
 					return
 				default:
 				}
-				dripClient(addr, body, 10*time.Millisecond, stop)
+				dripClient(addr, body, time.Second, stop) // a byte a second
 			}
 		})
 	}
