@@ -83,8 +83,9 @@ type remote struct {
 	keysOnlySeen atomic.Bool
 }
 
-// keysOnly reports whether the server said it serves keys without values.
-func (c *remote) keysOnly() bool { return c.keysOnlySeen.Load() }
+// KeysOnly reports whether the server has said it serves keys without
+// values (KeysOnlyStore).
+func (c *remote) KeysOnly() bool { return c.keysOnlySeen.Load() }
 
 // remoteError is an error of a remote call: its message, its kind (a
 // sentinel) and its cause, if any.

@@ -118,14 +118,16 @@ type Report struct {
 	KeysOnlyB bool
 }
 
-// keysOnlyStore is a store that may serve keys without values: Dial's
-// store of a keys-only Handler.
-type keysOnlyStore interface{ keysOnly() bool }
+// KeysOnlyStore is a store that may serve keys without values: Dial's
+// store of a keys-only Handler. KeysOnly reports whether it has said so
+// (from its first answer on). A wrapper of a store forwards it, so that
+// Join and Diff still know.
+type KeysOnlyStore interface{ KeysOnly() bool }
 
 // isKeysOnly reports whether s said it serves keys without values.
 func isKeysOnly(s Store) bool {
-	k, ok := s.(keysOnlyStore)
-	return ok && k.keysOnly()
+	k, ok := s.(KeysOnlyStore)
+	return ok && k.KeysOnly()
 }
 
 // requestBytes is what a request without a body counts for on the wire.

@@ -28,7 +28,6 @@ func isRemote(arg string) bool {
 type side struct {
 	arg   string
 	s     semijoin.Differ
-	raw   semijoin.Differ // s unmetered
 	m     *meter
 	close func() error
 }
@@ -43,7 +42,7 @@ func openSide(arg string, o *semijoin.DialOptions) (*side, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &side{arg: arg, s: metered{s, m}, raw: s, m: m, close: func() error { return nil }}, nil
+		return &side{arg: arg, s: metered{s, m}, m: m, close: func() error { return nil }}, nil
 	}
 	if _, err := os.Stat(arg); errors.Is(err, fs.ErrNotExist) && hostPort.MatchString(arg) {
 		return nil, usageError{fmt.Errorf("%q is not a directory, and a served store's URL starts with http:// or https:// (try http://%s)", arg, arg)}
@@ -53,7 +52,7 @@ func openSide(arg string, o *semijoin.DialOptions) (*side, error) {
 		return nil, err
 	}
 	l := semijoin.Local(d, semijoin.Limits{})
-	return &side{arg: arg, s: metered{l, m}, raw: l, m: m, close: d.Close}, nil
+	return &side{arg: arg, s: metered{l, m}, m: m, close: d.Close}, nil
 }
 
 // dialFlags are the flags of the two-store commands that say how to reach
@@ -116,7 +115,7 @@ func (e *env) withSides(a, b string, o *semijoin.DialOptions, fn func(ctx contex
 	if sameDir(a, b) {
 		m := &meter{}
 		m.keys.Store(-1)
-		sb = &side{arg: b, s: metered{sa.raw, m}, raw: sa.raw, m: m, close: func() error { return nil }}
+		sb = &side{arg: b, s: metered{sa.s.(metered).Differ, m}, m: m, close: func() error { return nil }}
 	} else if sb, err = openSide(b, dialOptionsFor(b, o, []string{a, b})); err != nil {
 		sa.close()
 		return err
@@ -151,6 +150,16 @@ type meter struct {
 type metered struct {
 	semijoin.Differ
 	m *meter
+}
+
+// KeysOnly forwards the wrapped store's word that it serves keys only
+// (semijoin.KeysOnlyStore).
+func (s metered) KeysOnly() bool { return keysOnly(s.Differ) }
+
+// keysOnly reports whether s has said it serves keys without values.
+func keysOnly(s semijoin.Store) bool {
+	k, ok := s.(semijoin.KeysOnlyStore)
+	return ok && k.KeysOnly()
 }
 
 func (s metered) count(fn func(k, v []byte) error) func(k, v []byte) error {
@@ -235,17 +244,6 @@ of the system's), --cert and --key a client certificate for one that asks
 for it (mutual TLS), and --token-file a file holding its bearer token; they
 apply to each side that is a URL. A refusal (401, 403, a certificate turned
 down) exits 1 with one line.`
-
-// joinStore is the store of side s that join hands to semijoin.Join: a
-// served store as Dial made it, since Join learns from that store alone
-// whether it serves keys only (a wrapper hides it), and a local one
-// metered.
-func joinStore(s *side) semijoin.Store {
-	if isRemote(s.arg) {
-		return s.raw
-	}
-	return s.s
-}
 
 type matchOut struct {
 	Key string  `json:"key"`
@@ -346,24 +344,20 @@ func (e *env) join(ctx context.Context, a, b *side, o *semijoin.Options, limit i
 		if n := a.m.keys.Load(); n > 0 {
 			done = bar(float64(a.m.records.Load()) / float64(n))
 		}
-		sent := fmt.Sprintf("B sent %d", b.m.records.Load())
-		if isRemote(b.arg) {
-			sent = "B at " + b.arg
-		}
-		return fmt.Sprintf("join %s A %d of %s read, %s, %d matches", done, a.m.records.Load(), keysOf(a.m.keys.Load()), sent, matches.Load())
+		return fmt.Sprintf("join %s A %d of %s read, B sent %d, %d matches", done, a.m.records.Load(), keysOf(a.m.keys.Load()), b.m.records.Load(), matches.Load())
 	})
 	// A store served keys only turns the join into a semi-join: its
-	// matches come without B's value (nil, where a served empty value is
-	// not), and are printed as --semi prints them.
-	withB := func(m semijoin.Match) bool { return !o.SemiJoin && (m.B != nil || !isRemote(b.arg)) }
-	rep, err := semijoin.Join(ctx, a.s, joinStore(b), o, func(m semijoin.Match) error {
+	// matches come without B's value, and are printed as --semi prints
+	// them. The store says so in its first answer, before any match.
+	withB := func() bool { return !o.SemiJoin && !keysOnly(b.s) }
+	rep, err := semijoin.Join(ctx, a.s, b.s, o, func(m semijoin.Match) error {
 		if limit > 0 && matches.Load() == int64(limit) {
 			return errLimit
 		}
 		matches.Add(1)
 		if e.json {
 			out := matchOut{Key: fm.k(m.Key), A: fm.v(m.A)}
-			if withB(m) {
+			if withB() {
 				v := fm.v(m.B)
 				out.B = &v
 			}
@@ -371,7 +365,7 @@ func (e *env) join(ctx context.Context, a, b *side, o *semijoin.Options, limit i
 			return nil
 		}
 		line := fm.k(m.Key) + " " + fm.v(m.A)
-		if withB(m) {
+		if withB() {
 			line += " " + fm.v(m.B)
 		}
 		e.printf("%s\n", line)
@@ -589,10 +583,9 @@ func (e *env) diff(ctx context.Context, a, b *side, o *semijoin.DiffOptions, fm 
 			e.emit(out)
 			return nil
 		}
-		// A store served keys only sends no value: B's is nil (where a
-		// served empty value is not), and left out.
+		// A store served keys only sends no value: B's is left out.
 		bv := func() string {
-			if d.B == nil && isRemote(b.arg) {
+			if keysOnly(b.s) {
 				return ""
 			}
 			return " " + fm.v(d.B)
