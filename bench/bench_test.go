@@ -927,3 +927,17 @@ func TestMarkdownAndReadmeRun(t *testing.T) {
 		t.Errorf("%s: %v\n%s", readme, err, data)
 	}
 }
+
+// TestHeadlineTLSCost: the README's headline states the cost of TLS and a
+// token to a semi-join when the semijoin workload ran, with its goal.
+func TestHeadlineTLSCost(t *testing.T) {
+	rep := fixedReport(t)
+	if strings.Contains(rep.headline(""), "HTTPS") {
+		t.Fatal("a headline without the semijoin workload mentions HTTPS")
+	}
+	rep.Semijoin = &semijoinReport{Goals: []semijoinGoal{{Name: tlsGoalName, Got: 1.07, Target: 1.30, AtMost: true, Met: true}}}
+	want := "A semi-join over HTTPS with a bearer token took 1.07 × its time over plain HTTP (goal ≤ 1.30, met)."
+	if got := rep.headline(""); !strings.Contains(got, want) {
+		t.Fatalf("headline lacks %q:\n%s", want, got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,6 +278,17 @@ func (r *report) headline(report string) string {
 		mdHeader(&b, head, align...)
 		for _, row := range rows {
 			mdRow(&b, row...)
+		}
+	}
+	if r.Semijoin != nil {
+		for _, g := range r.Semijoin.Goals {
+			if g.Name == tlsGoalName && !math.IsNaN(g.Got) && !math.IsInf(g.Got, 0) {
+				state := "met"
+				if !g.Met {
+					state = "not met"
+				}
+				fmt.Fprintf(&b, "\nA semi-join over HTTPS with a bearer token took %.2f × its time over plain HTTP (goal %s, %s).\n", g.Got, goalTarget(g.Target, g.AtMost), state)
+			}
 		}
 	}
 	date, _, _ := strings.Cut(r.Date, "T")
