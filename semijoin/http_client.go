@@ -62,6 +62,9 @@ func Dial(baseURL string, c *http.Client) (Differ, error) {
 		return nil, fmt.Errorf("semijoin: store URL %q has no host: %w", baseURL, ErrBadRequest)
 	case u.RawQuery != "" || u.Fragment != "":
 		return nil, fmt.Errorf("semijoin: store URL %q has a query or fragment: %w", baseURL, ErrBadRequest)
+	case u.User != nil:
+		// Errors name the URL, and would carry the password with it.
+		return nil, fmt.Errorf("semijoin: store URL %s holds credentials: authenticate with a token or a client certificate (DialWith): %w", u.Redacted(), ErrBadRequest)
 	}
 	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), strings.TrimSuffix(pathPrefix, "/"))
 	u.Path = strings.TrimSuffix(u.Path, "/")
@@ -69,7 +72,7 @@ func Dial(baseURL string, c *http.Client) (Differ, error) {
 	if c == nil {
 		c = http.DefaultClient
 	}
-	return &remote{base: u.String(), hc: c}, nil
+	return &remote{base: u.String(), hc: noRedirects(c)}, nil
 }
 
 // remote is a store served by a Handler.
@@ -397,4 +400,13 @@ func (s *remoteSketcher) Close() error {
 	return s.c.call(ctx, epSketchClose, &request{has: set(pSession), session: s.id}, func([][]byte) error {
 		return s.c.fail(epSketchClose, ErrCorrupt, nil, "an unexpected record in the answer")
 	})
+}
+
+// noRedirects returns a copy of c that does not follow redirects: the
+// protocol has none, and following one would send a request's body (keys,
+// filters) to whatever host the answer names.
+func noRedirects(c *http.Client) *http.Client {
+	nc := *c
+	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &nc
 }

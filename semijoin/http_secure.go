@@ -307,7 +307,7 @@ func DialWith(baseURL string, o *DialOptions) (Differ, error) {
 		// HTTP/1.1: each call is one request streaming its answer, and a
 		// refused handshake then reports the server's alert as is.
 		t.ForceAttemptHTTP2 = false
-		c.hc = &http.Client{Transport: t}
+		c.hc = noRedirects(&http.Client{Transport: t})
 	}
 	if o.Token != "" {
 		hc := *c.hc

@@ -17,9 +17,11 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -493,5 +495,34 @@ func TestReadTokenFile(t *testing.T) {
 	}
 	if _, err := ReadTokenFile(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestDialFollowsNoRedirect: a store's answer that redirects elsewhere is
+// not followed, so a request's body (keys, filters) never goes to the host
+// the redirect names; a URL with credentials is refused, since errors name
+// the URL.
+func TestDialFollowsNoRedirect(t *testing.T) {
+	var reached atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	defer elsewhere.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	for _, o := range []*DialOptions{nil, {Client: &http.Client{}}, {Token: "t0ken"}} {
+		s, err := DialWith(redirecting.URL, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Lookup(context.Background(), KeyRange{}, [][]byte{[]byte("private-key")}, true, func(k, v []byte) error { return nil }); err == nil {
+			t.Errorf("%+v: a redirected lookup succeeded", o)
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the redirect's target got %d requests", n)
+	}
+	if _, err := Dial("http://user:secret@127.0.0.1:1/", nil); !errors.Is(err, ErrBadRequest) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("a URL with credentials: %v", err)
 	}
 }

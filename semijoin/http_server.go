@@ -314,9 +314,9 @@ func (h *handler) serve(ctx context.Context, e endpoint, q *request, out *respon
 		}
 		return out.message(msgFilter, wire)
 	case epProbe:
-		return h.s.Probe(ctx, r, q.filter, q.values, out.record)
+		return h.s.Probe(ctx, r, q.filter, q.values, out.keyRecord(h.keysOnly))
 	case epLookup:
-		return h.s.Lookup(ctx, r, q.keys, q.values, out.record)
+		return h.s.Lookup(ctx, r, q.keys, q.values, out.keyRecord(h.keysOnly))
 	case epScan:
 		return h.s.Scan(ctx, r, out.keyRecord(h.keysOnly))
 	case epResolve:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
@@ -58,45 +59,74 @@ func openSide(arg string, o *semijoin.DialOptions) (*side, error) {
 // dialFlags are the flags of the two-store commands that say how to reach
 // a served store: they apply to every side that is a URL.
 type dialFlags struct {
-	ca, cert, key, tokenFile string
+	ca, cert, key                     string
+	tokenFile, tokenFileA, tokenFileB string
 }
 
 func (f *dialFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.ca, "ca", "", "trust the PEM CA certificates in FILE for an https:// store (instead of the system's)")
 	c.Flags().StringVar(&f.cert, "cert", "", "present this PEM client certificate to an https:// store (mutual TLS); needs --key")
 	c.Flags().StringVar(&f.key, "key", "", "the PEM private key of --cert")
-	c.Flags().StringVar(&f.tokenFile, "token-file", "", "send the bearer token held in FILE to a served store")
+	c.Flags().StringVar(&f.tokenFile, "token-file", "", "send the bearer token held in FILE to the served store (both, only when they are one server)")
+	c.Flags().StringVar(&f.tokenFileA, "token-file-a", "", "send the bearer token held in FILE to A, a served store")
+	c.Flags().StringVar(&f.tokenFileB, "token-file-b", "", "send the bearer token held in FILE to B, a served store")
 }
 
 // options checks the flags against the store arguments and returns the
-// options to dial the URLs with. The token file is read here, once.
-func (f *dialFlags) options(e *env, args []string) (*semijoin.DialOptions, error) {
+// options to dial A and B with (nil for a directory). The token files are
+// read here, once. One token never goes to two servers: a token for one
+// would be handed to the other.
+func (f *dialFlags) options(e *env, args []string) ([2]*semijoin.DialOptions, error) {
+	var out [2]*semijoin.DialOptions
 	if (f.cert == "") != (f.key == "") {
-		return nil, usageError{fmt.Errorf("--cert and --key go together")}
+		return out, usageError{fmt.Errorf("--cert and --key go together")}
 	}
-	if f.ca == "" && f.cert == "" && f.tokenFile == "" {
-		return &semijoin.DialOptions{}, nil
+	if f.tokenFile != "" && (f.tokenFileA != "" || f.tokenFileB != "") {
+		return out, usageError{fmt.Errorf("--token-file, or --token-file-a and --token-file-b, not both")}
 	}
-	if !slices.ContainsFunc(args, isRemote) {
-		return nil, usageError{fmt.Errorf("--ca, --cert, --key and --token-file are for a served store, and neither %s nor %s is a URL", args[0], args[1])}
+	if (f.ca != "" || f.cert != "" || f.tokenFile != "") && !slices.ContainsFunc(args, isRemote) {
+		return out, usageError{fmt.Errorf("--ca, --cert, --key and --token-file are for a served store, and neither %s nor %s is a URL", args[0], args[1])}
 	}
-	token, err := e.tokenOf(f.tokenFile)
-	if err != nil {
-		return nil, err
+	if f.tokenFile != "" && isRemote(args[0]) && isRemote(args[1]) && origin(args[0]) != origin(args[1]) {
+		return out, usageError{fmt.Errorf("--token-file would send one token to two servers, %s and %s: give each its own with --token-file-a and --token-file-b", origin(args[0]), origin(args[1]))}
 	}
-	return &semijoin.DialOptions{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, Token: token}, nil
+	tokens := [2]string{f.tokenFileA, f.tokenFileB}
+	for i, arg := range args[:2] {
+		if tokens[i] != "" && !isRemote(arg) {
+			return out, usageError{fmt.Errorf("--token-file-%c is for a served store, and %s is not a URL", 'a'+i, arg)}
+		}
+		if tokens[i] == "" {
+			tokens[i] = f.tokenFile
+		}
+	}
+	https := func(a string) bool { return strings.HasPrefix(a, "https://") }
+	for i, arg := range args[:2] {
+		if !isRemote(arg) {
+			continue
+		}
+		token, err := e.tokenOf(tokens[i])
+		if err != nil {
+			return out, err
+		}
+		o := &semijoin.DialOptions{Token: token}
+		// The TLS files go to https:// stores alone when the other side is
+		// a plain http:// one; given for http:// stores only, they go to
+		// them, which DialWith refuses with its reason.
+		if https(arg) || !slices.ContainsFunc(args, https) {
+			o.CAFile, o.CertFile, o.KeyFile = f.ca, f.cert, f.key
+		}
+		out[i] = o
+	}
+	return out, nil
 }
 
-// dialOptionsFor returns o for the store URL arg. The TLS files go to
-// https:// stores alone when the other side is a plain http:// one; given
-// for http:// stores only, they go to them, which DialWith refuses with
-// its reason.
-func dialOptionsFor(arg string, o *semijoin.DialOptions, args []string) *semijoin.DialOptions {
-	https := func(a string) bool { return strings.HasPrefix(a, "https://") }
-	if https(arg) || !slices.ContainsFunc(args, https) {
-		return o
+// origin is a store URL's scheme and host: the server it names.
+func origin(arg string) string {
+	u, err := url.Parse(arg)
+	if err != nil {
+		return arg
 	}
-	return &semijoin.DialOptions{Client: o.Client, Token: o.Token}
+	return u.Scheme + "://" + u.Host
 }
 
 // hostPort matches a store argument that names a server without its
@@ -106,8 +136,8 @@ var hostPort = regexp.MustCompile(`^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,
 // withSides opens the stores a and b, runs fn on them with a context that
 // SIGINT and SIGTERM cancel, and closes them. The same directory named
 // twice is opened once (a store is locked while open).
-func (e *env) withSides(a, b string, o *semijoin.DialOptions, fn func(ctx context.Context, a, b *side) error) error {
-	sa, err := openSide(a, dialOptionsFor(a, o, []string{a, b}))
+func (e *env) withSides(a, b string, o [2]*semijoin.DialOptions, fn func(ctx context.Context, a, b *side) error) error {
+	sa, err := openSide(a, o[0])
 	if err != nil {
 		return err
 	}
@@ -116,7 +146,7 @@ func (e *env) withSides(a, b string, o *semijoin.DialOptions, fn func(ctx contex
 		m := &meter{}
 		m.keys.Store(-1)
 		sb = &side{arg: b, s: metered{sa.s.(metered).Differ, m}, m: m, close: func() error { return nil }}
-	} else if sb, err = openSide(b, dialOptionsFor(b, o, []string{a, b})); err != nil {
+	} else if sb, err = openSide(b, o[1]); err != nil {
 		sa.close()
 		return err
 	}

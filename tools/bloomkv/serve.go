@@ -192,8 +192,8 @@ func (e *env) tokenOf(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o004 != 0 {
-		fmt.Fprintf(e.errOut, "bloomkv: warning: --token-file %s is readable by every user (mode %04o); chmod 600 it\n", path, st.Mode().Perm())
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(e.errOut, "bloomkv: warning: --token-file %s is open to other users (mode %04o); chmod 600 it\n", path, st.Mode().Perm())
 	}
 	return tok, nil
 }

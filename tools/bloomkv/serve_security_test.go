@@ -288,12 +288,12 @@ func TestServeTLS(t *testing.T) {
 // keys with A's values and says B served keys only, diff prints the
 // differing keys, and no output holds a value of B's.
 func TestServeKeysOnly(t *testing.T) {
-	a, b, ma, mb := twoStores(t)
+	a, _, ma, mb := twoStores(t)
 	// B's values carry a marker no output may show.
 	for k, v := range mb {
 		mb[k] = "BVALUE-" + v
 	}
-	b = writeKV(t, mb)
+	b := writeKV(t, mb)
 	url, stop := startServe(t, "--addr", "127.0.0.1:0", "--keys-only", b)
 	want := joinLines(ma, mb, "", "", true)
 	var all strings.Builder
@@ -340,7 +340,33 @@ func TestTokenFileReadable(t *testing.T) {
 	_, b, _, _ := twoStores(t)
 	tok := writeToken(t, t.TempDir(), "token", "open-token", 0o644)
 	_, stop := startServe(t, "--addr", "127.0.0.1:0", "--token-file", tok, b)
-	if code, _, errOut := stop(); code != 0 || errOut != "bloomkv: warning: --token-file "+tok+" is readable by every user (mode 0644); chmod 600 it\n" {
+	if code, _, errOut := stop(); code != 0 || errOut != "bloomkv: warning: --token-file "+tok+" is open to other users (mode 0644); chmod 600 it\n" {
 		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestOneTokenOneServer: --token-file is refused when A and B are two
+// servers, since the token of one would go to the other; each side then
+// takes its own with --token-file-a and --token-file-b, which only a URL
+// side accepts.
+func TestOneTokenOneServer(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "tok")
+	if err := os.WriteFile(tok, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"join", "--token-file", tok, "https://a.example:7380", "https://b.example:7380"}, "--token-file would send one token to two servers, https://a.example:7380 and https://b.example:7380"},
+		{[]string{"diff", "--token-file", tok, "http://127.0.0.1:1", "http://127.0.0.1:2"}, "give each its own with --token-file-a and --token-file-b"},
+		{[]string{"join", "--token-file-a", tok, dir, "https://b.example:7380"}, "--token-file-a is for a served store"},
+		{[]string{"join", "--token-file", tok, "--token-file-b", tok, "https://b.example:7380", dir}, "not both"},
+	} {
+		_, errOut, code := runTool(c.args...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "s3cret") {
+			t.Errorf("%v: exit %d, %q", c.args, code, errOut)
+		}
 	}
 }
