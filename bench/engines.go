@@ -22,12 +22,15 @@ import (
 
 // engineNames lists the engines -engines knows, in the order they run and
 // print. bloomkv-nodiff is bloomkv with its differential-file filter turned
-// off; pebble-l6 is Pebble whose point reads consult last-level filters.
-var engineNames = []string{"bloomkv", "bloomkv-nodiff", "pebble", "pebble-l6", "goleveldb"}
+// off; pebble-l6 is Pebble whose point reads consult last-level filters;
+// badger and bbolt are the other stores Go programs embed, an LSM tree that
+// keeps large values apart and a copy-on-write B+tree.
+var engineNames = []string{"bloomkv", "bloomkv-nodiff", "pebble", "pebble-l6", "goleveldb", "badger", "bbolt"}
 
 // defaultEngines are the engines a run without -engines runs: all but
-// pebble-l6, which would take the default run past three minutes on 2 cores
-// (-engines bloomkv,pebble,pebble-l6 adds it).
+// pebble-l6, badger and bbolt, each of which would take the default run
+// past three minutes on 2 cores (-engines bloomkv,pebble,badger,bbolt adds
+// them).
 var defaultEngines = []string{"bloomkv", "bloomkv-nodiff", "pebble", "goleveldb"}
 
 // settings are the knobs every engine gets the same value of.
@@ -43,6 +46,9 @@ type settings struct {
 type engine interface {
 	set(key, value []byte) error
 	del(key []byte) error
+	// apply writes the pairs keys[i], values[i] as one atomic batch; the
+	// slices may be reused once it returns.
+	apply(keys, values [][]byte) error
 	// get reports whether key is present, reading its value.
 	get(key []byte) (bool, error)
 	newIter() (iter, error)
@@ -110,6 +116,10 @@ func openEngine(name, dir string, s settings) (engine, error) {
 		return e, nil
 	case "goleveldb":
 		return openLevelDB(dir, s)
+	case "badger":
+		return openBadger(dir, s)
+	case "bbolt":
+		return openBbolt(dir, s)
 	}
 	return nil, fmt.Errorf("unknown engine %q (want one of %v)", name, engineNames)
 }
@@ -145,6 +155,10 @@ func describeEngine(name string, s settings) string {
 			"CompactionTableSize=2MiB CompactionTotalSize=10MiB x10 DisableBufferPool=true; filters on every level; index and filter blocks in the cache; "+
 			"a flush (readbase workloads) is a close and reopen, which writes the memtable to a level-0 table and empties the block cache; Sync=%v",
 			goleveldbVersion, o.BlockCacheCapacity, o.WriteBuffer, o.Filter.Name(), o.BlockSize, s.sync)
+	case "badger":
+		return describeBadger(s)
+	case "bbolt":
+		return describeBbolt(s)
 	}
 	return name
 }
@@ -187,6 +201,17 @@ func openBloomkv(dir string, s settings, noDiff bool) (engine, error) {
 
 func (e *bloomkvEngine) set(k, v []byte) error { return e.db.Set(k, v, e.wo) }
 func (e *bloomkvEngine) del(k []byte) error    { return e.db.Delete(k, e.wo) }
+
+// apply copies the pairs into a new batch and commits it.
+func (e *bloomkvEngine) apply(keys, values [][]byte) error {
+	b := e.db.NewBatch()
+	for i := range keys {
+		if err := b.Set(keys[i], values[i]); err != nil {
+			return err
+		}
+	}
+	return e.db.Apply(b, e.wo)
+}
 
 func (e *bloomkvEngine) get(k []byte) (bool, error) {
 	_, err := e.db.Get(k)
@@ -307,6 +332,23 @@ func openPebble(dir string, s settings) (*pebbleEngine, error) {
 // may be reused at once.
 func (e *pebbleEngine) set(k, v []byte) error { return e.db.Set(k, v, e.wo) }
 func (e *pebbleEngine) del(k []byte) error    { return e.db.Delete(k, e.wo) }
+
+// apply copies the pairs into a batch from Pebble's pool, commits it and
+// returns it to the pool.
+func (e *pebbleEngine) apply(keys, values [][]byte) error {
+	b := e.db.NewBatch()
+	for i := range keys {
+		if err := b.Set(keys[i], values[i], nil); err != nil {
+			b.Close()
+			return err
+		}
+	}
+	if err := b.Commit(e.wo); err != nil {
+		b.Close()
+		return err
+	}
+	return b.Close()
+}
 
 func (e *pebbleEngine) get(k []byte) (bool, error) {
 	_, closer, err := e.db.Get(k)
@@ -450,6 +492,15 @@ func openLevelDB(dir string, s settings) (engine, error) {
 
 func (e *levelDBEngine) set(k, v []byte) error { return e.db.Put(k, v, e.wo) }
 func (e *levelDBEngine) del(k []byte) error    { return e.db.Delete(k, e.wo) }
+
+// apply copies the pairs into a new batch and writes it.
+func (e *levelDBEngine) apply(keys, values [][]byte) error {
+	b := new(leveldb.Batch)
+	for i := range keys {
+		b.Put(keys[i], values[i])
+	}
+	return e.db.Write(b, e.wo)
+}
 
 func (e *levelDBEngine) get(k []byte) (bool, error) {
 	_, err := e.db.Get(k, nil)

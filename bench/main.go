@@ -89,9 +89,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.n, "n", 500_000, "keys to load; the data is about n*(16+value-size) bytes before compression")
 	fs.IntVar(&cfg.valueSize, "value-size", 100, "value size in bytes (values compress to about half)")
 	fs.StringVar(&workloadList, "workloads", "all", "comma-separated workloads to report, or all ("+
-		"readbase-1pct brings readbase-1pct-compacted, which its goal compares it with; semijoin runs on bloomkv alone, once): "+strings.Join(append(workloadNames(), "semijoin"), ","))
+		"readbase-1pct brings readbase-1pct-compacted, which its goal compares it with; semijoin runs on bloomkv alone, once; "+
+		strings.Join(namedWorkloads(), ", ")+" run only when named): "+strings.Join(append(workloadNames(), "semijoin"), ","))
 	fs.StringVar(&engineList, "engines", strings.Join(defaultEngines, ","), "comma-separated engines to run, some of "+strings.Join(engineNames, ",")+
-		" (pebble-l6, Pebble whose point reads consult last-level filters, runs only when named)")
+		" (pebble-l6, Pebble whose point reads consult last-level filters, badger and bbolt run only when named)")
 	fs.StringVar(&nodiffList, "nodiff-workloads", strings.Join(nodiffDefault, ","),
 		"comma-separated workloads bloomkv-nodiff reports (it also runs, unreported, the steps before them that change the store they read), or all")
 	fs.StringVar(&cache, "cache", "8MiB", "block cache size of every engine (B, KiB, MiB, GiB)")
@@ -162,7 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, err
 	}
 	if workloadList == "all" {
-		cfg.workloads, cfg.semijoin = workloadNames(), true
+		cfg.workloads, cfg.semijoin = defaultWorkloads(), true
 	} else {
 		if cfg.workloads, err = parseList(workloadList, append(workloadNames(), "semijoin"), "workload"); err != nil {
 			return nil, err
@@ -200,6 +201,24 @@ func withCompanions(selected []string) []string {
 // mostly at its base level. Running all of them on a fourth engine would
 // make the default run too long.
 var nodiffDefault = []string{"readrandom", "ycsb-b", "ycsb-c", "readbase-1pct", "readbase-absent", "readbase-1pct-compacted", "readbase-10pct"}
+
+// namedWorkloads lists the workloads that run only when -workloads names
+// them.
+func namedWorkloads() []string {
+	var names []string
+	for _, w := range workloads {
+		if w.named {
+			names = append(names, w.name)
+		}
+	}
+	return names
+}
+
+// defaultWorkloads lists the workloads -workloads all runs: all but the
+// named ones.
+func defaultWorkloads() []string {
+	return slices.DeleteFunc(workloadNames(), func(w string) bool { return slices.Contains(namedWorkloads(), w) })
+}
 
 func workloadNames() []string {
 	names := make([]string, len(workloads))
@@ -325,7 +344,7 @@ func run(cfg *config, stdout, stderr io.Writer) (err error) {
 			}
 			rep.Results = append(rep.Results, results...)
 			if !cfg.keep {
-				for _, d := range []string{dir, dir + "-fillseq", dir + "-readbase-1pct", dir + "-readbase-10pct", dir + "-ingest", dir + "-ingest-tables"} {
+				for _, d := range []string{dir, dir + "-fillseq", dir + "-fillbatch-100", dir + "-fillbatch-1000", dir + "-readbase-1pct", dir + "-readbase-10pct", dir + "-ingest", dir + "-ingest-tables"} {
 					if err := os.RemoveAll(d); err != nil {
 						return err
 					}
@@ -506,8 +525,9 @@ func settledDirBytes(dir string, afterWrites bool) (total, tables int64, err err
 	return total, tables, err
 }
 
-// dirBytes sums the sizes of the regular files under dir, and of the table
-// files among them.
+// dirBytes sums the bytes on disk of the regular files under dir, and of
+// the table files among them (.sst: bloomkv, Pebble, Badger; .ldb:
+// goleveldb).
 func dirBytes(dir string) (total, tables int64, err error) {
 	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		// A background compaction may remove a file while the walk runs.
@@ -525,9 +545,10 @@ func dirBytes(dir string) (total, tables int64, err error) {
 			if err != nil {
 				return err
 			}
-			total += info.Size()
+			size := fileBytes(info)
+			total += size
 			if ext := filepath.Ext(path); ext == ".sst" || ext == ".ldb" {
-				tables += info.Size()
+				tables += size
 			}
 		}
 		return nil

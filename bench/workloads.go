@@ -41,21 +41,33 @@ type workload struct {
 	// (nil: all); the others skip it, and its ratios against them are
 	// absent.
 	engines []string
-	run     func(r *runner) (*measurement, error)
+	// named marks workloads that run only when -workloads names them:
+	// with them, the default run would pass three minutes on 2 cores.
+	named bool
+	run   func(r *runner) (*measurement, error)
 }
 
 // workloads lists every workload in the order they run.
 var workloads = []workload{
 	{name: "fillseq", desc: "n sets in key order, into a store of its own", writes: true, own: true, run: (*runner).fillSeq},
+	{name: "fillbatch-100", desc: "n sets in random order, in batches of 100 (one atomic batch or transaction each), into a store of its own; ops are keys, latencies per batch",
+		writes: true, own: true, named: true, run: fillBatch(100)},
+	{name: "fillbatch-1000", desc: "fillbatch-100 in batches of 1000", writes: true, own: true, named: true, run: fillBatch(1000)},
 	{name: "fillrandom", desc: "n sets in random order: the store every later workload uses", writes: true, run: (*runner).fillRandom},
 	{name: "overwrite", desc: "n sets of random loaded keys", needs: "fillrandom", writes: true, run: (*runner).overwrite},
+	{name: "overwritebatch-100", desc: "n sets of random loaded keys, in batches of 100; ops are keys, latencies per batch", needs: "fillrandom", writes: true, named: true,
+		run: overwriteBatch(100)},
+	{name: "overwritebatch-1000", desc: "overwritebatch-100 in batches of 1000", needs: "fillrandom", writes: true, named: true, run: overwriteBatch(1000)},
 	{name: "readrandom", desc: "gets of random loaded keys", needs: "fillrandom", diff: true, run: (*runner).readRandom},
 	{name: "readmissing", desc: "gets of absent keys between loaded ones, uncompacted", needs: "fillrandom", absentReads: true, run: (*runner).readMissing},
 	{name: "readhot", desc: "gets of loaded keys, zipfian (theta 0.99, hot keys scattered)", needs: "fillrandom", run: (*runner).readHot},
 	{name: "seekrandom", desc: "seek to a random loaded key, then 10 nexts", needs: "fillrandom", run: (*runner).seekRandom},
+	{name: "seekrandom-next10", desc: "a new iterator per op: seek to a random loaded key, 10 nexts, close (a short range query as an application makes one; " +
+		"seekrandom keeps one iterator)", needs: "fillrandom", named: true, run: (*runner).seekRandomNext10},
 	{name: "scan", desc: "full forward scans, repeated for the duration; ops are keys", needs: "fillrandom", run: (*runner).scan},
-	{name: "compact", desc: "compact the whole store to the last level; ops are keys (every engine holds the same data here)", needs: "fillrandom", writes: true, run: (*runner).compact},
-	{name: "readmissing-compacted", desc: "gets of absent keys after the full compaction", needs: "compact", absentReads: true, run: (*runner).readMissing},
+	{name: "compact", desc: "compact the whole store to the last level; ops are keys (every engine holds the same data here)", needs: "fillrandom", writes: true,
+		engines: lsmEngines, run: (*runner).compact},
+	{name: "readmissing-compacted", desc: "gets of absent keys after the full compaction", needs: "compact", absentReads: true, engines: lsmEngines, run: (*runner).readMissing},
 	{name: "ycsb-a", desc: "50% read, 50% update (zipfian keys)", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{read: 0.5, update: 0.5})},
 	{name: "ycsb-b", desc: "95% read, 5% update", needs: "fillrandom", writes: true, diff: true, run: ycsb(ycsbMix{read: 0.95, update: 0.05})},
 	{name: "ycsb-c", desc: "100% read", needs: "fillrandom", diff: true, run: ycsb(ycsbMix{read: 1})},
@@ -67,16 +79,22 @@ var workloads = []workload{
 	{name: "readrandom-deleted", desc: "gets of random loaded keys after deleterandom (half absent)", needs: "deleterandom", run: (*runner).readRandom},
 	{name: "readbase-1pct", desc: "on a store of its own: n keys loaded in random order, compacted whole, then 1% of them (a random subset) overwritten " +
 		"in 8 rounds, each but the last flushed; once its files settle, gets of random loaded keys", own: true, diff: true,
-		companion: "readbase-1pct-compacted", run: readBase(1)},
+		companion: "readbase-1pct-compacted", engines: lsmEngines, run: readBase(1)},
 	{name: "readbase-absent", desc: "gets of absent keys between loaded ones, on the readbase-1pct store as it is", needs: "readbase-1pct", own: true, diff: true,
-		absentReads: true, run: (*runner).readBaseAbsent},
+		absentReads: true, engines: lsmEngines, run: (*runner).readBaseAbsent},
 	{name: "readbase-1pct-compacted", desc: "the readbase-1pct gets (the same keys) after compacting its store whole", needs: "readbase-1pct", own: true, diff: true,
-		run: (*runner).readBaseCompacted},
-	{name: "readbase-10pct", desc: "readbase-1pct with 10% of the keys overwritten (on the readbase store readbase-1pct-compacted left, else a new one)", own: true, diff: true, run: readBase(10)},
+		engines: lsmEngines, run: (*runner).readBaseCompacted},
+	{name: "readbase-10pct", desc: "readbase-1pct with 10% of the keys overwritten (on the readbase store readbase-1pct-compacted left, else a new one)", own: true, diff: true,
+		engines: lsmEngines, run: readBase(10)},
 	{name: "ingest", desc: fmt.Sprintf("on a store of its own: %d tables of n/%d consecutive loaded keys each (disjoint ranges; written untimed, each engine's by its own table writer), "+
 		"ingested by one Ingest call, then %d gets of their keys; ops are keys (goleveldb has no ingestion)", ingestTables, ingestTables, ingestChecks),
 		own: true, engines: ingestEngines, run: (*runner).ingest},
 }
+
+// lsmEngines are the engines with levels to compact and a memtable to
+// flush: all but bbolt, a B+tree, which has neither, and so does not run
+// the workloads that time a compaction or build a store of levels.
+var lsmEngines = []string{"bloomkv", "bloomkv-nodiff", "pebble", "pebble-l6", "goleveldb", "badger"}
 
 // runsOn reports whether engine runs w.
 func (w workload) runsOn(engine string) bool {
@@ -265,6 +283,66 @@ func (r *runner) overwrite() (*measurement, error) {
 	})
 }
 
+// fillBatch returns the fillbatch workload of batches of size keys: the n
+// loaded keys, in random order, into a store of its own.
+func fillBatch(size int) func(r *runner) (*measurement, error) {
+	return func(r *runner) (*measurement, error) {
+		name := fmt.Sprintf("fillbatch-%d", size)
+		st, err := r.openStore(r.dir + "-" + name)
+		if err != nil {
+			return nil, err
+		}
+		rng := r.rng(name)
+		perm := newPermutation(r.n(), rng)
+		m, err := r.batches(st, name, size, func(i uint64) uint64 { return presentID(perm.at(i)) }, rng)
+		if err != nil {
+			_ = st.e.close()
+			return nil, err
+		}
+		m.store = st
+		return m, nil
+	}
+}
+
+// overwriteBatch returns the overwritebatch workload of batches of size
+// keys: n sets of random loaded keys into the main store.
+func overwriteBatch(size int) func(r *runner) (*measurement, error) {
+	return func(r *runner) (*measurement, error) {
+		rng := r.rng(fmt.Sprintf("overwritebatch-%d", size))
+		return r.batches(r.main, fmt.Sprintf("overwritebatch-%d", size), size, func(uint64) uint64 { return presentID(rng.Uint64N(r.n())) }, rng)
+	}
+}
+
+// batches writes n keys, the i-th id(i), to st in atomic batches of size
+// keys (the last one shorter), timing each batch.
+func (r *runner) batches(st *store, label string, size int, id func(i uint64) uint64, rng *rand.Rand) (*measurement, error) {
+	m := &measurement{hist: newHist(), note: fmt.Sprintf("batches of %d; p50 and p99 per batch", size)}
+	bar := r.prog.start(label, int64(r.n()))
+	defer bar.finish()
+	arena := make([]byte, size*benchutil.KeyLen)
+	keys, vals := make([][]byte, size), make([][]byte, size)
+	start := time.Now()
+	t := start
+	for i := uint64(0); i < r.n(); i += uint64(size) {
+		k := int(min(uint64(size), r.n()-i))
+		for j := range k {
+			keys[j] = benchutil.MakeKey(arena[j*benchutil.KeyLen:(j+1)*benchutil.KeyLen], id(i+uint64(j)))
+			vals[j] = r.vals.Next(rng)
+		}
+		if err := st.e.apply(keys[:k], vals[:k]); err != nil {
+			return nil, err
+		}
+		st.userBytes += int64(k * (benchutil.KeyLen + r.cfg.valueSize))
+		now := time.Now()
+		_ = m.hist.RecordValue(int64(now.Sub(t)))
+		t = now
+		bar.set(int64(i) + int64(k))
+	}
+	m.ops = int64(r.n())
+	m.elapsed = t.Sub(start)
+	return m, nil
+}
+
 func (r *runner) deleteRandom() (*measurement, error) {
 	rng := r.rng("deleterandom")
 	perm := newPermutation(r.n(), rng)
@@ -330,6 +408,27 @@ func (r *runner) seekRandom() (*measurement, error) {
 		err = cerr
 	}
 	return m, err
+}
+
+// seekRandomNext10 opens an iterator per op, seeks it to a random loaded
+// key, steps 10 keys on and closes it, as an application reads a short
+// range: each op sees the writes before it.
+func (r *runner) seekRandomNext10() (*measurement, error) {
+	return r.timedOps("seekrandom-next10", func(rng *rand.Rand, key []byte) error {
+		it, err := r.main.e.newIter()
+		if err != nil {
+			return err
+		}
+		if !it.seekGE(benchutil.MakeKey(key, presentID(rng.Uint64N(r.n())))) {
+			_ = it.close()
+			return fmt.Errorf("seekrandom-next10: loaded key %s not found", key)
+		}
+		_ = it.value()
+		for j := 0; j < 10 && it.next(); j++ {
+			_ = it.value()
+		}
+		return it.close()
+	}, r.rng("seekrandom-next10"))
 }
 
 // scan runs full forward scans until the duration passes, at least one.
