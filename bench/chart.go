@@ -14,7 +14,8 @@ import (
 
 // writePNG draws the ratios (their medians, with several runs) as grouped
 // bars, one group per workload: bloomkv over bloomkv-nodiff (where it ran),
-// over Pebble, over pebble-l6 (where it ran) and over goleveldb, with a line
+// over Pebble, over pebble-l6 (where it ran), over goleveldb, and over badger
+// and bbolt (where they ran), with a line
 // at 1 (parity). The Y axis is logarithmic, so that one large ratio does not
 // flatten the others, and a ratio of 2 sits as far above parity as one of
 // 0.5 sits below it. Each bar starts at parity and ends at its ratio (a log
@@ -44,6 +45,10 @@ func (r *report) writePNG(path string) error {
 			color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}},
 		{"bloomkv / goleveldb", func(ra ratio) [3]*float64 { return [3]*float64{ra.VsGoleveldb, ra.VsGoleveldbMin, ra.VsGoleveldbMax} },
 			color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}},
+		{"bloomkv / badger", func(ra ratio) [3]*float64 { return [3]*float64{ra.VsBadger, ra.VsBadgerMin, ra.VsBadgerMax} },
+			color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}},
+		{"bloomkv / bbolt", func(ra ratio) [3]*float64 { return [3]*float64{ra.VsBbolt, ra.VsBboltMin, ra.VsBboltMax} },
+			color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}},
 	}
 	width := vg.Points(8)
 	var bars []*ratioBars

@@ -120,18 +120,13 @@ func (r *report) markdownTables(b *strings.Builder, chart string) {
 	if chart != "" {
 		fmt.Fprintf(b, "![bloomkv's throughput over the other engines, per workload](%s)\n\n", chart)
 	}
-	l6 := slices.Contains(r.cfg.engines, "pebble-l6")
 	head, align := []string{"workload"}, []string{"left"}
 	for _, e := range r.cfg.engines {
 		head, align = append(head, e+" ops/s"), append(align, "right")
 	}
-	ratios := []string{"bloomkv/nodiff", "bloomkv/pebble"}
-	if l6 {
-		ratios = append(ratios, "bloomkv/pebble-l6")
-	}
-	ratios = append(ratios, "bloomkv/goleveldb")
-	for _, h := range ratios {
-		head, align = append(head, h), append(align, "right")
+	cols := r.ratioColumns()
+	for _, e := range cols {
+		head, align = append(head, ratioHeader(e)), append(align, "right")
 	}
 	mdHeader(b, head, align...)
 	for i, w := range r.cfg.workloads {
@@ -139,12 +134,9 @@ func (r *report) markdownTables(b *strings.Builder, chart string) {
 		for _, e := range r.cfg.engines {
 			row = append(row, fmtOps(r.medianOpsPerSec(w, e)))
 		}
-		ra := r.Ratios[i]
-		row = append(row, r.fmtRange(ra.VsNodiff, ra.VsNodiffMin, ra.VsNodiffMax), r.fmtRange(ra.VsPebble, ra.VsPebbleMin, ra.VsPebbleMax))
-		if l6 {
-			row = append(row, r.fmtRange(ra.VsPebbleL6, ra.VsPebbleL6Min, ra.VsPebbleL6Max))
+		for _, e := range cols {
+			row = append(row, r.fmtVersus(r.Ratios[i], e))
 		}
-		row = append(row, r.fmtRange(ra.VsGoleveldb, ra.VsGoleveldbMin, ra.VsGoleveldbMax))
 		mdRow(b, row...)
 	}
 
@@ -178,14 +170,18 @@ func (r *report) markdownTables(b *strings.Builder, chart string) {
 	}
 }
 
-// goalName names a goal as the text report does: workload, measure and
-// the engine (and workload) it is compared with.
+// goalName names a goal as the text report does: workload, measure, the
+// engine (and workload) it is compared with, and its condition.
 func goalName(g goal) string {
 	versus := g.Versus
 	if g.VersusWorkload != "" {
 		versus = g.VersusWorkload + " (" + g.Versus + ")"
 	}
-	return fmt.Sprintf("%s %s vs %s", g.Workload, g.Measure, versus)
+	name := fmt.Sprintf("%s %s vs %s", g.Workload, g.Measure, versus)
+	if g.Condition != "" {
+		name += ", " + g.Condition
+	}
+	return name
 }
 
 func goalTarget(target float64, atMost bool) string {
