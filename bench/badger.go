@@ -84,12 +84,16 @@ func (e *badgerEngine) del(k []byte) error {
 }
 
 // apply writes the pairs in one transaction, which holds the slices until
-// it commits; a batch too big for one fails rather than being split.
+// it commits. A batch too big for one transaction fails rather than being
+// split, which would make it no longer atomic: Badger caps a transaction
+// at 15% of the memtable.
 func (e *badgerEngine) apply(keys, values [][]byte) error {
 	txn := e.db.NewTransaction(true)
 	defer txn.Discard()
 	for i := range keys {
-		if err := txn.Set(keys[i], values[i]); err != nil {
+		if err := txn.Set(keys[i], values[i]); errors.Is(err, badger.ErrTxnTooBig) {
+			return fmt.Errorf("badger: a batch of %d keys does not fit one transaction with -memtable %d (raise it): %w", len(keys), e.s.memtableBytes, err)
+		} else if err != nil {
 			return fmt.Errorf("badger batch: %w", err)
 		}
 	}

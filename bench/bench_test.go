@@ -148,9 +148,14 @@ func TestEveryWorkloadAndEngine(t *testing.T) {
 		t.Errorf("%d goals reported, want %d (all but the one against pebble-l6)", len(rep.Goals), len(goals)-1)
 	}
 	for _, g := range rep.Goals {
-		if g.Got == nil || g.Versus == "pebble-l6" {
+		w, _ := workloadByName(g.Workload)
+		notRun := g.Versus == "badger" || g.Versus == "bbolt" || w.named
+		if (g.Got == nil) != notRun || g.Versus == "pebble-l6" {
 			t.Errorf("goal %s %s vs %s: got %v", g.Workload, g.Measure, g.Versus, g.Got)
 		}
+	}
+	if !strings.Contains(out, "every workload ops/s vs badger") || !strings.Contains(out, "not run") {
+		t.Errorf("the goals against badger do not show as not run:\n%s", out)
 	}
 	if strings.Contains(out, "pebble-l6") {
 		t.Errorf("pebble-l6 in the output of the default run:\n%s", out)
@@ -219,7 +224,11 @@ func TestReadBaseAlone(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("results %v, want %v", got, want)
 	}
-	g := rep.Goals[len(rep.Goals)-1]
+	i := slices.IndexFunc(rep.Goals, func(g goal) bool { return g.VersusWorkload != "" })
+	if i < 0 {
+		t.Fatalf("no readbase goal in %+v", rep.Goals)
+	}
+	g := rep.Goals[i]
 	if g.Workload != "readbase-1pct" || g.VersusWorkload != "readbase-1pct-compacted" || g.Got == nil ||
 		!strings.Contains(out, "readbase-1pct ops/s vs readbase-1pct-compacted (bloomkv)") {
 		t.Errorf("readbase goal %+v\n%s", g, out)
@@ -516,7 +525,7 @@ func TestRuns(t *testing.T) {
 		}
 		for i, m := range ra.measures() {
 			med, lo, hi := *m[0], *m[1], *m[2]
-			if i == 0 || i == 2 || i == 5 { // bloomkv-nodiff, goleveldb, pebble-l6: not run
+			if i == 0 || i == 2 || i >= 5 { // bloomkv-nodiff, goleveldb, pebble-l6, badger, bbolt: not run
 				if med != nil || lo != nil || hi != nil {
 					t.Errorf("%s: ratio %d of an engine that did not run: %v %v %v", ra.Workload, i, med, lo, hi)
 				}
@@ -945,5 +954,218 @@ func TestHeadlineTLSCost(t *testing.T) {
 	want := "A semi-join over HTTPS with a bearer token took 1.07 × its time over plain HTTP (goal ≤ 1.30, met)."
 	if got := rep.headline(""); !strings.Contains(got, want) {
 		t.Fatalf("headline lacks %q:\n%s", want, got)
+	}
+}
+
+// newWorkloads are the workloads that run only when named.
+var newWorkloads = []string{"fillbatch-100", "fillbatch-1000", "overwritebatch-100", "overwritebatch-1000", "seekrandom-next10"}
+
+// TestBadgerBboltRun: a tiny run with badger and bbolt and the batch and
+// seek workloads completes; each engine finds every loaded key and no
+// absent one, reports disk bytes (Badger's sparse files counted by their
+// blocks), skips what it cannot run, and the ratios and goals against
+// them are filled in.
+func TestBadgerBboltRun(t *testing.T) {
+	engines := []string{"bloomkv", "pebble", "goleveldb", "badger", "bbolt"}
+	// Badger caps a transaction at 15% of the memtable: a batch of 1000
+	// keys needs about 1 MiB.
+	rep, out := runTiny(t, "-memtable", "1MiB", "-engines", strings.Join(engines, ","),
+		"-workloads", strings.Join(newWorkloads, ",")+",readrandom,readmissing,scan,compact,readbase-1pct")
+	var ran []string
+	for _, ra := range rep.Ratios {
+		ran = append(ran, ra.Workload)
+	}
+	for _, name := range ran {
+		w, _ := workloadByName(name)
+		for _, e := range engines {
+			res := findResult(rep, 0, name, e)
+			if !w.runsOn(e) {
+				if res != nil {
+					t.Errorf("%s ran on %s", name, e)
+				}
+				continue
+			}
+			if res == nil {
+				t.Errorf("no result for %s on %s", name, e)
+				continue
+			}
+			if res.Ops <= 0 || res.OpsPerSec <= 0 {
+				t.Errorf("%s on %s: %d ops, %v/s", name, e, res.Ops, res.OpsPerSec)
+			}
+			if res.DiskBytes <= 0 || res.DiskBytes > 64<<20 {
+				t.Errorf("%s on %s: %d bytes on disk", name, e, res.DiskBytes)
+			}
+			if strings.HasPrefix(name, "fillbatch") || strings.HasPrefix(name, "overwritebatch") {
+				if res.Ops != int64(rep.Settings.Keys) || !strings.HasPrefix(res.Note, "batches of ") {
+					t.Errorf("%s on %s: %d ops, note %q", name, e, res.Ops, res.Note)
+				}
+			}
+			if name == "readrandom" {
+				var found, total int64
+				if _, err := fmt.Sscanf(res.Note, "%d of %d found", &found, &total); err != nil || found != total || total == 0 {
+					t.Errorf("readrandom on %s: note %q", e, res.Note)
+				}
+			}
+			if (e == "badger" || e == "bbolt") && w.writes && res.WriteAmp != nil {
+				t.Errorf("%s on %s: write amp %v from an engine that does not count table bytes", name, e, *res.WriteAmp)
+			}
+		}
+	}
+	for _, w := range []string{"compact", "readbase-1pct", "readbase-1pct-compacted"} {
+		if findResult(rep, 0, w, "bbolt") != nil || findResult(rep, 0, w, "badger") == nil {
+			t.Errorf("%s: bbolt ran it or badger did not", w)
+		}
+	}
+	for _, ra := range rep.Ratios {
+		w, _ := workloadByName(ra.Workload)
+		if ra.VsBadger == nil || (ra.VsBbolt == nil) == w.runsOn("bbolt") {
+			t.Errorf("ratios of %s: badger %v, bbolt %v", ra.Workload, ra.VsBadger, ra.VsBbolt)
+		}
+	}
+	for _, g := range rep.Goals {
+		if slices.Contains(ran, g.Workload) && (g.Versus == "badger" || g.Versus == "bbolt") && g.Got == nil {
+			t.Errorf("goal %s vs %s not measured", g.Workload, g.Versus)
+		}
+		if g.Workload == everyWorkload && g.Got == nil {
+			t.Errorf("goal every workload vs %s not measured", g.Versus)
+		}
+	}
+	for _, s := range []string{"bloomkv/badger", "bloomkv/bbolt", "badger v4.", "bbolt v1.", "-cache does not apply", "SyncWrites=false", "NoSync=true",
+		"FreelistType=hashmap", "BloomFalsePositive=0.00819 (10 bits/key)", "every workload ops/s vs badger", "with a -cache that holds the data"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the output lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+// TestEnginesAgree: every engine, given the same batches, sets and
+// deletes, answers gets, seeks and scans alike: the same keys found, the
+// same values in the same order.
+func TestEnginesAgree(t *testing.T) {
+	s := settings{cacheBytes: 1 << 20, memtableBytes: 1 << 20, bitsPerKey: 10, blockSize: 4096}
+	key := func(id uint64) []byte { return benchutil.MakeKey(make([]byte, benchutil.KeyLen), id) }
+	val := func(id, version uint64) []byte { return fmt.Appendf(nil, "value-%d-%d", id, version) }
+	const n = 3000
+	type answers struct {
+		found []bool
+		seeks [][]string
+		scan  []string
+	}
+	var want *answers
+	var wantEngine string
+	for _, name := range engineNames {
+		e, err := openEngine(name, filepath.Join(t.TempDir(), name), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Even ids, in batches of 100 and 1000; then a third of them
+		// overwritten one by one, and a fifth deleted, with a flush and a
+		// compaction between.
+		for start, i := uint64(0), 0; start < n; i++ {
+			size := []uint64{100, 1000}[i%2]
+			var keys, vals [][]byte
+			for id := start; id < start+size && id < n; id++ {
+				keys, vals = append(keys, key(2*id)), append(vals, val(2*id, 0))
+			}
+			if err := e.apply(keys, vals); err != nil {
+				t.Fatalf("%s: apply: %v", name, err)
+			}
+			start += size
+		}
+		if err := e.flush(); err != nil {
+			t.Fatalf("%s: flush: %v", name, err)
+		}
+		for id := uint64(0); id < n; id += 3 {
+			if err := e.set(key(2*id), val(2*id, 1)); err != nil {
+				t.Fatalf("%s: set: %v", name, err)
+			}
+		}
+		if err := e.compact(); err != nil {
+			t.Fatalf("%s: compact: %v", name, err)
+		}
+		for id := uint64(0); id < n; id += 5 {
+			if err := e.del(key(2 * id)); err != nil {
+				t.Fatalf("%s: del: %v", name, err)
+			}
+		}
+		got := &answers{}
+		for id := uint64(0); id < 2*n+2; id++ {
+			found, err := e.get(key(id))
+			if err != nil {
+				t.Fatalf("%s: get: %v", name, err)
+			}
+			got.found = append(got.found, found)
+		}
+		it, err := e.newIter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []uint64{0, 1, 7, 1001, 2*n - 5, 2 * n} {
+			var vals []string
+			for ok, j := it.seekGE(key(id)), 0; ok && j <= 10; ok, j = it.next(), j+1 {
+				vals = append(vals, string(it.value()))
+			}
+			got.seeks = append(got.seeks, vals)
+		}
+		for ok := it.first(); ok; ok = it.next() {
+			got.scan = append(got.scan, string(it.value()))
+		}
+		if err := it.close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.close(); err != nil {
+			t.Fatal(err)
+		}
+		live := n - (n+4)/5
+		if len(got.scan) != live || len(slices.DeleteFunc(slices.Clone(got.found), func(f bool) bool { return !f })) != live {
+			t.Errorf("%s: scan found %d keys, gets %d, want %d", name, len(got.scan), len(slices.DeleteFunc(slices.Clone(got.found), func(f bool) bool { return !f })), live)
+		}
+		if want == nil {
+			want, wantEngine = got, name
+			continue
+		}
+		if !slices.Equal(got.found, want.found) || !slices.Equal(got.scan, want.scan) ||
+			!slices.EqualFunc(got.seeks, want.seeks, func(a, b []string) bool { return slices.Equal(a, b) }) {
+			t.Errorf("%s answers unlike %s: seeks %v, want %v", name, wantEngine, got.seeks, want.seeks)
+		}
+	}
+}
+
+// TestNewEngineAndWorkloadFlags: badger, bbolt and the named workloads
+// parse, stay out of the defaults, and the help says so.
+func TestNewEngineAndWorkloadFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"-engines", "bbolt,badger,bloomkv", "-workloads", "seekrandom-next10,fillbatch-1000,overwritebatch-100"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"bloomkv", "badger", "bbolt"}; !slices.Equal(cfg.engines, want) {
+		t.Errorf("engines %v, want %v", cfg.engines, want)
+	}
+	if want := []string{"fillbatch-1000", "overwritebatch-100", "seekrandom-next10"}; !slices.Equal(cfg.workloads, want) {
+		t.Errorf("workloads %v, want %v", cfg.workloads, want)
+	}
+	if !slices.Equal(namedWorkloads(), newWorkloads) {
+		t.Errorf("named workloads %v, want %v", namedWorkloads(), newWorkloads)
+	}
+	cfg, err = parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range newWorkloads {
+		if slices.Contains(cfg.workloads, w) {
+			t.Errorf("%s in the default workloads", w)
+		}
+	}
+	if slices.Contains(cfg.engines, "badger") || slices.Contains(cfg.engines, "bbolt") {
+		t.Errorf("default engines %v", cfg.engines)
+	}
+	var help bytes.Buffer
+	if _, err := parseFlags([]string{"-h"}, &help); err == nil {
+		t.Fatal("-h parsed without flag.ErrHelp")
+	}
+	for _, s := range []string{"badger and bbolt run only when named", "fillbatch-100, fillbatch-1000, overwritebatch-100, overwritebatch-1000, seekrandom-next10 run only when named"} {
+		if !strings.Contains(help.String(), s) {
+			t.Errorf("the help lacks %q:\n%s", s, help.String())
+		}
 	}
 }
