@@ -1,5 +1,5 @@
-// Command bench runs the same workloads on bloomkv, Pebble and goleveldb,
-// with the same settings and the same keys and values, and prints each
+// Command bench runs the same workloads on bloomkv, Pebble and goleveldb
+// (and, when named, on Badger and bbolt), with the same settings and the same keys and values, and prints each
 // engine's throughput, the ratios between them, latencies, block reads,
 // filter false positives, bytes on disk and write amplification.
 //
@@ -7,6 +7,8 @@
 //	go run ./bench -n 10000000 -cache 64MiB -json out.json -png out.png
 //	go run ./bench -runs 3               # three runs: the median and range of each ratio
 //	go run ./bench -engines bloomkv,pebble,pebble-l6   # Pebble with last-level filters on its point reads too
+//	go run ./bench -engines bloomkv,pebble,badger,bbolt -workloads fillbatch-1000,readrandom,seekrandom-next10,scan
+//	                                     # the other stores Go programs embed, and the named-only workloads
 //	go run ./bench -runs 3 -png docs/benchmarks.png -markdown docs/benchmarks.md -readme README.md
 //	                                     # the published report, and the README's headline table
 //
