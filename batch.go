@@ -88,6 +88,9 @@ func (b *Batch) add(kind base.Kind, key, value []byte) error {
 	if len(b.data)+len(key)+len(value)+2*binary.MaxVarintLen32+1 > MaxBatchSize {
 		return fmt.Errorf("%w: batch would exceed MaxBatchSize (%d)", ErrTooLarge, MaxBatchSize)
 	}
+	if need := len(b.data) + 1 + 2*binary.MaxVarintLen32 + len(key) + len(value); need > cap(b.data) {
+		b.grow(need)
+	}
 	b.data = append(b.data, byte(kind))
 	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
 	b.data = append(b.data, key...)
@@ -98,6 +101,15 @@ func (b *Batch) add(kind base.Kind, key, value []byte) error {
 	b.count++
 	binary.LittleEndian.PutUint32(b.data[8:], b.count)
 	return nil
+}
+
+// grow makes room for an encoding of need bytes, at least doubling the
+// buffer: append grows a large slice by a quarter at a time, which for a
+// batch of many writes would copy its encoding over and over.
+func (b *Batch) grow(need int) {
+	data := make([]byte, len(b.data), max(need, 2*cap(b.data), 1<<10))
+	copy(data, b.data)
+	b.data = data
 }
 
 // Set adds a write of value under key. The batch copies both.
