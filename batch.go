@@ -104,10 +104,11 @@ func (b *Batch) add(kind base.Kind, key, value []byte) error {
 }
 
 // grow makes room for an encoding of need bytes, at least doubling the
-// buffer: append grows a large slice by a quarter at a time, which for a
-// batch of many writes would copy its encoding over and over.
+// buffer (up to MaxBatchSize, which no batch passes): append grows a large
+// slice by a quarter at a time, which for a batch of many writes would
+// copy its encoding over and over.
 func (b *Batch) grow(need int) {
-	data := make([]byte, len(b.data), max(need, 2*cap(b.data), 1<<10))
+	data := make([]byte, len(b.data), max(need, min(2*cap(b.data), MaxBatchSize), 1<<10))
 	copy(data, b.data)
 	b.data = data
 }
