@@ -9,91 +9,92 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// BenchmarkApplyBatch measures a NoSync Apply of a batch of size random
-// 16-byte keys with 100-byte values, the batch built anew each time as an
-// application that does not keep its batches would: ns/op is per batch, and
-// MB/s counts keys and values.
-func BenchmarkApplyBatch(b *testing.B) {
-	for _, size := range []int{100, 1000} {
+// batchSizes are the writes per batch the batch benchmarks measure.
+var batchSizes = []int{100, 1000}
+
+// benchBatches runs, for each of batchSizes, b.N batches of size random
+// 16-byte keys with 100-byte values: apply writes one batch's keys, the
+// keys drawn anew for each. ns/op is per batch, and MB/s counts keys and
+// values.
+func benchBatches(b *testing.B, open func(b *testing.B) (apply func(keys [][]byte) error)) {
+	for _, size := range batchSizes {
 		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			d := benchDB(b)
-			keys := make([]byte, 16*size)
+			apply := open(b)
+			buf := make([]byte, 16*size)
+			keys := make([][]byte, size)
+			for i := range keys {
+				keys[i] = buf[16*i : 16*i+16]
+			}
 			rng := rand.New(rand.NewPCG(1, 2))
+			b.ResetTimer() // the store's opening is not the work measured
 			b.ReportAllocs()
 			b.SetBytes(int64(size * (16 + len(benchValue))))
 			for range b.N {
-				for i := range size {
-					binary.BigEndian.PutUint64(keys[16*i:], rng.Uint64())
-					binary.BigEndian.PutUint64(keys[16*i+8:], rng.Uint64())
+				for _, k := range keys {
+					binary.BigEndian.PutUint64(k, rng.Uint64())
+					binary.BigEndian.PutUint64(k[8:], rng.Uint64())
 				}
-				bt := d.NewBatch()
-				for i := range size {
-					if err := bt.Set(keys[16*i:16*i+16], benchValue); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := d.Apply(bt, NoSync); err != nil {
+				if err := apply(keys); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+// BenchmarkApplyBatch measures a NoSync Apply of a batch built anew each
+// time, as an application that does not keep its batches would.
+func BenchmarkApplyBatch(b *testing.B) {
+	benchBatches(b, func(b *testing.B) func([][]byte) error {
+		d := benchDB(b)
+		return func(keys [][]byte) error {
+			bt := d.NewBatch()
+			for _, k := range keys {
+				if err := bt.Set(k, benchValue); err != nil {
+					return err
+				}
+			}
+			return d.Apply(bt, NoSync)
+		}
+	})
 }
 
 // BenchmarkApplyBatchPebble is BenchmarkApplyBatch on Pebble, for
 // comparison.
 func BenchmarkApplyBatchPebble(b *testing.B) {
-	for _, size := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			o, c := readsPebbleOptions(false)
-			d, err := pebble.Open(b.TempDir(), o)
-			if err != nil {
-				b.Fatal(err)
+	benchBatches(b, func(b *testing.B) func([][]byte) error {
+		o, c := readsPebbleOptions(false)
+		d, err := pebble.Open(b.TempDir(), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { d.Close(); c.Unref() })
+		return func(keys [][]byte) error {
+			bt := d.NewBatch()
+			defer bt.Close()
+			for _, k := range keys {
+				if err := bt.Set(k, benchValue, nil); err != nil {
+					return err
+				}
 			}
-			b.Cleanup(func() { d.Close(); c.Unref() })
-			keys := make([]byte, 16*size)
-			rng := rand.New(rand.NewPCG(1, 2))
-			b.ReportAllocs()
-			b.SetBytes(int64(size * (16 + len(benchValue))))
-			for range b.N {
-				for i := range size {
-					binary.BigEndian.PutUint64(keys[16*i:], rng.Uint64())
-					binary.BigEndian.PutUint64(keys[16*i+8:], rng.Uint64())
-				}
-				bt := d.NewBatch()
-				for i := range size {
-					if err := bt.Set(keys[16*i:16*i+16], benchValue, nil); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := bt.Commit(pebble.NoSync); err != nil {
-					b.Fatal(err)
-				}
-				bt.Close()
-			}
-		})
-	}
+			return bt.Commit(pebble.NoSync)
+		}
+	})
 }
 
-// BenchmarkBatchBuild measures building a batch of size writes (16-byte
-// keys, 100-byte values) in a new Batch, without applying it: the encoding's
-// appends and growth.
+// BenchmarkBatchBuild measures building a batch in a new Batch, without
+// applying it: the encoding's appends and growth.
 func BenchmarkBatchBuild(b *testing.B) {
-	for _, size := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			d := benchDB(b)
-			key := make([]byte, 16)
-			b.ReportAllocs()
-			b.SetBytes(int64(size * (16 + len(benchValue))))
-			for range b.N {
-				bt := d.NewBatch()
-				for i := range size {
-					binary.BigEndian.PutUint64(key[8:], uint64(i))
-					if err := bt.Set(key, benchValue); err != nil {
-						b.Fatal(err)
-					}
+	benchBatches(b, func(b *testing.B) func([][]byte) error {
+		d := benchDB(b)
+		return func(keys [][]byte) error {
+			bt := d.NewBatch()
+			for _, k := range keys {
+				if err := bt.Set(k, benchValue); err != nil {
+					return err
 				}
 			}
-		})
-	}
+			return nil
+		}
+	})
 }

@@ -12,44 +12,10 @@ import (
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
-// Example opens a store in a directory, writes, reads and closes it.
+// Example opens a store in a new directory, writes a key, reads it back
+// and closes the store. It is the README's quick start, statement for
+// statement (readme_test.go checks that the two agree).
 func Example() {
-	dir, err := os.MkdirTemp("", "bloomkv-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-
-	db, err := bloomkv.Open(dir, nil) // nil: the default Options
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := db.Set([]byte("hello"), []byte("world"), bloomkv.Sync); err != nil {
-		log.Fatal(err)
-	}
-	v, err := db.Get([]byte("hello"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("hello=%s\n", v)
-
-	if err := db.Delete([]byte("hello"), bloomkv.NoSync); err != nil {
-		log.Fatal(err)
-	}
-	_, err = db.Get([]byte("hello"))
-	fmt.Println(errors.Is(err, bloomkv.ErrNotFound))
-	if err := db.Close(); err != nil {
-		log.Fatal(err)
-	}
-	// Output:
-	// hello=world
-	// true
-}
-
-// Example_quickStart is the README's quick start, statement for statement
-// (readme_test.go checks that the two agree): open a store in a new
-// directory, write a key, read it back, close the store.
-func Example_quickStart() {
 	dir, err := os.MkdirTemp("", "bloomkv-quickstart")
 	if err != nil {
 		log.Fatal(err)
@@ -83,6 +49,20 @@ func openMem() *bloomkv.DB {
 		log.Fatal(err)
 	}
 	return db
+}
+
+// ExampleDB_Delete deletes a key: a Get of it then finds nothing.
+func ExampleDB_Delete() {
+	db := openMem()
+	defer db.Close()
+	db.Set([]byte("hello"), []byte("world"), bloomkv.NoSync)
+	if err := db.Delete([]byte("hello"), bloomkv.NoSync); err != nil {
+		log.Fatal(err)
+	}
+	_, err := db.Get([]byte("hello"))
+	fmt.Println(errors.Is(err, bloomkv.ErrNotFound))
+	// Output:
+	// true
 }
 
 // ExampleDB_Apply writes several changes atomically: all of them survive a

@@ -62,7 +62,7 @@ func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // TestREADMEQuickStartIsExample checks that the body of main in the
 // README's quick start is, statement for statement and comment for comment,
-// the body of Example_quickStart up to its "// Output:" lines, which go
+// the body of Example up to its "// Output:" lines, which go
 // test runs and whose output it checks: the README's program cannot drift
 // from code that works.
 func TestREADMEQuickStartIsExample(t *testing.T) {
@@ -72,13 +72,13 @@ func TestREADMEQuickStartIsExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exampleBody := funcBody(t, "example_test.go", string(examples), "Example_quickStart")
+	exampleBody := funcBody(t, "example_test.go", string(examples), "Example")
 	// The Example ends with the output go test checks; a program has none.
 	if i := strings.Index(exampleBody, "// Output:"); i >= 0 {
 		exampleBody = exampleBody[:i]
 	}
 	if normalize(readmeBody) != normalize(exampleBody) {
-		t.Errorf("README.md's quick start main differs from Example_quickStart in example_test.go:\n--- README.md\n%s\n--- example_test.go\n%s", readmeBody, exampleBody)
+		t.Errorf("README.md's quick start main differs from Example in example_test.go:\n--- README.md\n%s\n--- example_test.go\n%s", readmeBody, exampleBody)
 	}
 	if !strings.HasPrefix(strings.TrimSpace(block), "package main") {
 		t.Errorf("README.md's quick start is not a whole program (package main first)")
@@ -133,19 +133,28 @@ var (
 	mdFence   = regexp.MustCompile("^\\s*(```|~~~)")
 )
 
-// anchors returns the GitHub anchors of a Markdown file's headings.
-func anchors(text string) map[string]bool {
-	out := map[string]bool{}
-	seen := map[string]int{}
+// linesOutsideFences returns the lines of a Markdown text that lie outside
+// fenced code blocks.
+func linesOutsideFences(text string) []string {
+	var out []string
 	inFence := false
 	for _, line := range strings.Split(text, "\n") {
 		if mdFence.MatchString(line) {
 			inFence = !inFence
 			continue
 		}
-		if inFence {
-			continue
+		if !inFence {
+			out = append(out, line)
 		}
+	}
+	return out
+}
+
+// anchors returns the GitHub anchors of a Markdown file's headings.
+func anchors(text string) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	for _, line := range linesOutsideFences(text) {
 		m := mdHeading.FindStringSubmatch(line)
 		if m == nil {
 			continue
@@ -174,15 +183,7 @@ func anchors(text string) map[string]bool {
 // fenced code blocks and inline code.
 func linksOutsideCode(text string) []string {
 	var links []string
-	inFence := false
-	for _, line := range strings.Split(text, "\n") {
-		if mdFence.MatchString(line) {
-			inFence = !inFence
-			continue
-		}
-		if inFence {
-			continue
-		}
+	for _, line := range linesOutsideFences(text) {
 		parts := strings.Split(line, "`")
 		for i := 0; i < len(parts); i += 2 { // the even parts are outside `code`
 			for _, m := range mdLink.FindAllStringSubmatch(parts[i], -1) {

@@ -183,12 +183,18 @@ func (c Compression) code() compress.Type {
 }
 
 // compressionOf returns the compression a trailer's indicator byte names
-// (unknownCompression with the code, for one that names none).
+// (unknownCompression with the code, for one that names none). It runs on
+// every block read: a switch, not a search.
 func compressionOf(code byte) Compression {
-	for c := NoCompression; c <= MinLZCompression; c++ {
-		if byte(c.code()) == code {
-			return c
-		}
+	switch compress.Type(code) {
+	case compress.None:
+		return NoCompression
+	case compress.Snappy:
+		return SnappyCompression
+	case compress.Zstd:
+		return ZstdCompression
+	case compress.MinLZ:
+		return MinLZCompression
 	}
 	return unknownCompression | Compression(code)
 }
