@@ -1169,3 +1169,38 @@ func TestNewEngineAndWorkloadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestGoalsForCache checks that the goals against bbolt follow the cache:
+// with a -cache that holds the data, point reads aim at 1.0 and seeks and
+// scans at 0.8; with a smaller one, point reads aim at 0.8 and seeks and
+// scans have none. The other goals are the same in both.
+func TestGoalsForCache(t *testing.T) {
+	holds := &config{n: 500_000, valueSize: 100, cache: 128 << 20}
+	below := &config{n: 500_000, valueSize: 100, cache: 8 << 20}
+	if !holds.cacheHoldsData() || below.cacheHoldsData() {
+		t.Fatalf("cacheHoldsData: %v with 128 MiB, %v with 8 MiB, for 500k keys", holds.cacheHoldsData(), below.cacheHoldsData())
+	}
+	if got := goalsFor(holds); !slices.Equal(got, goals) {
+		t.Errorf("with the cache holding the data: %+v, want every goal", got)
+	}
+	var others int
+	for _, g := range goals {
+		if g.Versus != "bbolt" {
+			others++
+		}
+	}
+	var bbolt []string
+	for _, g := range goalsFor(below) {
+		if g.Versus != "bbolt" {
+			others--
+			continue
+		}
+		if g.Target != 0.8 || g.Condition != cacheBelowData {
+			t.Errorf("with a small cache: %+v", g)
+		}
+		bbolt = append(bbolt, g.Workload)
+	}
+	if want := []string{"readrandom", "readmissing", "readhot"}; !slices.Equal(bbolt, want) || others != 0 {
+		t.Errorf("with a small cache: goals against bbolt on %v, want %v; %d other goals missing", bbolt, want, others)
+	}
+}
