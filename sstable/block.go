@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sort"
+	"sync"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 )
@@ -81,8 +83,9 @@ type blockWhere struct {
 	bh   BlockHandle
 }
 
-// blockIter iterates over a decoded (uncompressed) block. Keys are
-// materialised into an owned buffer; values alias the block.
+// blockIter iterates over a decoded (uncompressed) block. In a row block
+// keys are materialised into an owned buffer; in a flat block (flattenBlock)
+// they alias the block. Values alias the block.
 type blockIter struct {
 	cmp         keyCmp   // how keys compare
 	order       keyOrder // the user keys' order, with cmpForeign
@@ -91,9 +94,17 @@ type blockIter struct {
 	numRestarts int
 	where       blockWhere // names the block for errors
 
+	// A flat block's entry table and keys (nil for a row block), its
+	// number of entries, and the current one.
+	tab  []byte
+	keys []byte
+	n    int
+	i    int
+
 	offset     int // of the current entry; len(data) when exhausted forward
 	nextOffset int
-	key        []byte
+	key        []byte // in a row block, the buffer keys are decoded into
+	own        []byte // in a flat block, that buffer, kept for the next block
 	value      []byte
 	valid      bool
 	err        error
@@ -125,7 +136,11 @@ func checkBlock(block []byte, where blockWhere) error {
 // init prepares it to iterate over block, whose restart array checkBlock has
 // verified; init itself checks only that the array fits.
 func (it *blockIter) init(block []byte, bytewise bool, where blockWhere) error {
-	*it = blockIter{where: where, key: it.key[:0]}
+	key := it.key[:0]
+	if it.tab != nil {
+		key = it.own[:0] // key aliases the flat block
+	}
+	*it = blockIter{where: where, key: key}
 	if bytewise {
 		it.cmp = cmpBytes
 	}
@@ -141,6 +156,22 @@ func (it *blockIter) init(block []byte, bytewise bool, where blockWhere) error {
 	it.restarts = block[end : len(block)-4]
 	it.numRestarts = int(n)
 	it.offset, it.nextOffset = end, end
+	return nil
+}
+
+// initCached is init for a data block from bloomkv's cache, which may be
+// flat (flattenBlock). Only the cache holds flat blocks: every block it
+// holds otherwise passed checkBlock, whose restart count never reads as
+// flatMagic.
+func (it *blockIter) initCached(block []byte, where blockWhere) error {
+	rows, tab, keys, n, flat := splitFlat(block)
+	if !flat {
+		return it.init(block, false, where)
+	}
+	if err := it.init(rows, false, where); err != nil {
+		return err
+	}
+	it.tab, it.keys, it.n, it.own = tab, keys, n, it.key[:0]
 	return nil
 }
 
@@ -250,12 +281,18 @@ func (it *blockIter) first() bool {
 	if it.err != nil {
 		return false
 	}
+	if it.tab != nil {
+		return it.flatAt(0)
+	}
 	return it.seekRestart(0)
 }
 
 func (it *blockIter) next() bool {
 	if it.err != nil || !it.valid {
 		return false
+	}
+	if it.tab != nil {
+		return it.flatAt(it.i + 1)
 	}
 	if it.nextOffset >= len(it.data) {
 		it.valid = false
@@ -266,6 +303,9 @@ func (it *blockIter) next() bool {
 }
 
 func (it *blockIter) last() bool {
+	if it.tab != nil && it.err == nil {
+		return it.flatAt(it.n - 1)
+	}
 	if it.err != nil || !it.seekRestart(it.numRestarts-1) {
 		return false
 	}
@@ -282,6 +322,9 @@ func (it *blockIter) last() bool {
 func (it *blockIter) prev() bool {
 	if it.err != nil || !it.valid {
 		return false
+	}
+	if it.tab != nil {
+		return it.flatAt(it.i - 1)
 	}
 	target := it.offset
 	if target == 0 {
@@ -340,6 +383,18 @@ func (it *blockIter) seekGE(key []byte) bool {
 		it.valid = false
 		return false
 	}
+	if it.tab != nil {
+		lo, hi := 0, it.n
+		for lo < hi {
+			mid := int(uint(lo+hi) >> 1)
+			if it.compare(it.flatKey(mid), key) < 0 {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		return it.flatAt(lo)
+	}
 	// Binary search for the first restart whose key is ≥ key; the answer is
 	// at or after the restart before it.
 	lo, hi := 0, it.numRestarts
@@ -378,4 +433,108 @@ func (it *blockIter) seekLT(key []byte) bool {
 		return it.last()
 	}
 	return it.prev()
+}
+
+// A flat block is a data block of internal keys laid out for iteration from
+// the cache: the row block as stored, then every entry's key whole, one after
+// another, then a table of 16 bytes per entry (the key's start and end among
+// the keys, the value's start and end in the row block; uint32 LE each), then
+// the row block's length, the keys' length, the number of entries and
+// flatMagic (uint32 LE each). Moving to an entry reads its table entry, with
+// no varint or prefix to decode, and a seek searches every key in place. A
+// row block never ends in flatMagic: as a restart count it overruns any
+// block.
+const (
+	flatMagic    = 0xf1a7b10c
+	flatFooter   = 16
+	flatEntryLen = 16
+)
+
+// splitFlat returns the parts of a flat block; ok is false when block is not
+// one.
+func splitFlat(block []byte) (rows, tab, keys []byte, n int, ok bool) {
+	end := len(block) - flatFooter
+	if end < 0 || binary.LittleEndian.Uint32(block[len(block)-4:]) != flatMagic {
+		return nil, nil, nil, 0, false
+	}
+	f := block[end:]
+	r, k, c := uint64(binary.LittleEndian.Uint32(f)), uint64(binary.LittleEndian.Uint32(f[4:])), uint64(binary.LittleEndian.Uint32(f[8:]))
+	if r+k+c*flatEntryLen != uint64(end) {
+		return nil, nil, nil, 0, false
+	}
+	return block[:r], block[r+k : end], block[r : r+k], int(c), true
+}
+
+// flatAt positions at entry i of a flat block; false, and no entry, when
+// there is no such entry.
+func (it *blockIter) flatAt(i int) bool {
+	if uint(i) >= uint(it.n) {
+		it.valid = false
+		it.offset = len(it.data)
+		return false
+	}
+	e := it.tab[flatEntryLen*i : flatEntryLen*i+flatEntryLen]
+	ks, ke := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+	vs, ve := binary.LittleEndian.Uint32(e[8:]), binary.LittleEndian.Uint32(e[12:])
+	it.key = it.keys[ks:ke:ke]
+	it.value = it.data[vs:ve:ve]
+	it.i, it.offset, it.valid = i, int(vs), true
+	return true
+}
+
+// flatKey returns the key of entry i of a flat block.
+func (it *blockIter) flatKey(i int) []byte {
+	e := it.tab[flatEntryLen*i : flatEntryLen*i+flatEntryLen]
+	ks, ke := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+	return it.keys[ks:ke:ke]
+}
+
+// flatScratch holds the keys and table of a block being flattened.
+type flatScratch struct{ keys, tab []byte }
+
+var flatScratchPool = sync.Pool{New: func() any { return new(flatScratch) }}
+
+// flattenBlock returns the flat form of b, a checked data block of internal
+// keys, in memory from alloc. ok is false, and nothing allocated, when b
+// does not decode whole (its iterators report how), holds a key shorter
+// than a trailer, or holds no entry: such a block stays a row block.
+func flattenBlock(b []byte, alloc func(int) []byte) (out []byte, ok bool) {
+	if len(b) > math.MaxUint32/2 {
+		return nil, false
+	}
+	var it blockIter
+	if it.init(b, false, blockWhere{}) != nil {
+		return nil, false
+	}
+	sc := flatScratchPool.Get().(*flatScratch)
+	defer flatScratchPool.Put(sc)
+	keys, tab := sc.keys[:0], sc.tab[:0]
+	n := 0
+	for ok := it.first(); ok; ok = it.next() {
+		if len(it.key) < base.TrailerLen {
+			return nil, false
+		}
+		ks := len(keys)
+		keys = append(keys, it.key...)
+		vs := it.nextOffset - len(it.value)
+		tab = binary.LittleEndian.AppendUint32(tab, uint32(ks))
+		tab = binary.LittleEndian.AppendUint32(tab, uint32(len(keys)))
+		tab = binary.LittleEndian.AppendUint32(tab, uint32(vs))
+		tab = binary.LittleEndian.AppendUint32(tab, uint32(it.nextOffset))
+		n++
+	}
+	sc.keys, sc.tab = keys, tab
+	if it.err != nil || n == 0 || len(keys) > math.MaxUint32/2 {
+		return nil, false
+	}
+	out = alloc(len(b) + len(keys) + len(tab) + flatFooter)
+	w := copy(out, b)
+	w += copy(out[w:], keys)
+	w += copy(out[w:], tab)
+	f := out[w:]
+	binary.LittleEndian.PutUint32(f, uint32(len(b)))
+	binary.LittleEndian.PutUint32(f[4:], uint32(len(keys)))
+	binary.LittleEndian.PutUint32(f[8:], uint32(n))
+	binary.LittleEndian.PutUint32(f[12:], flatMagic)
+	return out, true
 }

@@ -37,6 +37,8 @@ type Iter struct {
 	// override, when not 0, replaces the sequence number of every key
 	// (ReaderOptions.SeqNumOverride).
 	override base.SeqNum
+	// plain: keys are returned as stored (no override, no obsolete bits).
+	plain bool
 	// chk is scratch memory for ReaderOptions.IngestChecks, made on first
 	// use.
 	chk *ingestScratch
@@ -76,6 +78,7 @@ func (it *Iter) reset(t *Reader, reuse bool) {
 	it.ra.reset()
 	it.t, it.valid, it.err, it.reuse, it.bypassCache, it.counted = t, false, nil, reuse, false, false
 	it.override = t.opts.SeqNumOverride
+	it.plain = it.override == 0 && !t.obsoleteBits
 	it.data.err, it.data.valid = nil, false
 	if err := it.index.init(t, reuse); err != nil {
 		it.err = err // NewReader checked the index; unreachable unless it changed
@@ -129,7 +132,7 @@ func (it *Iter) loadBlock() bool {
 			err = chk.checkIngested(bh, b)
 		}
 	case it.counted:
-		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk)
+		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk, it.reuse)
 	default:
 		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs, chk)
 	}
@@ -137,7 +140,12 @@ func (it *Iter) loadBlock() bool {
 		it.err = err
 		return false
 	}
-	if err := it.data.init(b, false, it.t.where("data", bh)); err != nil {
+	if it.counted {
+		err = it.data.initCached(b, it.t.where("data", bh))
+	} else {
+		err = it.data.init(b, false, it.t.where("data", bh))
+	}
+	if err != nil {
 		it.err = err
 		return false
 	}
@@ -303,6 +311,9 @@ func (it *Iter) Valid() bool { return it.valid }
 // sequence-number override, if any.
 func (it *Iter) Key() base.InternalKey {
 	k, _ := base.DecodeInternalKey(it.data.key)
+	if it.plain {
+		return k
+	}
 	if it.t.obsoleteBits {
 		k = it.t.visibleKey(k)
 	}

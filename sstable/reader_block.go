@@ -242,8 +242,11 @@ func (t *Reader) readChecked(bh BlockHandle, kind string, chk *Iter) ([]byte, er
 // reference the caller must release; a block read on a miss goes into memory
 // from the cache's Alloc, and is checked by chk when not nil (IngestChecks)
 // before it is cached. ra, when given, is the caller's read-ahead: misses of
-// a sequential walk are served from file bytes read ahead in one go.
-func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter) ([]byte, cache.Handle, error) {
+// a sequential walk are served from file bytes read ahead in one go. A
+// block read for an iterator (flat) is cached flat (flattenBlock) when it
+// can be, as iterators walk and seek it faster; one read for a point
+// lookup is cached as stored, the smaller form.
+func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool) ([]byte, cache.Handle, error) {
 	if ra != nil {
 		ra.saw(bh)
 	}
@@ -251,22 +254,42 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter) ([]byte,
 		return h.Value(), h, nil
 	}
 	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() (b []byte, err error) {
+		alloc := t.cc.Alloc
+		var sc *[]byte
+		if flat {
+			// Read into scratch memory; the flat copy goes to the cache.
+			sc = getBuf(&rowScratch)
+			defer rowScratch.Put(sc)
+			alloc = func(n int) []byte {
+				*sc = grow(*sc, n)
+				return *sc
+			}
+		}
 		var raw []byte
 		if ra != nil {
 			raw = ra.stored(t, bh)
 		}
 		if raw != nil {
-			b, err = t.verifyAlloc(bh, "data", raw, t.cc.Alloc)
+			b, err = t.verifyAlloc(bh, "data", raw, alloc)
 		} else {
-			b, err = t.readBlockAlloc(bh, "data", t.cc.Alloc)
+			b, err = t.readBlockAlloc(bh, "data", alloc)
 		}
 		if err == nil && chk != nil {
 			err = chk.checkIngested(bh, b)
+		}
+		if err == nil && sc != nil {
+			if f, ok := flattenBlock(b, t.cc.Alloc); ok {
+				return f, nil
+			}
+			b = append(t.cc.Alloc(len(b))[:0], b...)
 		}
 		return b, err
 	})
 	return h.Value(), h, err
 }
+
+// rowScratch holds the row blocks read to be flattened.
+var rowScratch sync.Pool // of *[]byte
 
 // verifyAlloc verifies and decompresses the stored block raw (read into
 // memory the caller reuses) into memory from alloc.

@@ -1,0 +1,142 @@
+package sstable
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// randomDataBlock returns a data block of n internal keys in order, several
+// versions of some user keys, shared prefixes of every length, with restarts
+// every interval entries.
+func randomDataBlock(r *rand.Rand, n, interval int) []byte {
+	w := blockWriter{restartInterval: interval}
+	uk := []byte{}
+	seq := base.SeqNum(1 << 20)
+	for range n {
+		if len(uk) == 0 || r.IntN(4) != 0 {
+			// A greater user key: keep a prefix, then a greater byte.
+			keep := r.IntN(len(uk) + 1)
+			next := append([]byte(nil), uk[:keep]...)
+			if keep < len(uk) {
+				if uk[keep] == 0xff {
+					next = append(next, uk[keep:]...)
+				} else {
+					next = append(next, uk[keep]+1)
+				}
+			}
+			for range r.IntN(6) {
+				next = append(next, byte(r.IntN(256)))
+			}
+			if bytes.Compare(next, uk) <= 0 {
+				next = append(uk[:len(uk):len(uk)], byte(r.IntN(256)))
+			}
+			uk = next
+			seq = base.SeqNum(1 << 20)
+		}
+		seq -= base.SeqNum(1 + r.IntN(3))
+		v := make([]byte, r.IntN(40))
+		for i := range v {
+			v[i] = byte(r.IntN(256))
+		}
+		w.add(base.MakeInternalKey(uk, seq, base.KindSet).Append(nil), v)
+	}
+	return append([]byte(nil), w.finish()...)
+}
+
+// TestFlatBlock checks that a flat block's iterator moves through the same
+// entries as the row block's it was made from, under random mixes of
+// first, last, next, prev, seekGE and seekLT.
+func TestFlatBlock(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	for round := range 300 {
+		n := 1 + r.IntN(80)
+		block := randomDataBlock(r, n, 1+r.IntN(20))
+		if err := checkBlock(block, blockWhere{}); err != nil {
+			t.Fatal(err)
+		}
+		flat, ok := flattenBlock(block, func(n int) []byte { return make([]byte, n) })
+		if !ok {
+			t.Fatalf("round %d: block of %d entries did not flatten", round, n)
+		}
+		var row, fl blockIter
+		if err := row.initCached(block, blockWhere{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fl.initCached(flat, blockWhere{}); err != nil {
+			t.Fatal(err)
+		}
+		if row.tab != nil || fl.tab == nil || fl.n != n {
+			t.Fatalf("round %d: row block read as flat %v, flat block as flat %v with %d entries of %d", round, row.tab != nil, fl.tab != nil, fl.n, n)
+		}
+		var keys [][]byte
+		for ok := row.first(); ok; ok = row.next() {
+			keys = append(keys, append([]byte(nil), row.key...))
+		}
+		var ops []string
+		for range 200 {
+			var a, b bool
+			var op string
+			switch c := r.IntN(6); {
+			case c == 0:
+				op, a, b = "first", row.first(), fl.first()
+			case c == 1:
+				op, a, b = "last", row.last(), fl.last()
+			case c == 2:
+				op, a, b = "next", row.next(), fl.next()
+			case c == 3:
+				op, a, b = "prev", row.prev(), fl.prev()
+			default:
+				k := append([]byte(nil), keys[r.IntN(len(keys))]...)
+				switch r.IntN(3) {
+				case 1: // between keys: a trailer above or below
+					k[len(k)-8] ^= 1
+				case 2:
+					k = append(k[:len(k)-8:len(k)-8], 0x80)
+					k = base.MakeInternalKey(k, 5, base.KindSet).Append(k)[len(k):]
+					k = append(append([]byte(nil), keys[r.IntN(len(keys))][:1]...), k...)
+				}
+				if c == 4 {
+					op, a, b = fmt.Sprintf("seekGE(%x)", k), row.seekGE(k), fl.seekGE(k)
+				} else {
+					op, a, b = fmt.Sprintf("seekLT(%x)", k), row.seekLT(k), fl.seekLT(k)
+				}
+			}
+			ops = append(ops, op)
+			if a != b || a && (!bytes.Equal(row.key, fl.key) || !bytes.Equal(row.value, fl.value)) {
+				t.Fatalf("round %d after %v: row %v %x=%x, flat %v %x=%x", round, ops, a, row.key, row.value, b, fl.key, fl.value)
+			}
+			if row.err != nil || fl.err != nil {
+				t.Fatalf("round %d after %v: errors %v, %v", round, ops, row.err, fl.err)
+			}
+		}
+	}
+}
+
+// TestFlatBlockRefused checks that blocks a flat form cannot carry stay row
+// blocks, and that a row block is never read as flat.
+func TestFlatBlockRefused(t *testing.T) {
+	alloc := func(n int) []byte { return make([]byte, n) }
+	w := blockWriter{restartInterval: 16}
+	w.add([]byte("short"), []byte("v")) // shorter than a trailer
+	if _, ok := flattenBlock(append([]byte(nil), w.finish()...), alloc); ok {
+		t.Error("a block of a key shorter than a trailer flattened")
+	}
+	w.reset()
+	if _, ok := flattenBlock(append([]byte(nil), w.finish()...), alloc); ok {
+		t.Error("an empty block flattened")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	block := randomDataBlock(r, 20, 4)
+	bad := append([]byte(nil), block...)
+	bad[0] = 5 // the first entry shares a prefix with no key before it
+	if _, ok := flattenBlock(bad, alloc); ok {
+		t.Error("a block that does not decode flattened")
+	}
+	if _, _, _, _, ok := splitFlat(block); ok {
+		t.Error("a row block read as flat")
+	}
+}
