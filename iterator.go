@@ -7,10 +7,13 @@ import (
 	"bytes"
 	"errors"
 	"sort"
+	"sync"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/memtable"
+	"github.com/bloomkv/bloomkv/sstable"
 )
 
 // IterOptions bound an iterator.
@@ -47,6 +50,7 @@ type Iterator struct {
 	l0      bool // it reads level-0 tables: its seeks count (noteL0Seek)
 	err     error
 	closed  bool
+	alloc   *iterAlloc // its memory, to leave for the next iterator
 }
 
 // NewIter returns an iterator over the store as it is now. A nil o means no
@@ -61,7 +65,12 @@ func (d *DB) NewIter(o *IterOptions) (*Iterator, error) {
 
 // newIter returns an iterator reading s at seq; it owns the reference to s.
 func (d *DB) newIter(s *readState, seq base.SeqNum, o *IterOptions) *Iterator {
-	it := &Iterator{d: d, s: s, seq: seq}
+	a, _ := iterAllocs.Get().(*iterAlloc)
+	if a == nil {
+		a = &iterAlloc{}
+	}
+	it := &Iterator{d: d, s: s, seq: seq, alloc: a, keyBuf: a.keyBuf, seekBuf: a.seekBuf, valBuf: a.valBuf}
+	it.m.iters, it.m.h.items = a.iters[:0], a.items[:0]
 	if o != nil {
 		it.lower = bytes.Clone(o.LowerBound)
 		it.upper = bytes.Clone(o.UpperBound)
@@ -70,26 +79,36 @@ func (d *DB) newIter(s *readState, seq base.SeqNum, o *IterOptions) *Iterator {
 	if it.upper != nil {
 		hi = it.upper
 	}
-	var tombs []rangedel.Tombstone
-	visible := func(ts []rangedel.Tombstone) {
-		for _, t := range ts {
-			if t.SeqNum < seq {
-				tombs = append(tombs, t)
-			}
+	tombs := a.tombs[:0]
+	nmem := 1 + len(s.imm)
+	if cap(a.mems) < nmem {
+		a.mems, a.memIters = make([]memIter, nmem), make([]memtable.Iter, nmem)
+	}
+	for i := range nmem {
+		m := s.mem
+		if i > 0 {
+			m = s.imm[i-1]
 		}
+		a.memIters[i] = *m.mt.NewIter()
+		a.mems[i].Iter = &a.memIters[i]
+		it.m.iters = append(it.m.iters, &a.mems[i])
+		tombs = appendVisible(tombs, m.mt.RangeDels(), seq)
 	}
-	for _, m := range append([]*memEntry{s.mem}, s.imm...) {
-		it.m.iters = append(it.m.iters, &memIter{m.mt.NewIter()})
-		visible(m.mt.RangeDels())
-	}
+	l0 := 0
 	for _, f := range s.version.Overlapping(0, it.lower, hi) {
 		r, err := d.tables.get(f)
 		if err != nil {
 			it.err = err
 			break
 		}
-		it.m.iters = append(it.m.iters, r.NewIter())
-		visible(r.RangeDeletions())
+		if l0 < len(a.tables) {
+			r.ResetIter(a.tables[l0])
+		} else {
+			a.tables = append(a.tables, r.NewIter())
+		}
+		it.m.iters = append(it.m.iters, a.tables[l0])
+		l0++
+		tombs = appendVisible(tombs, r.RangeDeletions(), seq)
 		it.l0 = true
 	}
 	if it.err == nil {
@@ -107,12 +126,61 @@ func (d *DB) newIter(s *readState, seq base.SeqNum, o *IterOptions) *Iterator {
 		}
 		for l := 1; l < manifest.NumLevels && it.err == nil; l++ {
 			if files := overlapping(lv.files[l], it.lower, hi); len(files) > 0 {
-				it.m.iters = append(it.m.iters, &levelIter{tables: d.tables, files: files})
+				li := &a.levels[l]
+				li.tables, li.files, li.idx, li.e = d.tables, files, 0, nil
+				it.m.iters = append(it.m.iters, li)
 			}
 		}
 	}
+	a.tombs = tombs
 	it.tombs = rangedel.Fragment(tombs)
 	return it
+}
+
+// appendVisible appends the tombstones of ts visible at seq to tombs.
+func appendVisible(tombs, ts []rangedel.Tombstone, seq base.SeqNum) []rangedel.Tombstone {
+	for _, t := range ts {
+		if t.SeqNum < seq {
+			tombs = append(tombs, t)
+		}
+	}
+	return tombs
+}
+
+// iterAlloc is the memory an iterator leaves for the next when it closes:
+// its children, their buffers and its own, so that opening an iterator
+// allocates little. The Iterator itself is not reused: a closed one stays
+// closed.
+type iterAlloc struct {
+	iters    []internalIterator
+	items    []heapItem
+	mems     []memIter
+	memIters []memtable.Iter
+	tables   []*sstable.Iter // level 0's
+	levels   [manifest.NumLevels]levelIter
+	tombs    []rangedel.Tombstone
+
+	keyBuf, seekBuf, valBuf []byte
+}
+
+var iterAllocs sync.Pool // of *iterAlloc
+
+// release takes back the memory of a closed iterator, whose children are
+// closed, dropping what would keep the store's memory reachable.
+func (a *iterAlloc) release() {
+	clear(a.iters[:cap(a.iters)])
+	clear(a.items[:cap(a.items)])
+	clear(a.tombs[:cap(a.tombs)])
+	a.iters, a.items, a.tombs = a.iters[:0], a.items[:0], a.tombs[:0]
+	for i := range a.mems {
+		a.mems[i].Iter = nil
+		a.memIters[i] = memtable.Iter{}
+	}
+	for i := range a.levels {
+		a.levels[i].tables, a.levels[i].files = nil, nil
+	}
+	a.keyBuf, a.seekBuf, a.valBuf = a.keyBuf[:0], a.seekBuf[:0], a.valBuf[:0]
+	iterAllocs.Put(a)
 }
 
 // levelTables is what the iterators of one read state share, below level 0:
@@ -306,8 +374,13 @@ func (it *Iterator) Close() error {
 	if err == nil {
 		err = it.m.err()
 	}
+	a := it.alloc
+	a.iters, a.items = it.m.iters, it.m.h.items
+	a.keyBuf, a.seekBuf, a.valBuf = it.keyBuf, it.seekBuf, it.valBuf
 	it.m.close()
 	it.d.release(it.s)
+	it.alloc, it.key, it.value, it.keyBuf, it.seekBuf, it.valBuf = nil, nil, nil, nil, nil, nil
+	a.release()
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}

@@ -129,7 +129,7 @@ func (l *levelIter) Close() error {
 	err := l.Error()
 	if l.it != nil {
 		l.it.Close()
-		l.it = nil
+		l.spare, l.it = l.it, nil
 	}
 	return err
 }

@@ -60,7 +60,7 @@ func (m *mergingIter) position(reverse bool, fn func(internalIterator) bool) {
 	}
 	for i, it := range m.iters {
 		if fn(it) {
-			m.h.items = append(m.h.items, heapItem{it: it, key: it.Key(), idx: i})
+			m.h.items = append(m.h.items, makeHeapItem(it, i))
 		} else if err := it.Error(); err != nil {
 			m.e = err
 			m.h.items = m.h.items[:0]
@@ -100,24 +100,26 @@ func (m *mergingIter) step() bool {
 	top := &m.h.items[0]
 	var ok bool
 	if m.h.reverse {
-		ok = top.it.Prev()
+		if ok = top.it.Prev(); ok {
+			top.key = top.it.Key()
+		}
 	} else {
-		ok = top.it.Next()
+		ok = top.next()
 	}
 	if ok {
-		top.key = top.it.Key()
-		m.h.down(0)
-	} else {
-		if err := top.it.Error(); err != nil {
-			m.e = err
-			m.h.items = m.h.items[:0]
-			return false
-		}
-		last := len(m.h.items) - 1
-		m.h.items[0] = m.h.items[last]
-		m.h.items = m.h.items[:last]
-		m.h.down(0)
+		m.h.fixTop()
+		return true
 	}
+	if err := top.it.Error(); err != nil {
+		m.e = err
+		m.h.items = m.h.items[:0]
+		return false
+	}
+	last := len(m.h.items) - 1
+	m.h.items[0] = m.h.items[last]
+	m.h.items = m.h.items[:last]
+	m.h.runner = 0
+	m.h.down(0)
 	return m.valid()
 }
 
@@ -129,7 +131,7 @@ func (m *mergingIter) prev() bool { return m.step() }
 
 func (m *mergingIter) key() base.InternalKey { return m.h.items[0].key }
 
-func (m *mergingIter) value() []byte { return m.h.items[0].it.Value() }
+func (m *mergingIter) value() []byte { return m.h.items[0].value() }
 
 // top returns the child at the current key.
 func (m *mergingIter) top() internalIterator { return m.h.items[0].it }
@@ -163,12 +165,80 @@ func (m *mergingIter) close() {
 type iterHeap struct {
 	items   []heapItem
 	reverse bool
+	// runner is the index (1 or 2) of the item that would rise to the top
+	// were the top removed, 0 when not known. It holds while items 1 and 2
+	// stay in place: a move of the top child that keeps it on top leaves
+	// them be.
+	runner int
 }
 
+// heapItem is a child in the heap. Besides the interface, it holds the
+// child's concrete type when it is one the forward path calls directly
+// (lv, tb or mem; at most one is set), so that a step makes no interface
+// call.
 type heapItem struct {
 	it  internalIterator
+	lv  *levelIter
+	tb  *sstable.Iter
+	mem *memIter
 	key base.InternalKey
 	idx int // its index in mergingIter.iters
+}
+
+// makeHeapItem returns the item of child it, positioned at an entry, whose
+// index in mergingIter.iters is idx.
+func makeHeapItem(it internalIterator, idx int) heapItem {
+	h := heapItem{it: it, idx: idx}
+	switch c := it.(type) {
+	case *levelIter:
+		h.lv = c
+	case *sstable.Iter:
+		h.tb = c
+	case *memIter:
+		h.mem = c
+	}
+	h.key = h.it.Key()
+	return h
+}
+
+// next moves the child forward and, when it is at an entry, loads its key.
+func (h *heapItem) next() bool {
+	switch {
+	case h.lv != nil:
+		if !h.lv.Next() {
+			return false
+		}
+		h.key = h.lv.it.Key()
+	case h.tb != nil:
+		if !h.tb.Next() {
+			return false
+		}
+		h.key = h.tb.Key()
+	case h.mem != nil:
+		if !h.mem.Iter.Next() {
+			return false
+		}
+		h.key = h.mem.Iter.Key()
+	default:
+		if !h.it.Next() {
+			return false
+		}
+		h.key = h.it.Key()
+	}
+	return true
+}
+
+// value returns the child's current value.
+func (h *heapItem) value() []byte {
+	switch {
+	case h.lv != nil:
+		return h.lv.it.Value()
+	case h.tb != nil:
+		return h.tb.Value()
+	case h.mem != nil:
+		return h.mem.Iter.Value()
+	}
+	return h.it.Value()
 }
 
 func (h *iterHeap) less(i, j int) bool {
@@ -180,9 +250,34 @@ func (h *iterHeap) less(i, j int) bool {
 }
 
 func (h *iterHeap) init() {
+	h.runner = 0
 	for i := len(h.items)/2 - 1; i >= 0; i-- {
 		h.down(i)
 	}
+}
+
+// fixTop restores the order after the top child moved. While the top stays
+// below the runner-up it stays on top, and items 1 and 2 keep their places,
+// at the cost of one comparison.
+func (h *iterHeap) fixTop() {
+	n := len(h.items)
+	if n < 2 {
+		return
+	}
+	r := h.runner
+	if r == 0 {
+		r = 1
+		if n > 2 && h.less(2, 1) {
+			r = 2
+		}
+		h.runner = r
+	}
+	if !h.less(r, 0) {
+		return
+	}
+	h.items[0], h.items[r] = h.items[r], h.items[0]
+	h.runner = 0
+	h.down(r)
 }
 
 // down moves item i down to its place.
