@@ -107,6 +107,20 @@ func (l *levelIter) Next() bool {
 	return l.it != nil && l.settle(l.it.Next(), true)
 }
 
+// nextKey is Next, returning the key Key would.
+func (l *levelIter) nextKey() (base.InternalKey, bool) {
+	if l.it == nil {
+		return base.InternalKey{}, false
+	}
+	if k, ok := l.it.NextKey(); ok {
+		return k, true
+	}
+	if !l.settle(false, true) {
+		return base.InternalKey{}, false
+	}
+	return l.it.Key(), true
+}
+
 func (l *levelIter) Prev() bool {
 	return l.it != nil && l.settle(l.it.Prev(), false)
 }

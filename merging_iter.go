@@ -4,6 +4,8 @@ package bloomkv
 // in internal-key order.
 
 import (
+	"encoding/binary"
+
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/sstable"
@@ -203,29 +205,26 @@ func makeHeapItem(it internalIterator, idx int) heapItem {
 
 // next moves the child forward and, when it is at an entry, loads its key.
 func (h *heapItem) next() bool {
+	var k base.InternalKey
+	var ok bool
 	switch {
 	case h.lv != nil:
-		if !h.lv.Next() {
-			return false
-		}
-		h.key = h.lv.it.Key()
+		k, ok = h.lv.nextKey()
 	case h.tb != nil:
-		if !h.tb.Next() {
-			return false
-		}
-		h.key = h.tb.Key()
+		k, ok = h.tb.NextKey()
 	case h.mem != nil:
-		if !h.mem.Iter.Next() {
-			return false
+		if ok = h.mem.Iter.Next(); ok {
+			k = h.mem.Iter.Key()
 		}
-		h.key = h.mem.Iter.Key()
 	default:
-		if !h.it.Next() {
-			return false
+		if ok = h.it.Next(); ok {
+			k = h.it.Key()
 		}
-		h.key = h.it.Key()
 	}
-	return true
+	if ok {
+		h.key = k
+	}
+	return ok
 }
 
 // value returns the child's current value.
@@ -242,7 +241,7 @@ func (h *heapItem) value() []byte {
 }
 
 func (h *iterHeap) less(i, j int) bool {
-	c := base.CompareInternal(h.items[i].key, h.items[j].key)
+	c := compareInternal(h.items[i].key, h.items[j].key)
 	if h.reverse {
 		return c > 0
 	}
@@ -298,4 +297,38 @@ func (h *iterHeap) down(i int) {
 		h.items[i], h.items[j] = h.items[j], h.items[i]
 		i = j
 	}
+}
+
+// compareInternal is base.CompareInternal, comparing the user keys eight
+// bytes at a time in line rather than by a call.
+func compareInternal(a, b base.InternalKey) int {
+	x, y := a.UserKey, b.UserKey
+	for len(x) >= 8 && len(y) >= 8 {
+		if u, v := binary.BigEndian.Uint64(x), binary.BigEndian.Uint64(y); u != v {
+			if u < v {
+				return -1
+			}
+			return 1
+		}
+		x, y = x[8:], y[8:]
+	}
+	for i := 0; i < len(x) && i < len(y); i++ {
+		if x[i] != y[i] {
+			if x[i] < y[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case len(x) < len(y):
+		return -1
+	case len(x) > len(y):
+		return 1
+	case a.Trailer > b.Trailer:
+		return -1
+	case a.Trailer < b.Trailer:
+		return 1
+	}
+	return 0
 }

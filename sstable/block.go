@@ -162,16 +162,18 @@ func (it *blockIter) init(block []byte, bytewise bool, where blockWhere) error {
 // initCached is init for a data block from bloomkv's cache, which may be
 // flat (flattenBlock). Only the cache holds flat blocks: every block it
 // holds otherwise passed checkBlock, whose restart count never reads as
-// flatMagic.
+// flatMagic. A flat block's iterator reads neither its restarts nor its
+// row entries' headers.
 func (it *blockIter) initCached(block []byte, where blockWhere) error {
-	rows, tab, keys, n, flat := splitFlat(block)
-	if !flat {
+	f, ok := splitFlat(block)
+	if !ok {
 		return it.init(block, false, where)
 	}
-	if err := it.init(rows, false, where); err != nil {
-		return err
+	own := it.key[:0]
+	if it.tab != nil {
+		own = it.own[:0]
 	}
-	it.tab, it.keys, it.n, it.own = tab, keys, n, it.key[:0]
+	*it = blockIter{where: where, data: f.data, tab: f.tab, keys: f.keys, n: f.n, own: own, offset: len(f.data), nextOffset: len(f.data)}
 	return nil
 }
 
@@ -439,30 +441,37 @@ func (it *blockIter) seekLT(key []byte) bool {
 // the cache: the row block as stored, then every entry's key whole, one after
 // another, then a table of 16 bytes per entry (the key's start and end among
 // the keys, the value's start and end in the row block; uint32 LE each), then
-// the row block's length, the keys' length, the number of entries and
-// flatMagic (uint32 LE each). Moving to an entry reads its table entry, with
-// no varint or prefix to decode, and a seek searches every key in place. A
-// row block never ends in flatMagic: as a restart count it overruns any
-// block.
+// a footer of uint32s LE: the row block's length, the length of its entries
+// (without the restarts), the keys' length, the number of entries and
+// flatMagic. Moving to an entry reads its table entry, with no varint or
+// prefix to decode, and a seek searches every key in place. A row block
+// never ends in flatMagic: as a restart count it overruns any block.
 const (
 	flatMagic    = 0xf1a7b10c
-	flatFooter   = 16
+	flatFooter   = 20
 	flatEntryLen = 16
 )
 
+// flatParts are the parts of a flat block.
+type flatParts struct {
+	data, tab, keys []byte // the row entries, the table, the keys
+	n               int    // entries
+}
+
 // splitFlat returns the parts of a flat block; ok is false when block is not
 // one.
-func splitFlat(block []byte) (rows, tab, keys []byte, n int, ok bool) {
+func splitFlat(block []byte) (f flatParts, ok bool) {
 	end := len(block) - flatFooter
 	if end < 0 || binary.LittleEndian.Uint32(block[len(block)-4:]) != flatMagic {
-		return nil, nil, nil, 0, false
+		return f, false
 	}
-	f := block[end:]
-	r, k, c := uint64(binary.LittleEndian.Uint32(f)), uint64(binary.LittleEndian.Uint32(f[4:])), uint64(binary.LittleEndian.Uint32(f[8:]))
-	if r+k+c*flatEntryLen != uint64(end) {
-		return nil, nil, nil, 0, false
+	h := block[end:]
+	r, d := uint64(binary.LittleEndian.Uint32(h)), uint64(binary.LittleEndian.Uint32(h[4:]))
+	k, c := uint64(binary.LittleEndian.Uint32(h[8:])), uint64(binary.LittleEndian.Uint32(h[12:]))
+	if d > r || r+k+c*flatEntryLen != uint64(end) {
+		return f, false
 	}
-	return block[:r], block[r+k : end], block[r : r+k], int(c), true
+	return flatParts{data: block[:d], tab: block[r+k : end], keys: block[r : r+k], n: int(c)}, true
 }
 
 // flatAt positions at entry i of a flat block; false, and no entry, when
@@ -533,8 +542,9 @@ func flattenBlock(b []byte, alloc func(int) []byte) (out []byte, ok bool) {
 	w += copy(out[w:], tab)
 	f := out[w:]
 	binary.LittleEndian.PutUint32(f, uint32(len(b)))
-	binary.LittleEndian.PutUint32(f[4:], uint32(len(keys)))
-	binary.LittleEndian.PutUint32(f[8:], uint32(n))
-	binary.LittleEndian.PutUint32(f[12:], flatMagic)
+	binary.LittleEndian.PutUint32(f[4:], uint32(len(it.data)))
+	binary.LittleEndian.PutUint32(f[8:], uint32(len(keys)))
+	binary.LittleEndian.PutUint32(f[12:], uint32(n))
+	binary.LittleEndian.PutUint32(f[16:], flatMagic)
 	return out, true
 }

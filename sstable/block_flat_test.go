@@ -136,7 +136,7 @@ func TestFlatBlockRefused(t *testing.T) {
 	if _, ok := flattenBlock(bad, alloc); ok {
 		t.Error("a block that does not decode flattened")
 	}
-	if _, _, _, _, ok := splitFlat(block); ok {
+	if _, ok := splitFlat(block); ok {
 		t.Error("a row block read as flat")
 	}
 }

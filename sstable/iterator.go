@@ -1,6 +1,7 @@
 package sstable
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -238,6 +239,22 @@ func (it *Iter) Next() bool {
 		return true
 	}
 	return it.settle(it.skipForward(ok))
+}
+
+// NextKey moves to the next entry, as Next does, and returns its key, as
+// Key does; ok is false where Next returns false.
+func (it *Iter) NextKey() (k base.InternalKey, ok bool) {
+	if d := &it.data; d.tab != nil && d.valid && it.valid && it.plain && it.err == nil {
+		if d.flatAt(d.i + 1) {
+			// A flat block's keys all hold a trailer (flattenBlock).
+			n := len(d.key) - base.TrailerLen
+			return base.InternalKey{UserKey: d.key[:n:n], Trailer: base.Trailer(binary.LittleEndian.Uint64(d.key[n:]))}, true
+		}
+	}
+	if !it.Next() {
+		return base.InternalKey{}, false
+	}
+	return it.Key(), true
 }
 
 // Prev moves to the previous entry.

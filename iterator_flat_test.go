@@ -1,0 +1,134 @@
+package bloomkv
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/vfs"
+)
+
+// iterTrace runs a fixed random mix of iterator moves (a scan each way, then
+// seeks followed by nexts and prevs, some with bounds) on d and returns what
+// each move saw.
+func iterTrace(t *testing.T, d *DB, seed uint64, keys int) string {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
+	var b strings.Builder
+	see := func(it *Iterator, ok bool) {
+		if ok {
+			fmt.Fprintf(&b, "%s=%x ", it.Key(), it.Value())
+		} else {
+			b.WriteString(". ")
+		}
+	}
+	it, err := d.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		see(it, ok)
+	}
+	for ok := it.Last(); ok; ok = it.Prev() {
+		see(it, ok)
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 300 {
+		var o *IterOptions
+		if r.IntN(3) == 0 {
+			lo := r.IntN(keys)
+			o = &IterOptions{LowerBound: levelKey(lo), UpperBound: levelKey(lo + 1 + r.IntN(keys/4))}
+		}
+		it, err := d.NewIter(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := levelKey(r.IntN(keys + 2))
+		var ok bool
+		if r.IntN(2) == 0 {
+			ok = it.SeekGE(k)
+		} else {
+			ok = it.SeekLT(k)
+		}
+		see(it, ok)
+		for range r.IntN(40) {
+			if r.IntN(3) == 0 {
+				ok = it.Prev()
+			} else {
+				ok = it.Next()
+			}
+			see(it, ok)
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// TestIteratorFlatBlocksMatchRowBlocks checks that iterators reading data
+// blocks that iterators cached (flat) see what iterators reading blocks
+// that point reads cached (as stored) see, on a random store of several
+// levels with overwrites, deletions and range deletions.
+func TestIteratorFlatBlocksMatchRowBlocks(t *testing.T) {
+	fs := vfs.NewMem()
+	o := &Options{FS: fs, MemTableSize: 64 << 10, LBaseMaxBytes: 256 << 10, TargetFileSize: 64 << 10, Logger: quietLogger()}
+	const keys = 4000
+	d := mustOpen(t, "db", o)
+	r := rand.New(rand.NewPCG(5, 6))
+	v := make([]byte, 60)
+	for i := range 30_000 {
+		k := levelKey(r.IntN(keys))
+		var err error
+		switch c := r.IntN(100); {
+		case c < 80:
+			for j := range v {
+				v[j] = byte(r.Uint32())
+			}
+			err = d.Set(k, v[:r.IntN(len(v))], nil)
+		case c < 97:
+			err = d.Delete(k, nil)
+		default:
+			lo := r.IntN(keys)
+			err = d.DeleteRange(levelKey(lo), levelKey(lo+1+r.IntN(20)), nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%7000 == 0 {
+			if err := d.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Iterators first: they cache the blocks flat.
+	d = mustOpen(t, "db", o)
+	flat := iterTrace(t, d, 9, keys)
+	if again := iterTrace(t, d, 9, keys); again != flat {
+		t.Fatal("a second pass over cached flat blocks differs from the first")
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Point reads first: they cache the blocks as stored.
+	d = mustOpen(t, "db", o)
+	defer d.Close()
+	for i := range keys {
+		if _, err := d.Get(levelKey(i)); err != nil && !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	if row := iterTrace(t, d, 9, keys); row != flat {
+		t.Fatalf("iterators over row blocks and over flat blocks differ:\nrow:  %.300s\nflat: %.300s", row, flat)
+	}
+}
