@@ -411,7 +411,17 @@ func (it *Iterator) skipUserKey() {
 	if !it.m.valid() {
 		return
 	}
-	it.keyBuf = append(it.keyBuf[:0], it.m.key().UserKey...)
+	if !it.m.h.reverse && it.m.nextKeepsKey() {
+		// The key stays valid across the step: compare it in place, and
+		// copy it only when the next entry shares it.
+		u := it.m.key().UserKey
+		if !it.m.next() || !bytes.Equal(it.m.key().UserKey, u) {
+			return
+		}
+		it.keyBuf = append(it.keyBuf[:0], u...)
+	} else {
+		it.keyBuf = append(it.keyBuf[:0], it.m.key().UserKey...)
+	}
 	for it.m.next() && bytes.Equal(it.m.key().UserKey, it.keyBuf) {
 	}
 }

@@ -135,6 +135,10 @@ func (m *mergingIter) key() base.InternalKey { return m.h.items[0].key }
 
 func (m *mergingIter) value() []byte { return m.h.items[0].value() }
 
+// nextKeepsKey reports whether next, going forward, leaves the current key's
+// bytes as they are.
+func (m *mergingIter) nextKeepsKey() bool { return m.h.items[0].nextKeepsKey() }
+
 // top returns the child at the current key.
 func (m *mergingIter) top() internalIterator { return m.h.items[0].it }
 
@@ -225,6 +229,19 @@ func (h *heapItem) next() bool {
 		h.key = k
 	}
 	return ok
+}
+
+// nextKeepsKey reports whether the child's next forward move leaves its
+// current key's bytes as they are: a memtable's keys never move, and a
+// table's stay while it stays within a flat block.
+func (h *heapItem) nextKeepsKey() bool {
+	switch {
+	case h.lv != nil:
+		return h.lv.it.NextKeepsKey()
+	case h.tb != nil:
+		return h.tb.NextKeepsKey()
+	}
+	return h.mem != nil
 }
 
 // value returns the child's current value.

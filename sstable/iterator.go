@@ -257,6 +257,14 @@ func (it *Iter) NextKey() (k base.InternalKey, ok bool) {
 	return it.Key(), true
 }
 
+// NextKeepsKey reports whether the next Next stays within the data block of
+// the current entry, whose Key then stays valid across it: it holds the
+// block, and keys alias it, only in a block cached flat.
+func (it *Iter) NextKeepsKey() bool {
+	d := &it.data
+	return d.tab != nil && d.valid && it.valid && it.counted && d.i+1 < d.n
+}
+
 // Prev moves to the previous entry.
 func (it *Iter) Prev() bool {
 	if it.err != nil || !it.valid {
