@@ -102,12 +102,21 @@ func (t *Reader) iterBlock(bh BlockHandle, kind string, reuse bool, bufs *blockB
 }
 
 // loadBlock loads the data block the index iterator points at.
-func (it *Iter) loadBlock() bool {
+func (it *Iter) loadBlock() bool { return it.loadBlockAfter(false) }
+
+// loadBlockAfter is loadBlock; after says the block follows the one held,
+// for a walk forward, whose block the cache can find without a lookup
+// (cache.GetRefAfter).
+func (it *Iter) loadBlockAfter(after bool) bool {
 	cur := it.index.cur()
 	bh, n := decodeHandle(cur.value)
 	if n == 0 {
 		it.err = cur.corrupt(cur.offset, fmt.Sprintf("bad block handle %x", cur.value))
 		return false
+	}
+	var prev cache.Handle // held until the next block is
+	if after {
+		prev, it.h = it.h, cache.Handle{}
 	}
 	it.release()
 	var b []byte
@@ -133,10 +142,11 @@ func (it *Iter) loadBlock() bool {
 			err = chk.checkIngested(bh, b)
 		}
 	case it.counted:
-		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk, it.reuse)
+		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk, it.reuse, prev)
 	default:
 		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs, chk)
 	}
+	prev.Release()
 	if err != nil {
 		it.err = err
 		return false
@@ -189,7 +199,7 @@ func (it *Iter) settle(ok bool) bool {
 // the data iterator is exhausted.
 func (it *Iter) skipForward(ok bool) bool {
 	for !ok && it.err == nil && it.data.err == nil {
-		if !it.index.next() || !it.loadBlock() {
+		if !it.index.next() || !it.loadBlockAfter(true) {
 			return false
 		}
 		ok = it.data.first()

@@ -245,12 +245,14 @@ func (t *Reader) readChecked(bh BlockHandle, kind string, chk *Iter) ([]byte, er
 // a sequential walk are served from file bytes read ahead in one go. A
 // block read for an iterator (flat) is cached flat (flattenBlock) when it
 // can be, as iterators walk and seek it faster; one read for a point
-// lookup is cached as stored, the smaller form.
-func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool) ([]byte, cache.Handle, error) {
+// lookup is cached as stored, the smaller form. prev, when not the zero
+// Handle, is the caller's reference to the block before bh's in the file
+// (cache.GetRefAfter).
+func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool, prev cache.Handle) ([]byte, cache.Handle, error) {
 	if ra != nil {
 		ra.saw(bh)
 	}
-	if h, ok := t.cc.GetRef(t.opts.FileNum, bh.Offset); ok {
+	if h, ok := t.cc.GetRefAfter(prev, t.opts.FileNum, bh.Offset); ok {
 		return h.Value(), h, nil
 	}
 	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() (b []byte, err error) {

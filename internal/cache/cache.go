@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"weak"
 )
 
 // entryOverhead is charged per entry on top of its value, for the map slot,
@@ -44,6 +45,21 @@ type entry struct {
 	// pinned: Get or Load handed the block out without a Handle, so its
 	// memory is never reused.
 	pinned atomic.Bool
+	// follow is the entry GetRefAfter last found after this one, weakly
+	// held: a hint, checked before use, that keeps nothing alive.
+	follow atomic.Pointer[weak.Pointer[entry]]
+}
+
+// tryRef takes a reference to e unless its count is zero: a block whose
+// count has reached zero may already be reused, and is never referenced
+// again.
+func (e *entry) tryRef() bool {
+	for n := e.refs.Load(); n > 0; n = e.refs.Load() {
+		if e.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+	return false
 }
 
 // release drops one reference to e.
@@ -139,6 +155,31 @@ func (c *Cache) GetRef(file, offset uint64) (Handle, bool) {
 	}
 	c.misses.Add(1)
 	return Handle{}, false
+}
+
+// GetRefAfter is GetRef for a reader walking blocks in order, prev being a
+// reference to the block before (file, offset), or the zero Handle. The
+// block found after prev's the last time is taken, while it is still
+// referenced, without a lookup; otherwise GetRef's lookup is made and its
+// block recorded as the one after prev's.
+func (c *Cache) GetRefAfter(prev Handle, file, offset uint64) (Handle, bool) {
+	k := key{file, offset}
+	if prev.e == nil {
+		return c.GetRef(file, offset)
+	}
+	if w := prev.e.follow.Load(); w != nil {
+		if e := w.Value(); e != nil && e.key == k && e.tryRef() {
+			e.referenced.Store(true)
+			c.hits.Add(1)
+			return Handle{e}, true
+		}
+	}
+	h, ok := c.GetRef(file, offset)
+	if ok {
+		w := weak.Make(h.e)
+		prev.e.follow.Store(&w)
+	}
+	return h, ok
 }
 
 // GetOrLoad returns the block cached under (file, offset), or calls load and

@@ -311,3 +311,128 @@ func TestRefsUnderConcurrency(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// loadFilled caches a block of n bytes from c's Alloc under (file, off),
+// every byte set to the low byte of off, and returns a reference to it.
+func loadFilled(t *testing.T, c *Cache, file, off uint64, n int) Handle {
+	t.Helper()
+	h, err := c.LoadRef(file, off, func() ([]byte, error) {
+		b := c.Alloc(n)
+		for i := range b {
+			b[i] = byte(off)
+		}
+		return b, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestGetRefAfter(t *testing.T) {
+	c := New(1<<20, Options{Shards: 4})
+	a := loadFilled(t, c, 1, 0, 1000)
+	loadFilled(t, c, 1, 1000, 1000).Release()
+	loadFilled(t, c, 1, 2000, 1000).Release()
+
+	// The first walk looks the block up and records it; the second takes
+	// it from the record: the same block, counted as a hit.
+	b1, ok := c.GetRefAfter(a, 1, 1000)
+	if !ok || b1.Value()[0] != byte(1000%256) {
+		t.Fatalf("GetRefAfter = %v, %v", b1.Value(), ok)
+	}
+	hits := c.Metrics().Hits
+	b2, ok := c.GetRefAfter(a, 1, 1000)
+	if !ok || b2.e != b1.e || c.Metrics().Hits != hits+1 {
+		t.Fatalf("the recorded block was not taken: %v, same entry %v, hits %d -> %d", ok, b2.e == b1.e, hits, c.Metrics().Hits)
+	}
+	b1.Release()
+	b2.Release()
+
+	// Another block after a: looked up, not the recorded one.
+	if d, ok := c.GetRefAfter(a, 1, 2000); !ok || d.Value()[0] != byte(2000%256) {
+		t.Fatalf("GetRefAfter for another block = %v, %v", d.Value(), ok)
+	} else {
+		d.Release()
+	}
+
+	// A block that left the cache and whose references are all released
+	// is not taken from the record, even while its entry is reachable.
+	c.EvictFile(1)
+	if d, ok := c.GetRefAfter(a, 1, 2000); ok {
+		t.Fatalf("GetRefAfter returned an evicted block: %v", d.Value())
+	}
+	// One still referenced may be: it has not been reused.
+	e := loadFilled(t, c, 2, 0, 1000)
+	f := loadFilled(t, c, 2, 1000, 1000)
+	if g, ok := c.GetRefAfter(e, 2, 1000); !ok {
+		t.Fatal("GetRefAfter missed a cached block")
+	} else {
+		g.Release()
+	}
+	c.EvictFile(2)
+	if g, ok := c.GetRefAfter(e, 2, 1000); !ok || g.e != f.e {
+		t.Fatal("GetRefAfter did not take a recorded block still referenced")
+	} else {
+		g.Release()
+	}
+	f.Release()
+	if g, ok := c.GetRefAfter(e, 2, 1000); ok {
+		t.Fatalf("GetRefAfter returned a released, evicted block: %v", g.Value())
+	}
+	e.Release()
+	a.Release()
+}
+
+// TestGetRefAfterConcurrent walks blocks in order from several goroutines
+// in a cache too small for them, so that blocks are evicted and their
+// memory reused while walkers follow records to them; every block taken
+// must hold its own bytes for as long as it is held.
+func TestGetRefAfterConcurrent(t *testing.T) {
+	c := New(64<<10, Options{Shards: 2})
+	const blocks, size = 200, 1024
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for range 200 {
+				var prev Handle
+				for i := r.IntN(blocks / 2); i < blocks; i++ {
+					off := uint64(i) * size
+					h, ok := c.GetRefAfter(prev, 1, off)
+					if !ok {
+						var err error
+						h, err = c.LoadRef(1, off, func() ([]byte, error) {
+							b := c.Alloc(size)
+							for j := range b {
+								b[j] = byte(i)
+							}
+							return b, nil
+						})
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+					for _, x := range h.Value() {
+						if x != byte(i) {
+							errs <- fmt.Errorf("block %d holds byte %d", i, x)
+							return
+						}
+					}
+					prev.Release()
+					prev = h
+				}
+				prev.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
