@@ -141,6 +141,7 @@ type DB struct {
 
 	// Atomic, or safe for concurrent use.
 	batches    sync.Pool     // *Batch for Set, Delete and DeleteRange
+	iterAllocs sync.Pool     // *iterAlloc: closed iterators' memory for NewIter
 	visibleSeq atomic.Uint64 // reads see sequence numbers up to this
 	state      atomic.Pointer[readState]
 	// closedFlag is set by Close, first: every public method tests it

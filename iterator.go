@@ -65,7 +65,7 @@ func (d *DB) NewIter(o *IterOptions) (*Iterator, error) {
 
 // newIter returns an iterator reading s at seq; it owns the reference to s.
 func (d *DB) newIter(s *readState, seq base.SeqNum, o *IterOptions) *Iterator {
-	a, _ := iterAllocs.Get().(*iterAlloc)
+	a, _ := d.iterAllocs.Get().(*iterAlloc)
 	if a == nil {
 		a = &iterAlloc{}
 	}
@@ -163,11 +163,10 @@ type iterAlloc struct {
 	keyBuf, seekBuf, valBuf []byte
 }
 
-var iterAllocs sync.Pool // of *iterAlloc
-
 // release takes back the memory of a closed iterator, whose children are
-// closed, dropping what would keep the store's memory reachable.
-func (a *iterAlloc) release() {
+// closed, dropping what would keep the store's memory reachable, and puts
+// it in pool.
+func (a *iterAlloc) release(pool *sync.Pool) {
 	clear(a.iters[:cap(a.iters)])
 	clear(a.items[:cap(a.items)])
 	clear(a.tombs[:cap(a.tombs)])
@@ -180,7 +179,7 @@ func (a *iterAlloc) release() {
 		a.levels[i].tables, a.levels[i].files = nil, nil
 	}
 	a.keyBuf, a.seekBuf, a.valBuf = a.keyBuf[:0], a.seekBuf[:0], a.valBuf[:0]
-	iterAllocs.Put(a)
+	pool.Put(a)
 }
 
 // levelTables is what the iterators of one read state share, below level 0:
@@ -380,7 +379,7 @@ func (it *Iterator) Close() error {
 	it.m.close()
 	it.d.release(it.s)
 	it.alloc, it.key, it.value, it.keyBuf, it.seekBuf, it.valBuf = nil, nil, nil, nil, nil, nil
-	a.release()
+	a.release(&it.d.iterAllocs)
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}

@@ -501,13 +501,12 @@ func (it *blockIter) flatKey(i int) []byte {
 // flatScratch holds the keys and table of a block being flattened.
 type flatScratch struct{ keys, tab []byte }
 
-var flatScratchPool = sync.Pool{New: func() any { return new(flatScratch) }}
-
 // flattenBlock returns the flat form of b, a checked data block of internal
 // keys, in memory from alloc. ok is false, and nothing allocated, when b
 // does not decode whole (its iterators report how), holds a key shorter
 // than a trailer, or holds no entry: such a block stays a row block.
-func flattenBlock(b []byte, alloc func(int) []byte) (out []byte, ok bool) {
+// scratch pools its working memory (*flatScratch).
+func flattenBlock(b []byte, alloc func(int) []byte, scratch *sync.Pool) (out []byte, ok bool) {
 	if len(b) > math.MaxUint32/2 {
 		return nil, false
 	}
@@ -515,8 +514,11 @@ func flattenBlock(b []byte, alloc func(int) []byte) (out []byte, ok bool) {
 	if it.init(b, false, blockWhere{}) != nil {
 		return nil, false
 	}
-	sc := flatScratchPool.Get().(*flatScratch)
-	defer flatScratchPool.Put(sc)
+	sc, _ := scratch.Get().(*flatScratch)
+	if sc == nil {
+		sc = new(flatScratch)
+	}
+	defer scratch.Put(sc)
 	keys, tab := sc.keys[:0], sc.tab[:0]
 	n := 0
 	for ok := it.first(); ok; ok = it.next() {

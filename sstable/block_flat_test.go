@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -58,7 +59,7 @@ func TestFlatBlock(t *testing.T) {
 		if err := checkBlock(block, blockWhere{}); err != nil {
 			t.Fatal(err)
 		}
-		flat, ok := flattenBlock(block, func(n int) []byte { return make([]byte, n) })
+		flat, ok := flattenBlock(block, func(n int) []byte { return make([]byte, n) }, new(sync.Pool))
 		if !ok {
 			t.Fatalf("round %d: block of %d entries did not flatten", round, n)
 		}
@@ -122,18 +123,18 @@ func TestFlatBlockRefused(t *testing.T) {
 	alloc := func(n int) []byte { return make([]byte, n) }
 	w := blockWriter{restartInterval: 16}
 	w.add([]byte("short"), []byte("v")) // shorter than a trailer
-	if _, ok := flattenBlock(append([]byte(nil), w.finish()...), alloc); ok {
+	if _, ok := flattenBlock(append([]byte(nil), w.finish()...), alloc, new(sync.Pool)); ok {
 		t.Error("a block of a key shorter than a trailer flattened")
 	}
 	w.reset()
-	if _, ok := flattenBlock(append([]byte(nil), w.finish()...), alloc); ok {
+	if _, ok := flattenBlock(append([]byte(nil), w.finish()...), alloc, new(sync.Pool)); ok {
 		t.Error("an empty block flattened")
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	block := randomDataBlock(r, 20, 4)
 	bad := append([]byte(nil), block...)
 	bad[0] = 5 // the first entry shares a prefix with no key before it
-	if _, ok := flattenBlock(bad, alloc); ok {
+	if _, ok := flattenBlock(bad, alloc, new(sync.Pool)); ok {
 		t.Error("a block that does not decode flattened")
 	}
 	if _, ok := splitFlat(block); ok {

@@ -80,6 +80,9 @@ type ReaderOptions struct {
 // use, and it is safe for concurrent use.
 type Buffers struct {
 	raw, readahead sync.Pool // of *[]byte
+	// row holds row blocks read to be flattened (*[]byte); flat, the
+	// scratch of flattenBlock (*flatScratch).
+	row, flat sync.Pool
 }
 
 // getBuf returns a buffer from p, or a new empty one.

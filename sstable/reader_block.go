@@ -260,8 +260,8 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 		var sc *[]byte
 		if flat {
 			// Read into scratch memory; the flat copy goes to the cache.
-			sc = getBuf(&rowScratch)
-			defer rowScratch.Put(sc)
+			sc = getBuf(&t.opts.Buffers.row)
+			defer t.opts.Buffers.row.Put(sc)
 			alloc = func(n int) []byte {
 				*sc = grow(*sc, n)
 				return *sc
@@ -280,7 +280,7 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 			err = chk.checkIngested(bh, b)
 		}
 		if err == nil && sc != nil {
-			if f, ok := flattenBlock(b, t.cc.Alloc); ok {
+			if f, ok := flattenBlock(b, t.cc.Alloc, &t.opts.Buffers.flat); ok {
 				return f, nil
 			}
 			b = append(t.cc.Alloc(len(b))[:0], b...)
@@ -289,9 +289,6 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 	})
 	return h.Value(), h, err
 }
-
-// rowScratch holds the row blocks read to be flattened.
-var rowScratch sync.Pool // of *[]byte
 
 // verifyAlloc verifies and decompresses the stored block raw (read into
 // memory the caller reuses) into memory from alloc.
