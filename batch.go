@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/batchrepr"
@@ -27,17 +29,60 @@ const batchHeaderLen = batchrepr.HeaderLen
 // either all of them are in the store or none is. Its encoding is LevelDB's
 // write batch (the WAL record): an 8-byte sequence number, a 4-byte count,
 // then each entry as a kind byte, a varint-prefixed key and, for a set, a
-// varint-prefixed value. A Batch is not safe for concurrent use.
+// varint-prefixed value. A Batch is not safe for concurrent use, and must
+// not be copied.
 type Batch struct {
+	_     noCopy
 	data  []byte
 	count uint32
+	// buf, for a batch from NewBatch, holds the encoding's memory for
+	// reuse by a later NewBatch once the batch is unreachable.
+	buf *batchBuf
 	// waiter is the batch's place in the commit queue while Apply runs,
 	// kept here so that a commit allocates nothing.
 	waiter commitWaiter
 }
 
-// NewBatch returns an empty batch.
-func (d *DB) NewBatch() *Batch { return newBatch() }
+// NewBatch returns an empty batch. Its memory is reused by a later
+// NewBatch once the batch is no longer referenced, so an application that
+// builds a batch for each Apply need not keep batches of its own.
+func (d *DB) NewBatch() *Batch {
+	bb, ok := batchBufs.Get().(*batchBuf)
+	if !ok {
+		bb = &batchBuf{data: make([]byte, batchHeaderLen, 1<<10)}
+	}
+	b := &Batch{data: bb.data[:batchHeaderLen], buf: bb}
+	clear(b.data)
+	runtime.AddCleanup(b, putBatchBuf, bb)
+	return b
+}
+
+// batchBuf is the memory of a batch from NewBatch: the batch keeps data in
+// it as it grows, and a cleanup puts it in batchBufs once the batch is
+// unreachable, when nothing else refers to data (DB.Apply copies what it
+// keeps of a batch).
+type batchBuf struct{ data []byte }
+
+// batchBufs holds the memory of unreachable batches from NewBatch.
+var batchBufs sync.Pool
+
+// maxPooledBatchBuf is the largest batchBuf kept for reuse; a bigger one
+// goes to the collector.
+const maxPooledBatchBuf = 1 << 20
+
+// putBatchBuf keeps bb for a later NewBatch; its batch is unreachable.
+func putBatchBuf(bb *batchBuf) {
+	if cap(bb.data) <= maxPooledBatchBuf {
+		batchBufs.Put(bb)
+	}
+}
+
+// noCopy makes go vet report a copied Batch: a copy would share the memory
+// that the original's cleanup hands to another batch.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
 
 func newBatch() *Batch {
 	return &Batch{data: make([]byte, batchHeaderLen, 64)}
@@ -111,6 +156,9 @@ func (b *Batch) grow(need int) {
 	data := make([]byte, len(b.data), max(need, min(2*cap(b.data), MaxBatchSize), 1<<10))
 	copy(data, b.data)
 	b.data = data
+	if b.buf != nil {
+		b.buf.data = data
+	}
 }
 
 // Set adds a write of value under key. The batch copies both.

@@ -3,7 +3,11 @@ package bloomkv
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/batchrepr"
@@ -78,5 +82,144 @@ func TestZeroBatchIsUsable(t *testing.T) {
 	var zero Batch
 	if err := zero.Set([]byte("a"), nil); err != nil || zero.Count() != 1 {
 		t.Fatalf("zero batch: %v", err)
+	}
+}
+
+// waitBatchBuf collects garbage until the pool of NewBatch's memory holds
+// a buffer of at least size bytes, and returns it: cleanups run after a
+// collection, on a goroutine of their own. It drops smaller buffers, those
+// of other batches.
+func waitBatchBuf(t *testing.T, size int) *batchBuf {
+	t.Helper()
+	for range 1000 {
+		runtime.GC()
+		for {
+			bb, ok := batchBufs.Get().(*batchBuf)
+			if !ok {
+				break
+			}
+			if cap(bb.data) >= size {
+				return bb
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("the memory of an unreachable batch never came back for reuse")
+	return nil
+}
+
+// TestNewBatchReusesMemory: the memory of a batch from NewBatch that is no
+// longer referenced goes to a later NewBatch, which starts empty and whose
+// writes are applied as written.
+func TestNewBatchReusesMemory(t *testing.T) {
+	if raceBuild {
+		t.Skip("under the race detector sync.Pool drops what it is given at random")
+	}
+	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+	defer d.Close()
+	func() {
+		b := d.NewBatch()
+		for i := range 100 {
+			b.Set(fmt.Appendf(nil, "old%03d", i), bytes.Repeat([]byte{'o'}, 100))
+		}
+		if err := d.Apply(b, NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	bb := waitBatchBuf(t, 100*100)
+	bb.data = append(bb.data[:0], bytes.Repeat([]byte{0xff}, cap(bb.data))...) // what a reuse must not show
+	batchBufs.Put(bb)
+	b := d.NewBatch()
+	if b.buf != bb {
+		t.Skip("the pool handed out other memory") // sync.Pool may drop what it holds
+	}
+	if b.Count() != 0 || b.Len() != batchHeaderLen || !bytes.Equal(b.data, make([]byte, batchHeaderLen)) {
+		t.Fatalf("reused batch not empty: count %d, %x", b.Count(), b.data)
+	}
+	b.Set([]byte("new"), []byte("v"))
+	if err := d.Apply(b, NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := d.Get([]byte("new")); err != nil || string(v) != "v" {
+		t.Fatalf("Get(new) = %q, %v", v, err)
+	}
+	if v, err := d.Get([]byte("old099")); err != nil || !bytes.Equal(v, bytes.Repeat([]byte{'o'}, 100)) {
+		t.Fatalf("Get(old099) = %q, %v", v, err)
+	}
+}
+
+// TestNewBatchKeptIsNotReused: a batch from NewBatch that is still
+// referenced keeps its memory, through collections and other batches'
+// reuse, and may be applied again after more writes.
+func TestNewBatchKeptIsNotReused(t *testing.T) {
+	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+	defer d.Close()
+	kept := d.NewBatch()
+	for i := range 50 {
+		kept.Set(fmt.Appendf(nil, "kept%03d", i), []byte("k"))
+	}
+	if err := d.Apply(kept, NoSync); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		runtime.GC()
+		b := d.NewBatch()
+		for i := range 50 {
+			b.Set(fmt.Appendf(nil, "other%03d", i), fmt.Appendf(nil, "round%d", round))
+		}
+		if err := d.Apply(b, NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept.Set([]byte("kept050"), []byte("k"))
+	if err := d.Apply(kept, NoSync); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 51 {
+		if v, err := d.Get(fmt.Appendf(nil, "kept%03d", i)); err != nil || string(v) != "k" {
+			t.Fatalf("Get(kept%03d) = %q, %v", i, v, err)
+		}
+	}
+}
+
+// TestNewBatchReuseConcurrent: writers that build, apply and drop batches
+// while collections hand their memory around lose or mix up no write.
+func TestNewBatchReuseConcurrent(t *testing.T) {
+	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+	defer d.Close()
+	const writers, batches, size = 4, 50, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for n := range batches {
+				b := d.NewBatch()
+				for i := range size {
+					b.Set(fmt.Appendf(nil, "w%d-%03d-%02d", w, n, i), fmt.Appendf(nil, "v%d-%03d-%02d", w, n, i))
+				}
+				if err := d.Apply(b, NoSync); err != nil {
+					errs <- err
+					return
+				}
+				if n%10 == 0 {
+					runtime.GC()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for w := range writers {
+		for n := range batches {
+			for i := range size {
+				k := fmt.Sprintf("w%d-%03d-%02d", w, n, i)
+				if v, err := d.Get([]byte(k)); err != nil || string(v) != "v"+k[1:] {
+					t.Fatalf("Get(%s) = %q, %v", k, v, err)
+				}
+			}
+		}
 	}
 }
