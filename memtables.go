@@ -70,25 +70,26 @@ func (d *DB) makeRoomLocked() error {
 }
 
 // rotateLocked freezes the memtable and starts a new WAL and memtable. The
-// old WAL is synced first, so that only the newest WAL can end torn. d.mu is
-// held throughout; the caller leads the commit queue (or no one else runs).
-// A failure of the WAL comes back as a *logFailure for the caller to report
-// once it has released d.mu (reportLogFailure).
+// old WAL is written out to its file (a checkpoint reads it back from
+// there); the new one writes nothing to its file until the old one is
+// synced and closed, which its writer does (createWAL), so that only the
+// newest WAL can end torn while commits go on. d.mu is held throughout; the
+// caller leads the commit queue (or no one else runs). A failure of the WAL
+// comes back as a *logFailure for the caller to report once it has released
+// d.mu (reportLogFailure).
 func (d *DB) rotateLocked() error {
 	if err := d.walW.Flush(); err != nil {
 		return &logFailure{err}
 	}
-	if err := d.wal.Sync(); err != nil {
+	if err := d.wal.Flush(); err != nil {
 		return &logFailure{err}
 	}
 	old, oldW := d.wal, d.walW
 	num := d.allocFileNumLocked()
-	if err := d.createWAL(num); err != nil {
+	if err := d.createWAL(num, old); err != nil {
 		d.wal, d.walW = old, oldW
 		return &logFailure{fmt.Errorf("starting %s: %w", d.path(logName(num)), err)}
 	}
-	old.Close()
-	d.wal.recycle(old)
 	d.mu.imm = append(d.mu.imm, d.mu.mem)
 	d.mu.mem = &memEntry{mt: d.newMemTable(), logNum: num}
 	d.publishLocked()

@@ -4,8 +4,10 @@ package bloomkv
 // syncs and recycling.
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +43,9 @@ const (
 // logWriteDelay after it is queued (sooner once logKickBytes are queued,
 // later when the goroutine waits for a core).
 // Sync returns once everything queued before it is written and synced.
+// A log that follows another (newLogFile's pred) writes nothing to its file
+// until the other is synced and closed and the directory naming it synced,
+// so that only the newest log can end torn; meanwhile it queues.
 // After a failed write or sync the log takes nothing more: every later call
 // returns the error, and onFail is called once, from the writer goroutine
 // when the write was its own.
@@ -54,6 +59,14 @@ type logFile struct {
 	onFail func(error)
 	// delay is how long the writer lets a short queue gather.
 	delay time.Duration
+
+	// ready, when not nil, is closed once the log may write to its file
+	// (newLogFile's pred is done); readyErr is then why it may not, and
+	// predFailed (under mu) says the failure was pred's or the directory's,
+	// which follow has reported.
+	ready      chan struct{}
+	readyErr   error
+	predFailed bool
 
 	mu      sync.Mutex
 	idle    sync.Cond // Flush and full queues wait here for the writer
@@ -76,13 +89,69 @@ type logFile struct {
 }
 
 // newLogFile starts a writer for f, which holds size bytes already, that
-// lets a short queue gather for delay (logWriteDelay).
-func newLogFile(f vfs.File, name string, size int64, delay time.Duration, onFail func(error)) *logFile {
+// lets a short queue gather for delay (logWriteDelay). pred, when not nil,
+// is the log f follows: f takes records at once but writes them only once
+// pred is synced and closed and then syncDir (which syncs the directory
+// that names f) has returned; a failure there fails f as a failed write
+// would, onFail included.
+func newLogFile(f vfs.File, name string, size int64, delay time.Duration, onFail func(error), pred *logFile, syncDir func() error) *logFile {
 	l := &logFile{f: f, name: name, onFail: onFail, written: size, done: make(chan struct{}),
 		delay: delay, kick: make(chan struct{}, 1)}
 	l.idle.L = &l.mu
+	if pred != nil {
+		l.ready = make(chan struct{})
+		go l.follow(pred, syncDir)
+	}
 	go l.writeLoop()
 	return l
+}
+
+// follow syncs and closes pred, then runs syncDir, and lets l write to its
+// file, or fails l with the first error.
+func (l *logFile) follow(pred *logFile, syncDir func() error) {
+	err := pred.Sync()
+	pred.Close() // synced: a failed close loses nothing
+	l.recycle(pred)
+	if err == nil {
+		err = syncDir()
+	}
+	failed := false
+	l.mu.Lock()
+	if err != nil && l.err == nil {
+		// Nothing may be written after what pred may lack.
+		l.err, failed, l.predFailed = err, true, true
+		l.pending = l.pending[:0]
+	}
+	l.readyErr = l.err
+	close(l.ready)
+	l.idle.Broadcast()
+	l.mu.Unlock()
+	if failed && l.onFail != nil {
+		l.onFail(err)
+	}
+}
+
+// awaitReady waits until l may write to its file, and returns why it may
+// not, if so.
+func (l *logFile) awaitReady() error {
+	if l.ready == nil {
+		return nil
+	}
+	<-l.ready
+	return l.readyErr
+}
+
+// readyNow reports whether l may write to its file without waiting.
+func (l *logFile) readyNow() bool {
+	if l.ready == nil {
+		return true
+	}
+	select {
+	case <-l.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // wake wakes the writer goroutine if it waits. l.mu is held.
@@ -95,8 +164,9 @@ func (l *logFile) wake() {
 }
 
 // Write queues p. Once the queue holds logHelpBytes and the writer
-// goroutine is not writing, it writes the queue itself; it waits only while
-// the queue is over maxLogPending. An error it returns from its own write
+// goroutine is not writing, it writes the queue itself, unless the log
+// waits for the one it follows; it waits only while the queue is over
+// maxLogPending. An error it returns from its own write
 // is not passed to onFail: the caller reports it.
 func (l *logFile) Write(p []byte) (int, error) {
 	l.mu.Lock()
@@ -113,7 +183,7 @@ func (l *logFile) Write(p []byte) (int, error) {
 	l.pending = append(l.pending, p...)
 	switch {
 	case l.writing:
-	case len(l.pending) >= logHelpBytes:
+	case len(l.pending) >= logHelpBytes && l.readyNow():
 		if err := l.writeQueued(); err != nil {
 			return 0, err
 		}
@@ -152,9 +222,12 @@ func (l *logFile) writeQueued() error {
 	l.pending, l.spare = l.spare[:0], nil
 	l.writing = true
 	l.mu.Unlock()
-	n, err := l.f.Write(buf)
-	if err == nil && n < len(buf) {
-		err = io.ErrShortWrite
+	n, err := 0, l.awaitReady()
+	if err == nil {
+		n, err = l.f.Write(buf)
+		if err == nil && n < len(buf) {
+			err = io.ErrShortWrite
+		}
 	}
 	l.mu.Lock()
 	l.writing = false
@@ -181,6 +254,9 @@ func (l *logFile) writeQueued() error {
 // Sync with Write (the commit leader calls both), so nothing is queued while
 // the file syncs.
 func (l *logFile) Sync() error {
+	if err := l.awaitReady(); err != nil {
+		return err
+	}
 	if err := l.Flush(); err != nil {
 		return err
 	}
@@ -203,11 +279,12 @@ func (l *logFile) Close() error {
 	l.wake()
 	l.mu.Unlock()
 	<-l.done
+	l.awaitReady() // the log it follows is closed too
 	return l.f.Close()
 }
 
-// recycle gives l the queue buffers of old, a closed log, so that a new log
-// does not grow its own from nothing. l takes no writes yet.
+// recycle gives l the queue buffers of old, a closed log, where l has none,
+// so that a new log does not grow its own from nothing.
 func (l *logFile) recycle(old *logFile) {
 	old.mu.Lock()
 	bufs := [2][]byte{old.pending, old.spare}
@@ -215,8 +292,11 @@ func (l *logFile) recycle(old *logFile) {
 	old.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.pending) == 0 && !l.writing && l.spare == nil {
-		l.pending, l.spare = bufs[0][:0], bufs[1][:0]
+	if cap(l.pending) == 0 {
+		l.pending, bufs[0] = bufs[0][:0], nil
+	}
+	if !l.writing && l.spare == nil {
+		l.spare = slices.MaxFunc(bufs[:], func(a, b []byte) int { return cmp.Compare(cap(a), cap(b)) })[:0]
 	}
 }
 
@@ -274,7 +354,7 @@ func (l *logFile) writeLoop() {
 		}
 		due = false
 		hadErr := l.err != nil
-		failed := l.writeQueued() != nil && !hadErr
+		failed := l.writeQueued() != nil && !hadErr && !l.predFailed
 		if failed && l.onFail != nil {
 			// Waiters have seen the error; onFail takes DB.mu, which a
 			// waiter (rotateLocked) may hold, so call it unlocked.

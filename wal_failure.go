@@ -10,16 +10,28 @@ import (
 	"github.com/bloomkv/bloomkv/internal/record"
 )
 
-func (d *DB) createWAL(num uint64) error {
+// createWAL creates the log num and makes it the one commits write to.
+// pred, when not nil, is the log it follows, which the new log's writer
+// syncs and closes (newLogFile); without one, the directory naming the new
+// log is synced before it returns.
+func (d *DB) createWAL(num uint64, pred *logFile) error {
 	f, err := d.fs.Create(d.path(logName(num)))
 	if err != nil {
 		return fmt.Errorf("bloomkv: creating %s: %w", d.path(logName(num)), err)
 	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		f.Close()
-		return fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
+	syncDir := func() error {
+		if err := d.fs.SyncDir(d.dir); err != nil {
+			return fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
+		}
+		return nil
 	}
-	d.wal = newLogFile(f, d.path(logName(num)), 0, logWriteDelay, func(err error) { d.walFailed(err) })
+	if pred == nil {
+		if err := syncDir(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	d.wal = newLogFile(f, d.path(logName(num)), 0, logWriteDelay, func(err error) { d.walFailed(err) }, pred, syncDir)
 	d.walW = record.NewWriter(d.wal, 0)
 	return nil
 }

@@ -28,7 +28,7 @@ func newTestLogDelay(t *testing.T, fs vfs.FS, name string, delay time.Duration) 
 		t.Fatal(err)
 	}
 	failed := make(chan error, 4)
-	return newLogFile(f, name, 0, delay, func(err error) { failed <- err }), failed
+	return newLogFile(f, name, 0, delay, func(err error) { failed <- err }, nil, nil), failed
 }
 
 // TestLogFileKeepsOrder writes records of many sizes, some past
@@ -128,15 +128,7 @@ func TestLogFileWriteErrorByCaller(t *testing.T) {
 	if !errors.Is(err, injected) || !strings.Contains(err.Error(), "/000002.log") || !strings.Contains(err.Error(), "offset 100") {
 		t.Fatalf("Write past logHelpBytes to a failing file: %v", err)
 	}
-	for _, op := range []func() error{
-		func() error { _, err := l.Write([]byte("x")); return err },
-		l.Flush,
-		l.Sync,
-	} {
-		if err := op(); !errors.Is(err, injected) {
-			t.Fatalf("after the failure: %v", err)
-		}
-	}
+	checkLogFailed(t, l, injected)
 	select {
 	case err := <-failed:
 		t.Fatalf("onFail called for the caller's own write: %v", err)
@@ -275,4 +267,153 @@ func TestLogFileWakesAfterOthersWrite(t *testing.T) {
 		return fmt.Sprintf("%d bytes written, want %d: the record queued during the write was never written", l.written, len(big)+6)
 	}, func() bool { return l.written == int64(len(big)+6) })
 	closeAndCheckLog(t, l, efs, "/000006.log", append(big, "record"...), failed)
+}
+
+// newFollowingLog starts the log name following pred, with a directory
+// sync that records its call in dirSynced.
+func newFollowingLog(t *testing.T, fs vfs.FS, name string, pred *logFile, dirSynced *atomic.Bool) (*logFile, chan error) {
+	t.Helper()
+	f, err := fs.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 4)
+	l := newLogFile(f, name, 0, logWriteDelay, func(err error) { failed <- err }, pred, func() error {
+		dirSynced.Store(true)
+		return nil
+	})
+	return l, failed
+}
+
+// TestLogFileFollowsPred: a log that follows another takes records, past
+// logHelpBytes too, without waiting while the other's sync is under way,
+// and writes none of them to its file until that sync, the other's close
+// and the directory's sync are done; then it writes them all, in order.
+func TestLogFileFollowsPred(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	pred, predFailed := newTestLog(t, efs, "/000002.log")
+	predWant := bytes.Repeat([]byte{2}, 100)
+	if _, err := pred.Write(predWant); err != nil {
+		t.Fatal(err)
+	}
+	if err := pred.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	efs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && name == "/000002.log" {
+			<-release
+		}
+		return nil
+	})
+	var dirSynced atomic.Bool
+	l, failed := newFollowingLog(t, efs, "/000003.log", pred, &dirSynced)
+	var want []byte
+	wrote := make(chan error, 1)
+	go func() {
+		for i := range 4 * logHelpBytes / 1000 {
+			rec := bytes.Repeat([]byte{byte(i)}, 1000)
+			want = append(want, rec...)
+			if _, err := l.Write(rec); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Write waited for the sync of the log it follows")
+	}
+	l.mu.Lock()
+	written := l.written
+	l.mu.Unlock()
+	if got := readFile(t, efs, "/000003.log"); len(got) != 0 || written != 0 || dirSynced.Load() {
+		t.Fatalf("%d bytes reached the file (%d counted written), directory synced %v, before the log it follows was synced",
+			len(got), written, dirSynced.Load())
+	}
+	close(release)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if !dirSynced.Load() {
+		t.Fatal("the log synced without the directory's sync")
+	}
+	select {
+	case <-pred.done:
+	default:
+		t.Fatal("the log it follows is not closed")
+	}
+	if got := readFile(t, efs, "/000002.log"); !bytes.Equal(got, predWant) {
+		t.Fatalf("the log followed holds %d bytes, want %d", len(got), len(predWant))
+	}
+	select {
+	case err := <-predFailed:
+		t.Fatalf("onFail of the log followed: %v", err)
+	default:
+	}
+	closeAndCheckLog(t, l, efs, "/000003.log", want, failed)
+}
+
+// TestLogFileFollowsFailedPred: when the log followed fails its sync, the
+// log that follows it writes nothing to its file, reports the error to
+// onFail once, and returns it from every later Write, Flush and Sync.
+func TestLogFileFollowsFailedPred(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	pred, _ := newTestLog(t, efs, "/000002.log")
+	if _, err := pred.Write(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	injected := errors.New("EIO")
+	release := make(chan struct{})
+	efs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && name == "/000002.log" {
+			<-release
+			return injected
+		}
+		return nil
+	})
+	var dirSynced atomic.Bool
+	l, failed := newFollowingLog(t, efs, "/000003.log", pred, &dirSynced)
+	defer l.Close()
+	if _, err := l.Write(make([]byte, 2*logHelpBytes)); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	select {
+	case err := <-failed:
+		if !errors.Is(err, injected) {
+			t.Fatalf("onFail got %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("onFail was not called")
+	}
+	checkLogFailed(t, l, injected)
+	if got := readFile(t, efs, "/000003.log"); len(got) != 0 || dirSynced.Load() {
+		t.Fatalf("%d bytes reached the file, directory synced %v, after the log followed failed", len(got), dirSynced.Load())
+	}
+	select {
+	case err := <-failed:
+		t.Fatalf("onFail called twice: %v", err)
+	default:
+	}
+}
+
+// checkLogFailed checks that Write, Flush and Sync of l return want, the
+// error l failed with.
+func checkLogFailed(t *testing.T, l *logFile, want error) {
+	t.Helper()
+	for _, op := range []func() error{
+		func() error { _, err := l.Write([]byte("x")); return err },
+		l.Flush,
+		l.Sync,
+	} {
+		if err := op(); !errors.Is(err, want) {
+			t.Fatalf("after the failure: %v", err)
+		}
+	}
 }
