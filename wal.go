@@ -4,10 +4,8 @@ package bloomkv
 // syncs and recycling.
 
 import (
-	"cmp"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -111,7 +109,6 @@ func newLogFile(f vfs.File, name string, size int64, delay time.Duration, onFail
 func (l *logFile) follow(pred *logFile, syncDir func() error) {
 	err := pred.Sync()
 	pred.Close() // synced: a failed close loses nothing
-	l.recycle(pred)
 	if err == nil {
 		err = syncDir()
 	}
@@ -283,8 +280,9 @@ func (l *logFile) Close() error {
 	return l.f.Close()
 }
 
-// recycle gives l the queue buffers of old, a closed log, where l has none,
-// so that a new log does not grow its own from nothing.
+// recycle gives l the queue buffers of old, a log whose queue is written
+// (Flush) and that takes no more records, so that a new log does not grow
+// its own from nothing. l takes no records yet.
 func (l *logFile) recycle(old *logFile) {
 	old.mu.Lock()
 	bufs := [2][]byte{old.pending, old.spare}
@@ -292,11 +290,8 @@ func (l *logFile) recycle(old *logFile) {
 	old.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cap(l.pending) == 0 {
-		l.pending, bufs[0] = bufs[0][:0], nil
-	}
-	if !l.writing && l.spare == nil {
-		l.spare = slices.MaxFunc(bufs[:], func(a, b []byte) int { return cmp.Compare(cap(a), cap(b)) })[:0]
+	if len(l.pending) == 0 && !l.writing && l.spare == nil {
+		l.pending, l.spare = bufs[0][:0], bufs[1][:0]
 	}
 }
 
