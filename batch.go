@@ -47,24 +47,26 @@ type Batch struct {
 // NewBatch once the batch is no longer referenced, so an application that
 // builds a batch for each Apply need not keep batches of its own.
 func (d *DB) NewBatch() *Batch {
-	bb, ok := batchBufs.Get().(*batchBuf)
+	bb, ok := d.batchBufs.Get().(*batchBuf)
 	if !ok {
-		bb = &batchBuf{data: make([]byte, batchHeaderLen, 1<<10)}
+		bb = &batchBuf{data: make([]byte, batchHeaderLen, 1<<10), pool: d.batchBufs}
 	}
 	b := &Batch{data: bb.data[:batchHeaderLen], buf: bb}
 	clear(b.data)
+	// bb reaches neither b (else b would never be unreachable) nor d (else
+	// a batch kept after Close would keep the whole store alive).
 	runtime.AddCleanup(b, putBatchBuf, bb)
 	return b
 }
 
 // batchBuf is the memory of a batch from NewBatch: the batch keeps data in
-// it as it grows, and a cleanup puts it in batchBufs once the batch is
-// unreachable, when nothing else refers to data (DB.Apply copies what it
-// keeps of a batch).
-type batchBuf struct{ data []byte }
-
-// batchBufs holds the memory of unreachable batches from NewBatch.
-var batchBufs sync.Pool
+// it as it grows, and a cleanup puts it in pool, its DB's batchBufs, once
+// the batch is unreachable, when nothing else refers to data (DB.Apply
+// copies what it keeps of a batch).
+type batchBuf struct {
+	data []byte
+	pool *sync.Pool
+}
 
 // maxPooledBatchBuf is the largest batchBuf kept for reuse; a bigger one
 // goes to the collector.
@@ -73,7 +75,7 @@ const maxPooledBatchBuf = 1 << 20
 // putBatchBuf keeps bb for a later NewBatch; its batch is unreachable.
 func putBatchBuf(bb *batchBuf) {
 	if cap(bb.data) <= maxPooledBatchBuf {
-		batchBufs.Put(bb)
+		bb.pool.Put(bb)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,16 +86,16 @@ func TestZeroBatchIsUsable(t *testing.T) {
 	}
 }
 
-// waitBatchBuf collects garbage until the pool of NewBatch's memory holds
+// waitBatchBuf collects garbage until d's pool of NewBatch's memory holds
 // a buffer of at least size bytes, and returns it: cleanups run after a
 // collection, on a goroutine of their own. It drops smaller buffers, those
 // of other batches.
-func waitBatchBuf(t *testing.T, size int) *batchBuf {
+func waitBatchBuf(t *testing.T, d *DB, size int) *batchBuf {
 	t.Helper()
 	for range 1000 {
 		runtime.GC()
 		for {
-			bb, ok := batchBufs.Get().(*batchBuf)
+			bb, ok := d.batchBufs.Get().(*batchBuf)
 			if !ok {
 				break
 			}
@@ -126,9 +127,9 @@ func TestNewBatchReusesMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}()
-	bb := waitBatchBuf(t, 100*100)
+	bb := waitBatchBuf(t, d, 100*100)
 	bb.data = append(bb.data[:0], bytes.Repeat([]byte{0xff}, cap(bb.data))...) // what a reuse must not show
-	batchBufs.Put(bb)
+	d.batchBufs.Put(bb)
 	b := d.NewBatch()
 	if b.buf != bb {
 		t.Skip("the pool handed out other memory") // sync.Pool may drop what it holds
@@ -150,7 +151,9 @@ func TestNewBatchReusesMemory(t *testing.T) {
 
 // TestNewBatchKeptIsNotReused: a batch from NewBatch that is still
 // referenced keeps its memory, through collections and other batches'
-// reuse, and may be applied again after more writes.
+// reuse, and may be applied again after more writes: its encoding is
+// unchanged by the other batches, and applying it again writes its own
+// entries only.
 func TestNewBatchKeptIsNotReused(t *testing.T) {
 	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
 	defer d.Close()
@@ -161,8 +164,14 @@ func TestNewBatchKeptIsNotReused(t *testing.T) {
 	if err := d.Apply(kept, NoSync); err != nil {
 		t.Fatal(err)
 	}
-	for round := range 20 {
-		runtime.GC()
+	before := bytes.Clone(kept.data)
+	const rounds = 20
+	for round := range rounds {
+		if round%2 == 1 {
+			// The other rounds run no collection first: memory handed
+			// back at once would come to them.
+			runtime.GC()
+		}
 		b := d.NewBatch()
 		for i := range 50 {
 			b.Set(fmt.Appendf(nil, "other%03d", i), fmt.Appendf(nil, "round%d", round))
@@ -170,6 +179,9 @@ func TestNewBatchKeptIsNotReused(t *testing.T) {
 		if err := d.Apply(b, NoSync); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if !bytes.Equal(kept.data, before) {
+		t.Fatal("another batch wrote over the memory of a batch still referenced")
 	}
 	kept.Set([]byte("kept050"), []byte("k"))
 	if err := d.Apply(kept, NoSync); err != nil {
@@ -180,6 +192,38 @@ func TestNewBatchKeptIsNotReused(t *testing.T) {
 			t.Fatalf("Get(kept%03d) = %q, %v", i, v, err)
 		}
 	}
+	for i := range 50 {
+		want := fmt.Sprintf("round%d", rounds-1)
+		if v, err := d.Get(fmt.Appendf(nil, "other%03d", i)); err != nil || string(v) != want {
+			t.Fatalf("Get(other%03d) = %q, %v; want %q", i, v, err, want)
+		}
+	}
+}
+
+// TestKeptBatchLetsTheDBGo: a batch from NewBatch kept after its DB is
+// closed does not keep the DB reachable (its cleanup refers to the DB's
+// pool, not to the DB).
+func TestKeptBatchLetsTheDBGo(t *testing.T) {
+	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
+	kept := d.NewBatch()
+	kept.Set([]byte("k"), []byte("v"))
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var collected atomic.Bool
+	runtime.AddCleanup(d, func(b *atomic.Bool) { b.Store(true) }, &collected)
+	d = nil
+	for range 1000 {
+		runtime.GC()
+		if collected.Load() {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !collected.Load() {
+		t.Fatal("a closed DB stayed reachable while a batch of it was kept")
+	}
+	runtime.KeepAlive(kept)
 }
 
 // TestNewBatchReuseConcurrent: writers that build, apply and drop batches

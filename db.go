@@ -143,7 +143,11 @@ type DB struct {
 	batches    sync.Pool     // *Batch for Set, Delete and DeleteRange
 	iterAllocs sync.Pool     // *iterAlloc: closed iterators' memory for NewIter
 	visibleSeq atomic.Uint64 // reads see sequence numbers up to this
-	state      atomic.Pointer[readState]
+	// batchBufs holds the memory of unreachable batches from NewBatch
+	// (*batchBuf). It is an allocation of its own, which a batch's cleanup
+	// refers to without referring to the DB.
+	batchBufs *sync.Pool
+	state     atomic.Pointer[readState]
 	// closedFlag is set by Close, first: every public method tests it
 	// without a lock to fail fast with ErrClosed, and Close swaps it so
 	// that it runs once. d.mu.closed follows it for the waiters.

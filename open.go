@@ -29,7 +29,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &DB{dir: dir, opts: o, fs: o.FS}
+	d := &DB{dir: dir, opts: o, fs: o.FS, batchBufs: new(sync.Pool)}
 	d.mu.fileRefs = map[uint64]int{}
 	d.mu.busy = map[uint64]bool{}
 	d.mu.elide = map[uint64]elisionCandidate{}
