@@ -173,13 +173,25 @@ type pinnedLog struct {
 // After it succeeds, unpinCheckpoint lets go; Close waits for that. A
 // failure of the write-ahead log comes back as a *logFailure (rotateLocked).
 func (d *DB) pinCheckpointLocked(p *checkpointPin) error {
+	live := !d.opts.ReadOnly
+	if live && !d.mu.closed && !d.wal.readyNow() {
+		// The logs before the current one are whole in their files once
+		// it may write to its own (its writer writes them out, syncs and
+		// closes them first: rotateLocked); wait for that without d.mu,
+		// which the sync could hold for long. The caller leads the commit
+		// queue, so no log is written or started meanwhile.
+		var err error
+		d.unlocked(func() { err = d.wal.awaitReady() })
+		if err != nil {
+			return &logFailure{err}
+		}
+	}
 	if d.mu.closed {
 		return ErrClosed
 	}
 	if d.mu.walBroken {
 		return fmt.Errorf("bloomkv: checkpoint: the store's write-ahead log lacks acknowledged writes: %w", d.mu.bgErr)
 	}
-	live := !d.opts.ReadOnly
 	if live {
 		// Every acknowledged write reaches the file, in whole records; the
 		// copy reads it back from there, so no sync is needed.

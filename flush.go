@@ -153,6 +153,12 @@ func (d *DB) flushOldestLocked() error {
 		d.metrics.flushBytes.Add(meta.Size)
 		d.metrics.levels[0].bytesWritten.Add(meta.Size)
 	}
+	// m's log may still be being synced by the next log's writer
+	// (logFile.follow): removing it meanwhile is allowed, since what it
+	// holds is in a table the manifest names, and an open file outlives
+	// its name. A failure of that sync still fails the store, as any failed
+	// WAL sync does, though no write is lost: a failed fsync is never
+	// judged harmless.
 	if err := d.fs.Remove(d.path(logName(m.logNum))); err != nil {
 		d.opts.Logger.Warn("bloomkv: removing a flushed write-ahead log", "file", d.path(logName(m.logNum)), "err", err)
 	}

@@ -70,19 +70,24 @@ func (d *DB) makeRoomLocked() error {
 }
 
 // rotateLocked freezes the memtable and starts a new WAL and memtable. The
-// old WAL is written out to its file (a checkpoint reads it back from
-// there); the new one writes nothing to its file until the old one is
-// synced and closed, which its writer does (createWAL), so that only the
-// newest WAL can end torn while commits go on. d.mu is held throughout; the
-// caller leads the commit queue (or no one else runs). A failure of the WAL
-// comes back as a *logFailure for the caller to report once it has released
-// d.mu (reportLogFailure).
+// new WAL writes nothing to its file until the old one is written out,
+// synced and closed, which the new one's writer does (createWAL), so that
+// only the newest WAL can end torn while commits go on. d.mu is held
+// throughout, so rotateLocked never waits for a sync: when the old WAL may
+// already write to its file, its queue is written out here, at the cost of
+// a write; when it still waits for the WAL before it, its queue stays
+// queued, since writing it would wait for that WAL's sync, and the new WAL's
+// writer writes it out before its sync. The caller leads the commit queue
+// (or no one else runs). A failure of the WAL comes back as a *logFailure
+// for the caller to report once it has released d.mu (reportLogFailure).
 func (d *DB) rotateLocked() error {
 	if err := d.walW.Flush(); err != nil {
 		return &logFailure{err}
 	}
-	if err := d.wal.Flush(); err != nil {
-		return &logFailure{err}
+	if d.wal.readyNow() {
+		if err := d.wal.Flush(); err != nil {
+			return &logFailure{err}
+		}
 	}
 	old, oldW := d.wal, d.walW
 	num := d.allocFileNumLocked()

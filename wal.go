@@ -61,8 +61,10 @@ type logFile struct {
 	// ready, when not nil, is closed once the log may write to its file
 	// (newLogFile's pred is done); readyErr is then why it may not, and
 	// predFailed (under mu) says the failure was pred's or the directory's,
-	// which follow has reported.
+	// which follow has reported. followed is closed once follow has
+	// returned, onFail included, so that Close leaves nothing running.
 	ready      chan struct{}
+	followed   chan struct{}
 	readyErr   error
 	predFailed bool
 
@@ -97,7 +99,7 @@ func newLogFile(f vfs.File, name string, size int64, delay time.Duration, onFail
 		delay: delay, kick: make(chan struct{}, 1)}
 	l.idle.L = &l.mu
 	if pred != nil {
-		l.ready = make(chan struct{})
+		l.ready, l.followed = make(chan struct{}), make(chan struct{})
 		go l.follow(pred, syncDir)
 	}
 	go l.writeLoop()
@@ -105,8 +107,9 @@ func newLogFile(f vfs.File, name string, size int64, delay time.Duration, onFail
 }
 
 // follow syncs and closes pred, then runs syncDir, and lets l write to its
-// file, or fails l with the first error.
+// file, or fails l with the first error. It closes l.followed last.
 func (l *logFile) follow(pred *logFile, syncDir func() error) {
+	defer close(l.followed)
 	err := pred.Sync()
 	pred.Close() // synced: a failed close loses nothing
 	if err == nil {
@@ -269,22 +272,33 @@ func (l *logFile) Sync() error {
 }
 
 // Close writes what is queued (unless a write failed), stops the writer
-// and closes the file.
+// and closes the file. It returns once no goroutine of l runs: the writer
+// and, for a log that follows another, follow, whose onFail (DB.walFailed
+// and the BackgroundError listener) must not run after DB.Close has
+// returned, and which has closed the log followed. The caller must not
+// hold what onFail takes (DB.mu).
 func (l *logFile) Close() error {
 	l.mu.Lock()
 	l.closing = true
 	l.wake()
 	l.mu.Unlock()
 	<-l.done
-	l.awaitReady() // the log it follows is closed too
+	if l.followed != nil {
+		<-l.followed
+	}
 	return l.f.Close()
 }
 
-// recycle gives l the queue buffers of old, a log whose queue is written
-// (Flush) and that takes no more records, so that a new log does not grow
-// its own from nothing. l takes no records yet.
+// recycle gives l the queue buffers of old, a log that takes no more
+// records, so that a new log does not grow its own from nothing; only when
+// old's queue is written out, since what old still holds is for its file.
+// l takes no records yet.
 func (l *logFile) recycle(old *logFile) {
 	old.mu.Lock()
+	if len(old.pending) > 0 || old.writing {
+		old.mu.Unlock()
+		return
+	}
 	bufs := [2][]byte{old.pending, old.spare}
 	old.pending, old.spare = nil, nil
 	old.mu.Unlock()
