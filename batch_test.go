@@ -89,7 +89,9 @@ func TestZeroBatchIsUsable(t *testing.T) {
 // waitBatchBuf collects garbage until d's pool of NewBatch's memory holds
 // a buffer of at least size bytes, and returns it: cleanups run after a
 // collection, on a goroutine of their own. It drops smaller buffers, those
-// of other batches.
+// of other batches. The caller runs with one P (oneP) from before the
+// batch is dropped: a sync.Pool keeps what a goroutine puts in a slot of
+// that goroutine's P, which a goroutine on another P never gets.
 func waitBatchBuf(t *testing.T, d *DB, size int) *batchBuf {
 	t.Helper()
 	for range 1000 {
@@ -109,6 +111,12 @@ func waitBatchBuf(t *testing.T, d *DB, size int) *batchBuf {
 	return nil
 }
 
+// oneP runs the rest of the test with GOMAXPROCS 1.
+func oneP(t *testing.T) {
+	prev := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+}
+
 // TestNewBatchReusesMemory: the memory of a batch from NewBatch that is no
 // longer referenced goes to a later NewBatch, which starts empty and whose
 // writes are applied as written.
@@ -116,6 +124,7 @@ func TestNewBatchReusesMemory(t *testing.T) {
 	if raceBuild {
 		t.Skip("under the race detector sync.Pool drops what it is given at random")
 	}
+	oneP(t)
 	d := mustOpen(t, "/db", memOpts(vfs.NewMem()))
 	defer d.Close()
 	func() {
