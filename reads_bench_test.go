@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
 	pebblesst "github.com/cockroachdb/pebble/v2/sstable"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/bloomkv/bloomkv/internal/benchutil"
 )
@@ -62,10 +64,25 @@ func BenchmarkReads(b *testing.B) {
 //
 //	go test -run '^$' -bench ReadsVsPebble -benchtime 5s -count 6 .
 func BenchmarkReadsVsPebble(b *testing.B) {
-	for _, w := range readsWorkloads {
+	readsVersus(b, readsEngines[1], readsWorkloads)
+}
+
+// BenchmarkReadsVsBbolt is BenchmarkReadsVsPebble against bbolt (one bucket,
+// read in a read-only transaction per get, as ./bench reads it), for the
+// point reads: bbolt-ns/op over bloomkv-ns/op. BLOOMKV_READS_CACHE sets
+// bloomkv's and Pebble's cache size in MiB (8 unless set), as ./bench's
+// -cache does; bbolt reads through the OS page cache.
+func BenchmarkReadsVsBbolt(b *testing.B) {
+	readsVersus(b, readsBboltEngine, readsWorkloads[:2])
+}
+
+// readsVersus runs the workloads on bloomkv and other in alternating chunks,
+// reporting each one's time per op and other's over bloomkv's.
+func readsVersus(b *testing.B, other readsEngineSpec, workloads []readsWorkload) {
+	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) {
 			var runs [2]func(int)
-			for i, eng := range readsEngines {
+			for i, eng := range []readsEngineSpec{readsEngines[0], other} {
 				e := eng.open(b, filepath.Join(readsDir(b), eng.name))
 				defer e.close(b)
 				run, done := w.start(b, e, rand.New(rand.NewPCG(1, 2)))
@@ -85,16 +102,20 @@ func BenchmarkReadsVsPebble(b *testing.B) {
 			ops := float64(b.N * w.chunk)
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(float64(took[0])/ops, "bloomkv-ns/op")
-			b.ReportMetric(float64(took[1])/ops, "pebble-ns/op")
+			b.ReportMetric(float64(took[1])/ops, other.name+"-ns/op")
 			b.ReportMetric(float64(took[1])/float64(took[0]), "speedup")
 		})
 	}
 }
 
-var readsEngines = []struct {
+// readsEngineSpec names an engine of the read benchmarks and opens its store
+// in a directory, loading it first if need be.
+type readsEngineSpec struct {
 	name string
 	open func(b *testing.B, dir string) readsEngine
-}{
+}
+
+var readsEngines = []readsEngineSpec{
 	{"bloomkv", openReadsBloomkv},
 	{"pebble", openReadsPebble},
 }
@@ -106,13 +127,17 @@ func readsDir(b *testing.B) string {
 	return b.TempDir()
 }
 
-// readsWorkloads: start returns a function running ops operations, and one
-// to call when done; chunk is the ops BenchmarkReadsVsPebble runs at a time.
-var readsWorkloads = []struct {
+// readsWorkload is a workload of the read benchmarks: start returns a
+// function running ops operations, and one to call when done; chunk is the
+// ops readsVersus runs at a time.
+type readsWorkload struct {
 	name  string
 	chunk int
 	start func(b *testing.B, e readsEngine, r *rand.Rand) (run func(ops int), done func())
-}{
+}
+
+// readsWorkloads are the workloads of the read benchmarks.
+var readsWorkloads = []readsWorkload{
 	// Gets of uniformly random loaded keys (./bench readrandom).
 	{"get", 2000, func(b *testing.B, e readsEngine, r *rand.Rand) (func(int), func()) {
 		key := make([]byte, benchutil.KeyLen)
@@ -272,7 +297,7 @@ func openReadsBloomkv(b *testing.B, dir string) readsEngine {
 		}
 		return set, settle, d.Close
 	})
-	d, err := Open(dir, &Options{Logger: quietLogger(), ReadOnly: true})
+	d, err := Open(dir, &Options{Logger: quietLogger(), ReadOnly: true, CacheSize: readsCache(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -319,9 +344,9 @@ type readsPebble struct {
 }
 
 func readsPebbleOptions(readOnly bool) (*pebble.Options, *pebble.Cache) {
-	// Pebble charges its memtables to the cache: two more than the 8 MiB
-	// the blocks get, as ./bench gives it.
-	c := pebble.NewCache(8<<20 + 2*4<<20)
+	// Pebble charges its memtables to the cache: two more than the
+	// blocks get, as ./bench gives it.
+	c := pebble.NewCache(readsCache(nil) + 2*4<<20)
 	o := &pebble.Options{MemTableSize: 4 << 20, Cache: c, ReadOnly: readOnly, Logger: readsQuietPebble{}}
 	for i := range o.Levels {
 		o.Levels[i].BlockSize = 4096
@@ -404,6 +429,80 @@ func (i readsPebbleIter) next() bool           { return i.it.Next() }
 func (i readsPebbleIter) value() []byte        { return i.it.Value() }
 func (i readsPebbleIter) close(b *testing.B) {
 	if err := i.it.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// readsCache is the block cache size of bloomkv and Pebble in the read
+// benchmarks: BLOOMKV_READS_CACHE MiB, 8 MiB unless set.
+func readsCache(b *testing.B) int64 {
+	v := os.Getenv("BLOOMKV_READS_CACHE")
+	if v == "" {
+		return 8 << 20
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		if b != nil {
+			b.Fatalf("BLOOMKV_READS_CACHE=%q: want a number of MiB", v)
+		}
+		return 8 << 20
+	}
+	return int64(n) << 20
+}
+
+// readsBboltEngine is bbolt, one bucket, as ./bench runs it.
+var readsBboltEngine = readsEngineSpec{"bbolt", openReadsBbolt}
+
+var readsBboltBucket = []byte("bench")
+
+type readsBbolt struct{ db *bolt.DB }
+
+func openReadsBbolt(b *testing.B, dir string) readsEngine {
+	path := filepath.Join(dir, "bolt.db")
+	opts := &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType}
+	readsLoad(b, dir, func() (func(k, v []byte) error, func() error, func() error) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		db, err := bolt.Open(path, 0o644, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := db.Update(func(tx *bolt.Tx) error {
+			_, err := tx.CreateBucketIfNotExists(readsBboltBucket)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		set := func(k, v []byte) error {
+			return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(readsBboltBucket).Put(k, v) })
+		}
+		return set, func() error { return nil }, db.Close
+	})
+	ro := *opts
+	ro.ReadOnly = true
+	db, err := bolt.Open(path, 0o444, &ro)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return readsBbolt{db}
+}
+
+func (e readsBbolt) get(k []byte) (found bool, err error) {
+	err = e.db.View(func(tx *bolt.Tx) error {
+		found = tx.Bucket(readsBboltBucket).Get(k) != nil
+		return nil
+	})
+	return found, err
+}
+
+func (e readsBbolt) newIter(b *testing.B) readsIter {
+	b.Fatal("the bbolt engine of the read benchmarks runs point reads only")
+	return nil
+}
+
+func (e readsBbolt) close(b *testing.B) {
+	if err := e.db.Close(); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -1,7 +1,8 @@
 package sstable
 
-// Point lookups in a table: LookupCopy and the seek to a user key's newest
-// version.
+// Point lookups in a table: LookupCopy, the seek to a user key's newest
+// version, and the data block it reads, cached only when the cache admits
+// it.
 
 import (
 	"bytes"
@@ -59,13 +60,73 @@ func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
 		kind |= obsoleteBit // first among the keys at seq-1 with Pebble's bit too
 	}
 	it.seek = base.MakeInternalKey(userKey, seq-1, kind).Append(it.seek[:0])
-	if !it.seekGEEncoded(it.seek) {
+	if !it.seekLookup(it.seek) {
 		return false
 	}
 	k := it.Key().UserKey
 	// Distinct keys of a foreign order may compare equal (CockroachDB's
 	// timestamps with and without a zero logical time).
 	return bytes.Equal(k, userKey) || (it.t.order != orderBytewise && it.t.order.compare(k, userKey) == 0)
+}
+
+// seekLookup is seekGEEncoded for a point lookup: the data block the seek
+// lands in comes through lookupBlock. When enc lies past that block's
+// entries (below its separator, above its last key: an absent key, or a
+// columnar table's versions continuing in the next blocks), the seek is
+// made again as an iterator's, which moves on to the next blocks.
+func (it *Iter) seekLookup(enc []byte) bool {
+	if it.err != nil {
+		return false
+	}
+	ok := it.index.seekGE(enc) && it.lookupBlock() && it.data.seekGE(enc)
+	if !ok && it.index.valid() && it.err == nil && it.data.err == nil {
+		return it.seekGEEncoded(enc)
+	}
+	return it.settle(ok)
+}
+
+// lookupBlock loads the data block the index iterator points at for a point
+// lookup. A block in bloomkv's cache is used there; a block missing from it
+// is cached only if the cache admits it (cache.Cache.Admit: a block missed
+// again soon), and otherwise read, verified and decoded into the iterator's
+// own buffers, where it lasts until the iterator's next block. Without
+// bloomkv's cache, or for an ingested table whose blocks are checked as read,
+// it is loadBlock.
+func (it *Iter) lookupBlock() bool {
+	t := it.t
+	bh, n := decodeHandle(it.index.cur().value)
+	if n == 0 || t.cc == nil || t.opts.IngestChecks != nil {
+		return it.loadBlock() // which reports a bad handle
+	}
+	it.release()
+	b, err := it.lookupBytes(bh)
+	if err == nil {
+		err = it.data.init(b, false, t.where("data", bh))
+	}
+	if err != nil {
+		it.err = err
+		return false
+	}
+	it.data.useOrder(t.order)
+	return true
+}
+
+// lookupBytes returns the data block at bh for lookupBlock: from the cache,
+// held by it.h, or read into the iterator's buffers.
+func (it *Iter) lookupBytes(bh BlockHandle) ([]byte, error) {
+	t := it.t
+	if h, ok := t.cc.GetRef(t.opts.FileNum, bh.Offset); ok {
+		it.h = h
+		return h.Value(), nil
+	}
+	if !t.cc.Admit(t.opts.FileNum, bh.Offset) {
+		return t.readBlockInto(bh, "data", &it.bufs)
+	}
+	var err error
+	it.h, err = t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
+		return t.readBlockAlloc(bh, "data", t.cc.Alloc)
+	})
+	return it.h.Value(), err
 }
 
 // ErrIterClosed is returned by an iterator used after Close.

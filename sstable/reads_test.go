@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,7 +79,8 @@ func TestFilterNoReadsNothing(t *testing.T) {
 	}
 }
 
-// TestBlockCacheServesRepeatedReads checks that a block read once is served
+// TestBlockCacheServesRepeatedReads checks that the block of a point lookup
+// is cached on its second miss (the cache's Admit), and from then on served
 // from the cache, across readers of different tables sharing it.
 func TestBlockCacheServesRepeatedReads(t *testing.T) {
 	c := cache.New(1<<20, cache.Options{})
@@ -93,20 +95,93 @@ func TestBlockCacheServesRepeatedReads(t *testing.T) {
 		}
 		readers, counters = append(readers, rd), append(counters, cr)
 	}
-	for round := range 2 {
+	for round := range 3 {
 		for i, rd := range readers {
 			before := counters[i].reads.Load()
-			if _, _, found, err := lookup(rd, []byte("key000042"), base.SeqNumMax); err != nil || !found {
-				t.Fatalf("lookup: %v, %v", found, err)
+			if v, _, found, err := lookup(rd, []byte("key000042"), base.SeqNumMax); err != nil || !found || string(v) != "value" {
+				t.Fatalf("lookup: %q, %v, %v", v, found, err)
 			}
-			want := int64(1 - round) // the first round reads, the second hits
+			want := int64(1) // the first two rounds read, the third hits
+			if round == 2 {
+				want = 0
+			}
 			if n := counters[i].reads.Load() - before; n != want {
 				t.Fatalf("round %d table %d: %d reads, want %d", round, i, n, want)
 			}
 		}
+		if m := c.Metrics(); (round == 0) != (m.Entries == 0) {
+			t.Fatalf("after round %d: %d blocks cached", round, m.Entries)
+		}
 	}
-	if m := c.Metrics(); m.Hits != 2 || m.Misses != 2 {
-		t.Fatalf("cache counters %+v, want 2 hits and 2 misses", m)
+	if m := c.Metrics(); m.Hits != 2 || m.Misses != 4 || m.Entries != 2 {
+		t.Fatalf("cache counters %+v, want 2 hits, 4 misses and 2 blocks", m)
+	}
+}
+
+// TestLookupUncachedBlocks checks the lookups whose blocks the cache does not
+// admit, read into the lookup's own buffers: every key of a table is found
+// with its value, in a cache too small to hold a block and in one that
+// holds them all, the table mapped or read, and a damaged block is reported
+// on each read, naming the file and the block's offset.
+func TestLookupUncachedBlocks(t *testing.T) {
+	const n = 3000
+	var spec tableSpec
+	for i := range n {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte(fmt.Sprintf("key%06d", i)), 1, base.KindSet), []byte("value")})
+	}
+	for _, cfg := range []struct {
+		c        Compression
+		capacity int64
+		mapped   bool
+	}{{SnappyCompression, 1, false}, {SnappyCompression, 1, true}, {SnappyCompression, 8 << 20, false}, {SnappyCompression, 8 << 20, true},
+		{NoCompression, 1, false}, {NoCompression, 1, true}, {NoCompression, 8 << 20, true}} {
+		data := writeSpec(t, spec, WriterOptions{Compression: cfg.c})
+		capacity, mapped := cfg.capacity, cfg.mapped
+		t.Run(fmt.Sprintf("%v/cache=%d/mapped=%v", cfg.c, capacity, mapped), func(t *testing.T) {
+			c := cache.New(capacity, cache.Options{Shards: 1})
+			var r io.ReaderAt = bytes.NewReader(data)
+			if mapped {
+				r = &fakeMapped{data: data}
+			}
+			rd, err := NewReader(r, int64(len(data)), ReaderOptions{Cache: c, FileNum: 1, FileName: "1.sst"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for round := range 2 {
+				for i := range n {
+					k := fmt.Sprintf("key%06d", (i*7919)%n)
+					v, _, found, err := rd.LookupCopy([]byte(k), base.SeqNumMax)
+					if err != nil || !found || string(v) != "value" {
+						t.Fatalf("round %d: lookup(%s) = %q, %v, %v", round, k, v, found, err)
+					}
+					if _, _, found, err := rd.LookupCopy([]byte(k+"x"), base.SeqNumMax); err != nil || found {
+						t.Fatalf("round %d: lookup(%sx) found %v, %v", round, k, found, err)
+					}
+				}
+			}
+			m := c.Metrics()
+			if capacity == 1 && m.Entries != 0 {
+				t.Fatalf("a cache of 1 byte holds %d blocks", m.Entries)
+			}
+			if capacity > 1 && m.Hits == 0 {
+				t.Fatalf("no hits: %+v", m)
+			}
+		})
+	}
+	// A flipped byte in the first data block: every lookup of its keys
+	// fails, cached or not, however often it is asked.
+	bad := tableOfKeys(t, n)
+	bad[10] ^= 0x40
+	c := cache.New(8<<20, cache.Options{})
+	rd, err := NewReader(bytes.NewReader(bad), int64(len(bad)), ReaderOptions{Cache: c, FileNum: 1, FileName: "1.sst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, _, _, err := rd.LookupCopy([]byte("key000000"), base.SeqNumMax)
+		if !errors.Is(err, base.ErrCorruption) || !strings.Contains(err.Error(), "1.sst") || !strings.Contains(err.Error(), "offset") {
+			t.Fatalf("lookup in a damaged block: %v", err)
+		}
 	}
 }
 

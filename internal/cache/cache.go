@@ -103,7 +103,8 @@ type Cache struct {
 	hits      atomic.Uint64
 	misses    atomic.Uint64
 	evictions atomic.Uint64
-	free      freeLists // released blocks, for Alloc
+	free      freeLists  // released blocks, for Alloc
+	door      doorkeeper // admission of point lookups' misses (Admit)
 }
 
 // Options configure a Cache.
