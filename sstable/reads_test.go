@@ -79,9 +79,10 @@ func TestFilterNoReadsNothing(t *testing.T) {
 	}
 }
 
-// TestBlockCacheServesRepeatedReads checks that the block of a point lookup
-// is cached on its second miss (the cache's Admit), and from then on served
-// from the cache, across readers of different tables sharing it.
+// TestBlockCacheServesRepeatedReads checks that a block read once is served
+// from the cache, across readers of different tables sharing it; and that
+// once the cache is full (it has evicted), a lookup's block is cached on its
+// second miss only (the cache's Admit).
 func TestBlockCacheServesRepeatedReads(t *testing.T) {
 	c := cache.New(1<<20, cache.Options{})
 	var readers []*Reader
@@ -95,34 +96,39 @@ func TestBlockCacheServesRepeatedReads(t *testing.T) {
 		}
 		readers, counters = append(readers, rd), append(counters, cr)
 	}
-	for round := range 3 {
-		for i, rd := range readers {
-			before := counters[i].reads.Load()
-			if v, _, found, err := lookup(rd, []byte("key000042"), base.SeqNumMax); err != nil || !found || string(v) != "value" {
-				t.Fatalf("lookup: %q, %v, %v", v, found, err)
-			}
-			want := int64(1) // the first two rounds read, the third hits
-			if round == 2 {
-				want = 0
-			}
-			if n := counters[i].reads.Load() - before; n != want {
-				t.Fatalf("round %d table %d: %d reads, want %d", round, i, n, want)
+	// reads looks key up in every table, checking the file reads each
+	// makes: want[round].
+	reads := func(key string, want ...int64) {
+		t.Helper()
+		for round, w := range want {
+			for i, rd := range readers {
+				before := counters[i].reads.Load()
+				if v, _, found, err := lookup(rd, []byte(key), base.SeqNumMax); err != nil || !found || string(v) != "value" {
+					t.Fatalf("lookup(%s): %q, %v, %v", key, v, found, err)
+				}
+				if n := counters[i].reads.Load() - before; n != w {
+					t.Fatalf("lookup(%s), round %d, table %d: %d reads, want %d", key, round, i, n, w)
+				}
 			}
 		}
-		if m := c.Metrics(); (round == 0) != (m.Entries == 0) {
-			t.Fatalf("after round %d: %d blocks cached", round, m.Entries)
-		}
 	}
-	if m := c.Metrics(); m.Hits != 2 || m.Misses != 4 || m.Entries != 2 {
-		t.Fatalf("cache counters %+v, want 2 hits, 4 misses and 2 blocks", m)
+	reads("key000042", 1, 0, 0)
+	if m := c.Metrics(); m.Hits != 4 || m.Misses != 2 {
+		t.Fatalf("cache counters %+v, want 4 hits and 2 misses", m)
 	}
+	filler := make([]byte, 4<<10)
+	for i := uint64(0); c.Metrics().Evictions == 0; i++ {
+		c.Set(100, i, filler)
+	}
+	reads("key002900", 1, 1, 0, 0)
 }
 
 // TestLookupUncachedBlocks checks the lookups whose blocks the cache does not
 // admit, read into the lookup's own buffers: every key of a table is found
-// with its value, in a cache too small to hold a block and in one that
-// holds them all, the table mapped or read, and a damaged block is reported
-// on each read, naming the file and the block's offset.
+// with its value, in a cache that holds a few blocks and in one that holds
+// them all, the table mapped or read, its blocks compressed or not; and a
+// damaged block is reported on each read, naming the file and the block's
+// offset.
 func TestLookupUncachedBlocks(t *testing.T) {
 	const n = 3000
 	var spec tableSpec
@@ -133,8 +139,8 @@ func TestLookupUncachedBlocks(t *testing.T) {
 		c        Compression
 		capacity int64
 		mapped   bool
-	}{{SnappyCompression, 1, false}, {SnappyCompression, 1, true}, {SnappyCompression, 8 << 20, false}, {SnappyCompression, 8 << 20, true},
-		{NoCompression, 1, false}, {NoCompression, 1, true}, {NoCompression, 8 << 20, true}} {
+	}{{SnappyCompression, 16 << 10, false}, {SnappyCompression, 16 << 10, true}, {SnappyCompression, 8 << 20, false}, {SnappyCompression, 8 << 20, true},
+		{NoCompression, 16 << 10, false}, {NoCompression, 16 << 10, true}, {NoCompression, 8 << 20, true}} {
 		data := writeSpec(t, spec, WriterOptions{Compression: cfg.c})
 		capacity, mapped := cfg.capacity, cfg.mapped
 		t.Run(fmt.Sprintf("%v/cache=%d/mapped=%v", cfg.c, capacity, mapped), func(t *testing.T) {
@@ -159,12 +165,14 @@ func TestLookupUncachedBlocks(t *testing.T) {
 					}
 				}
 			}
+			// Every miss of a cache that never evicted cached its block;
+			// a full cache cached some misses' blocks only.
 			m := c.Metrics()
-			if capacity == 1 && m.Entries != 0 {
-				t.Fatalf("a cache of 1 byte holds %d blocks", m.Entries)
+			if inserted := m.Evictions + uint64(m.Entries); (m.Evictions == 0) != (inserted == m.Misses) {
+				t.Fatalf("%d misses, %d evictions, %d blocks cached", m.Misses, m.Evictions, m.Entries)
 			}
-			if capacity > 1 && m.Hits == 0 {
-				t.Fatalf("no hits: %+v", m)
+			if capacity == 16<<10 && m.Evictions == 0 {
+				t.Fatalf("a cache of 16 KiB never evicted: %+v", m)
 			}
 		})
 	}

@@ -1,11 +1,12 @@
 package cache
 
-// Admission of blocks missed by point lookups: a doorkeeper (TinyLFU's) that
-// remembers the blocks missed recently, so that a block is cached on its
-// second miss within a window of about as many misses as the cache holds
-// blocks. A block read once and not again before the cache would have evicted
-// it gains nothing from being cached; inserting it costs an eviction, and its
-// memory is cold.
+// Admission of blocks missed by point lookups. Until the cache first evicts,
+// every block is admitted: it takes room no other block needs. From then on a
+// doorkeeper (TinyLFU's) remembers the blocks missed recently, so that a
+// block is cached on its second miss within a window of about as many misses
+// as the cache holds blocks. A block read once and not again before the
+// cache would have evicted it gains nothing from being cached; inserting it
+// costs an eviction, and its memory is cold.
 
 import (
 	"sync"
@@ -43,12 +44,16 @@ func (d *doorkeeper) init(capacity int64) {
 }
 
 // Admit reports whether a block that a point lookup missed should be cached:
-// true when the same block was missed, and Admit asked, in the current window
-// (or when another block's hash collides with it). Otherwise it remembers the
-// block and returns false: the caller reads the block without caching it.
+// true while the cache has never evicted a block, and afterwards when the
+// same block was missed, and Admit asked, in the current window (or when
+// another block's hash collides with it). Otherwise it remembers the block
+// and returns false: the caller reads the block without caching it.
 // Iterators' blocks are cached whatever Admit says. It is safe for concurrent
 // use.
 func (c *Cache) Admit(file, offset uint64) bool {
+	if c.evictions.Load() == 0 {
+		return true
+	}
 	d := &c.door
 	d.once.Do(func() { d.init(c.capacity()) })
 	h := file*0x9e3779b97f4a7c15 ^ offset*0xbf58476d1ce4e5b9

@@ -5,11 +5,26 @@ import (
 	"testing"
 )
 
-// TestAdmit checks the doorkeeper: a block is admitted on its second miss in
-// a window, and forgotten once the window has seen as many other blocks as
-// the cache holds.
+// fill sets blocks of 4 KiB into c until it has evicted one.
+func fill(c *Cache) {
+	b := make([]byte, 4<<10)
+	for i := uint64(0); c.Metrics().Evictions == 0; i++ {
+		c.Set(1<<40, i, b)
+	}
+}
+
+// TestAdmit checks the doorkeeper: every block is admitted until the cache
+// first evicts; from then on a block is admitted on its second miss in a
+// window, and forgotten once the window has seen as many other blocks as the
+// cache holds.
 func TestAdmit(t *testing.T) {
 	c := New(64<<10, Options{}) // 16 blocks of 4 KiB: windows of 64 blocks
+	for i := range uint64(100) {
+		if !c.Admit(1, i) {
+			t.Fatalf("block %d refused by a cache that never evicted", i)
+		}
+	}
+	fill(c)
 	if c.Admit(1, 0) {
 		t.Fatal("a block missed once is admitted")
 	}
@@ -42,6 +57,7 @@ func TestAdmit(t *testing.T) {
 // the window (16,384 blocks) outlasts the test.
 func TestAdmitConcurrent(t *testing.T) {
 	c := New(64<<20, Options{})
+	fill(c)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Add(1)
