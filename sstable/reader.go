@@ -112,7 +112,10 @@ type Reader struct {
 	index []byte // pinned, unless the cache holds it
 	// parts holds a pinned two-level index's partitions, read as first
 	// used; nil otherwise (they are then read through the cache).
-	parts     *partitions
+	parts *partitions
+	// windows speed up point lookups' seeks in a pinned single-level
+	// index (reader_lookup.go); nil when the index has none.
+	windows   *indexWindows
 	filter    filterblock.Filter
 	filterBH  BlockHandle
 	hasFilter bool
@@ -369,6 +372,8 @@ func (t *Reader) readIndex() error {
 		t.index = nil
 	} else if t.props.IndexType == indexTypeTwoLevel {
 		t.parts = t.newPartitions(t.index)
+	} else if t.order == orderBytewise && !t.columnar {
+		t.windows = t.buildIndexWindows(t.index)
 	}
 	return nil
 }
@@ -474,9 +479,10 @@ func (t *Reader) RangeDeletions() []RangeDeletion { return t.rangeDels }
 
 // PinnedBytes is the memory the Reader holds outside the block cache: its
 // index and filter blocks, unless the cache holds them (of a two-level
-// index, the top level and the partitions read so far).
+// index, the top level and the partitions read so far), and what it keeps
+// to search the index.
 func (t *Reader) PinnedBytes() uint64 {
-	n := uint64(len(t.index))
+	n := uint64(len(t.index)) + t.windows.bytes()
 	if t.parts != nil {
 		n += t.parts.pinned.Load()
 	}

@@ -6,6 +6,7 @@ package sstable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -78,7 +79,7 @@ func (it *Iter) seekLookup(enc []byte) bool {
 	if it.err != nil {
 		return false
 	}
-	ok := it.index.seekGE(enc) && it.lookupBlock() && it.data.seekGE(enc)
+	ok := it.seekIndex(enc) && it.lookupBlock() && it.data.seekGE(enc)
 	if !ok && it.index.valid() && it.err == nil && it.data.err == nil {
 		return it.seekGEEncoded(enc)
 	}
@@ -131,3 +132,143 @@ func (it *Iter) lookupBytes(bh BlockHandle) ([]byte, error) {
 
 // ErrIterClosed is returned by an iterator used after Close.
 var ErrIterClosed = errors.New("sstable: iterator is closed")
+
+// indexWindows speeds up a point lookup's seek in a table's pinned
+// single-level index whose every entry is a restart point (no key shares a
+// prefix with the one before, as bloomkv's, Pebble's and RocksDB's indexes
+// are written). For each entry but the last (whose separator may be a short
+// successor of the table's last key, sharing little with the others), in
+// order, window holds the eight bytes of its separator's user key that
+// follow the prefix those separators share, big-endian, zero-padded: a
+// strictly smaller window means a strictly smaller separator, so the seek
+// searches a small array of integers and compares whole keys only among the
+// entries whose window equals the key's, and with the last.
+type indexWindows struct {
+	common  []byte   // the user-key prefix the windowed separators share
+	window  []uint64 // per index entry but the last
+	entries int      // the index's entries
+}
+
+// keyWindow returns the window of userKey, which begins with a prefix of
+// length c.
+func keyWindow(userKey []byte, c int) uint64 {
+	if rest := userKey[c:]; len(rest) >= 8 {
+		return binary.BigEndian.Uint64(rest)
+	}
+	var b [8]byte
+	copy(b[:], userKey[c:])
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// buildIndexWindows returns the windows of index, a single-level index of a
+// table ordered bytewise, or nil when an entry is not a restart point or a
+// separator is too short for a trailer (the seek then searches the block).
+func (t *Reader) buildIndexWindows(index []byte) *indexWindows {
+	var it blockIter
+	if it.init(index, false, t.where("index", t.footer.index)) != nil {
+		return nil
+	}
+	var w indexWindows
+	n := 0
+	for ok := it.first(); ok; ok = it.next() {
+		if len(it.key) < base.TrailerLen || it.offset != it.restart(n) {
+			return nil
+		}
+		n++
+	}
+	if it.err != nil || n == 0 || n != it.numRestarts {
+		return nil
+	}
+	w.entries = n
+	m := max(n-1, 1) // the windowed entries
+	i := 0
+	for ok := it.first(); ok && i < m; ok = it.next() {
+		uk := it.key[:len(it.key)-base.TrailerLen]
+		if i == 0 {
+			w.common = append([]byte(nil), uk...)
+		}
+		c := 0
+		for c < len(w.common) && c < len(uk) && w.common[c] == uk[c] {
+			c++
+		}
+		w.common = w.common[:c]
+		i++
+	}
+	w.window = make([]uint64, 0, m)
+	for ok := it.first(); ok && len(w.window) < m; ok = it.next() {
+		w.window = append(w.window, keyWindow(it.key[:len(it.key)-base.TrailerLen], len(w.common)))
+	}
+	if it.err != nil {
+		return nil
+	}
+	w.common = w.common[:len(w.common):len(w.common)]
+	return &w
+}
+
+// bytes is the memory the windows hold.
+func (w *indexWindows) bytes() uint64 {
+	if w == nil {
+		return 0
+	}
+	return uint64(len(w.common) + 8*len(w.window))
+}
+
+// seekIndex is it.index.seekGE(enc) (the first entry whose separator is ≥
+// enc), by the index's windows when the reader has them.
+func (it *Iter) seekIndex(enc []byte) bool {
+	w := it.t.windows
+	if w == nil || it.index.twoLevel || len(enc) < base.TrailerLen {
+		return it.index.seekGE(enc)
+	}
+	uk := enc[:len(enc)-base.TrailerLen]
+	m, n, c := len(w.window), w.entries, len(w.common)
+	// The separators in [lo, hi) are the ones to compare whole: those
+	// before are below enc, those after above it.
+	var lo, hi int
+	switch {
+	case len(uk) >= c && bytes.Equal(uk[:c], w.common):
+		k := keyWindow(uk, c)
+		lo, hi = searchWindows(w.window, 0, m, k), m
+		if k != ^uint64(0) {
+			hi = searchWindows(w.window, lo, m, k+1)
+		}
+		if hi == m {
+			hi = n // enc may lie above the windowed separators
+		}
+	case bytes.Compare(uk, w.common) < 0:
+		lo, hi = 0, 0 // below every separator
+	default:
+		lo, hi = m, n // above every windowed separator
+	}
+	top := &it.index.top
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		rk, ok := top.restartKey(mid)
+		if !ok {
+			return it.index.seekGE(enc) // which reports the damage
+		}
+		if top.compare(rk, enc) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == n {
+		top.valid = false
+		return false
+	}
+	return top.seekRestart(lo)
+}
+
+// searchWindows returns the first i in [lo, hi) with w[i] ≥ k, or hi.
+func searchWindows(w []uint64, lo, hi int, k uint64) int {
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if w[mid] < k {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}

@@ -1,0 +1,100 @@
+package sstable
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// windowKey returns a random user key over a few bytes chosen to meet at
+// window boundaries (0x00 pads a short window, 0xff ends the byte range),
+// beginning with prefix, of a random length.
+func windowKey(r *rand.Rand, prefix string) []byte {
+	alphabet := []byte{0x00, 0x01, 'a', 'b', 0xfe, 0xff}
+	k := []byte(prefix)
+	for n := r.IntN(14); n > 0; n-- {
+		k = append(k, alphabet[r.IntN(len(alphabet))])
+	}
+	return k
+}
+
+// TestSeekIndexByWindows checks that a lookup's seek in the index by its
+// windows lands where the index block's own seek does, for keys before,
+// among, equal to (at sequence numbers above, at and below) and after the
+// separators, in tables whose keys share prefixes of several lengths.
+func TestSeekIndexByWindows(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for round, prefix := range []string{"", "p", "common-prefix/", "\xff\xff"} {
+		var spec tableSpec
+		seen := map[string]bool{}
+		for range 3000 {
+			uk := windowKey(r, prefix)
+			seq := base.SeqNum(r.IntN(5) + 1)
+			if id := fmt.Sprintf("%x#%d", uk, seq); !seen[id] {
+				seen[id] = true
+				spec.entries = append(spec.entries, entry{base.MakeInternalKey(uk, seq, base.KindSet), []byte("v")})
+			}
+		}
+		slices.SortFunc(spec.entries, func(a, b entry) int { return base.CompareInternal(a.key, b.key) })
+		rd := openTable(t, writeSpec(t, spec, WriterOptions{BlockSize: 64 << (round % 3)}))
+		if rd.windows == nil || len(rd.windows.window) < 50 {
+			t.Fatalf("prefix %q: no windows, or too few index entries: %+v", prefix, rd.windows)
+		}
+		var targets [][]byte
+		for _, e := range spec.entries {
+			for _, seq := range []base.SeqNum{e.key.SeqNum() + 1, e.key.SeqNum(), e.key.SeqNum() - 1} {
+				targets = append(targets, base.MakeInternalKey(e.key.UserKey, seq, base.KindMax).Append(nil))
+			}
+		}
+		for range 3000 {
+			p := prefix
+			if r.IntN(5) == 0 {
+				p = prefix[:r.IntN(len(prefix)+1)]
+			}
+			targets = append(targets, base.MakeInternalKey(windowKey(r, p), base.SeqNum(r.IntN(7)), base.KindMax).Append(nil))
+		}
+		targets = append(targets, base.MakeInternalKey(nil, 1, base.KindMax).Append(nil),
+			base.MakeInternalKey(bytes.Repeat([]byte{0xff}, 30), 1, base.KindMax).Append(nil))
+		want, got := rd.NewIter(), rd.NewIter()
+		for _, enc := range targets {
+			wok, gok := want.index.seekGE(enc), got.seekIndex(enc)
+			if wok != gok || (wok && want.index.top.offset != got.index.top.offset) || want.index.error() != nil || got.index.error() != nil {
+				t.Fatalf("prefix %q, seek to %x: by windows %v at %d (%v), by the block %v at %d (%v)", prefix, enc,
+					gok, got.index.top.offset, got.index.error(), wok, want.index.top.offset, want.index.error())
+			}
+			if gok && !bytes.Equal(want.index.top.value, got.index.top.value) {
+				t.Fatalf("seek to %x: handles %x and %x", enc, got.index.top.value, want.index.top.value)
+			}
+		}
+	}
+}
+
+// TestIndexWindowsOnlyWhereSound checks which readers build windows: a
+// single-level index of a bytewise table does, past the prefix its
+// separators but the last (a short successor of the last key) share, and a
+// two-level one does not.
+func TestIndexWindowsOnlyWhereSound(t *testing.T) {
+	data := tableOfKeys(t, 3000)
+	rd := openTable(t, data)
+	if w := rd.windows; w == nil || rd.PinnedBytes() != uint64(len(rd.index))+w.bytes()+rd.filterBH.Length || string(w.common) != "key00" || len(w.window) != w.entries-1 {
+		t.Fatalf("single-level index: windows %+v, pinned %d", w, rd.PinnedBytes())
+	}
+	var spec tableSpec
+	for i := range 3000 {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte(fmt.Sprintf("key%06d", i)), 1, base.KindSet), []byte("value")})
+	}
+	rd = openTable(t, writeSpec(t, spec, WriterOptions{IndexPartitionThreshold: 256}))
+	if rd.parts == nil || rd.windows != nil {
+		t.Fatalf("two-level index: partitions %v, windows %v", rd.parts != nil, rd.windows)
+	}
+	for i := range 3000 {
+		k := fmt.Sprintf("key%06d", i)
+		if v, _, found, err := rd.LookupCopy([]byte(k), base.SeqNumMax); err != nil || !found || string(v) != "value" {
+			t.Fatalf("lookup(%s) in a two-level index: %q, %v, %v", k, v, found, err)
+		}
+	}
+}
