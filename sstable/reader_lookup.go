@@ -33,6 +33,10 @@ func (t *Reader) LookupCopy(userKey []byte, seq base.SeqNum) (value []byte, trai
 	}
 	err = it.err
 	it.release()
+	// The pool keeps no buffer of a large block a lookup read uncached.
+	if cap(it.bufs.raw) > maxPooledRaw || cap(it.bufs.dec) > maxPooledRaw {
+		it.bufs = blockBufs{}
+	}
 	t.iters.Put(it)
 	return value, trailer, found, err
 }

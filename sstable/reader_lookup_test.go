@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
 )
 
 // windowKey returns a random user key over a few bytes chosen to meet at
@@ -95,6 +96,43 @@ func TestIndexWindowsOnlyWhereSound(t *testing.T) {
 		k := fmt.Sprintf("key%06d", i)
 		if v, _, found, err := rd.LookupCopy([]byte(k), base.SeqNumMax); err != nil || !found || string(v) != "value" {
 			t.Fatalf("lookup(%s) in a two-level index: %q, %v, %v", k, v, found, err)
+		}
+	}
+}
+
+// TestLookupDropsLargeBuffers checks that a lookup that read a large block
+// into its own buffers (the cache full, the block not admitted) leaves no
+// such buffer in the reader's pool of lookup iterators.
+func TestLookupDropsLargeBuffers(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), (maxPooledRaw+1)/16+1)
+	var spec tableSpec
+	for i := range 100 { // blocks of small values before the large one
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte(fmt.Sprintf("a%03d", i)), 1, base.KindSet), make([]byte, 100)})
+	}
+	spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte("b"), 1, base.KindSet), big})
+	data := writeSpec(t, spec, WriterOptions{Compression: NoCompression})
+	c := cache.New(64<<10, cache.Options{Shards: 1})
+	for i := uint64(0); c.Metrics().Evictions == 0; i++ {
+		c.Set(100, i, make([]byte, 4<<10))
+	}
+	full := c.Metrics().Entries
+	rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{Cache: c, FileNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a000", "b"} {
+		v, _, found, err := rd.LookupCopy([]byte(k), base.SeqNumMax)
+		if err != nil || !found || (k == "b") != bytes.Equal(v, big) {
+			t.Fatalf("lookup(%s): %d bytes, %v, %v", k, len(v), found, err)
+		}
+		if m := c.Metrics(); m.Entries != full {
+			t.Fatalf("lookup(%s) cached its block: %+v", k, m)
+		}
+		if it, ok := rd.iters.Get().(*Iter); ok { // the pool may drop it (with -race)
+			if n := max(cap(it.bufs.raw), cap(it.bufs.dec)); k == "b" && n > maxPooledRaw || k == "a000" && n == 0 {
+				t.Fatalf("after lookup(%s): the pooled iterator's buffers hold %d bytes", k, n)
+			}
+			rd.iters.Put(it)
 		}
 	}
 }
