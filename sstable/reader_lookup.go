@@ -75,34 +75,55 @@ func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
 }
 
 // seekLookup is seekGEEncoded for a point lookup: the data block the seek
-// lands in comes through lookupBlock. When enc lies past that block's
-// entries (below its separator, above its last key: an absent key, or a
-// columnar table's versions continuing in the next blocks), the seek is
-// made again as an iterator's, which moves on to the next blocks.
+// lands in comes through lookupBlock, found by the index's windows when the
+// reader has them. When enc lies past that block's entries (below its
+// separator, above its last key: an absent key, or a columnar table's
+// versions continuing in the next blocks), the seek is made again as an
+// iterator's, which moves on to the next blocks.
 func (it *Iter) seekLookup(enc []byte) bool {
 	if it.err != nil {
 		return false
 	}
-	ok := it.seekIndex(enc) && it.lookupBlock() && it.data.seekGE(enc)
+	t := it.t
+	if w := t.windows; w != nil && t.cc != nil && t.opts.IngestChecks == nil && len(enc) >= base.TrailerLen {
+		i, ok := w.seek(&it.index.top, enc)
+		if !ok {
+			return it.seekGEEncoded(enc) // which reports the damage
+		}
+		if i == w.entries {
+			return it.settle(false)
+		}
+		ok = it.lookupBlock(w.handles[i]) && it.data.seekGE(enc)
+		if !ok && i+1 < w.entries && it.err == nil && it.data.err == nil {
+			return it.seekGEEncoded(enc)
+		}
+		return it.settle(ok)
+	}
+	ok := it.index.seekGE(enc) && it.lookupIndexed() && it.data.seekGE(enc)
 	if !ok && it.index.valid() && it.err == nil && it.data.err == nil {
 		return it.seekGEEncoded(enc)
 	}
 	return it.settle(ok)
 }
 
-// lookupBlock loads the data block the index iterator points at for a point
-// lookup. A block in bloomkv's cache is used there; a block missing from it
-// is cached only if the cache admits it (cache.Cache.Admit: a block missed
-// again soon), and otherwise read, verified and decoded into the iterator's
-// own buffers, where it lasts until the iterator's next block. Without
-// bloomkv's cache, or for an ingested table whose blocks are checked as read,
-// it is loadBlock.
-func (it *Iter) lookupBlock() bool {
-	t := it.t
+// lookupIndexed loads the data block the index iterator points at for a
+// point lookup, as lookupBlock does. Without bloomkv's cache, or for an
+// ingested table whose blocks are checked as read, it is loadBlock.
+func (it *Iter) lookupIndexed() bool {
 	bh, n := decodeHandle(it.index.cur().value)
-	if n == 0 || t.cc == nil || t.opts.IngestChecks != nil {
+	if n == 0 || it.t.cc == nil || it.t.opts.IngestChecks != nil {
 		return it.loadBlock() // which reports a bad handle
 	}
+	return it.lookupBlock(bh)
+}
+
+// lookupBlock loads the data block at bh for a point lookup. A block in
+// bloomkv's cache is used there; a block missing from it is cached only if
+// the cache admits it (cache.Cache.Admit: a block missed again soon), and
+// otherwise read, verified and decoded into the iterator's own buffers,
+// where it lasts until the iterator's next block.
+func (it *Iter) lookupBlock(bh BlockHandle) bool {
+	t := it.t
 	it.release()
 	b, err := it.lookupBytes(bh)
 	if err == nil {
@@ -146,11 +167,13 @@ var ErrIterClosed = errors.New("sstable: iterator is closed")
 // follow the prefix those separators share, big-endian, zero-padded: a
 // strictly smaller window means a strictly smaller separator, so the seek
 // searches a small array of integers and compares whole keys only among the
-// entries whose window equals the key's, and with the last.
+// entries whose window equals the key's, and with the last. The entries'
+// block handles, decoded, spare the lookup the index block altogether.
 type indexWindows struct {
-	common  []byte   // the user-key prefix the windowed separators share
-	window  []uint64 // per index entry but the last
-	entries int      // the index's entries
+	common  []byte        // the user-key prefix the windowed separators share
+	window  []uint64      // per index entry but the last
+	handles []BlockHandle // per index entry
+	entries int           // the index's entries
 }
 
 // keyWindow returns the window of userKey, which begins with a prefix of
@@ -199,10 +222,18 @@ func (t *Reader) buildIndexWindows(index []byte) *indexWindows {
 		i++
 	}
 	w.window = make([]uint64, 0, m)
-	for ok := it.first(); ok && len(w.window) < m; ok = it.next() {
-		w.window = append(w.window, keyWindow(it.key[:len(it.key)-base.TrailerLen], len(w.common)))
+	w.handles = make([]BlockHandle, 0, n)
+	for ok := it.first(); ok; ok = it.next() {
+		bh, k := decodeHandle(it.value)
+		if k == 0 || k != len(it.value) {
+			return nil // the lookup's seek reports the damage
+		}
+		w.handles = append(w.handles, bh)
+		if len(w.window) < m {
+			w.window = append(w.window, keyWindow(it.key[:len(it.key)-base.TrailerLen], len(w.common)))
+		}
 	}
-	if it.err != nil {
+	if it.err != nil || len(w.handles) != n {
 		return nil
 	}
 	w.common = w.common[:len(w.common):len(w.common)]
@@ -214,16 +245,14 @@ func (w *indexWindows) bytes() uint64 {
 	if w == nil {
 		return 0
 	}
-	return uint64(len(w.common) + 8*len(w.window))
+	return uint64(len(w.common) + 8*len(w.window) + 16*len(w.handles))
 }
 
-// seekIndex is it.index.seekGE(enc) (the first entry whose separator is ≥
-// enc), by the index's windows when the reader has them.
-func (it *Iter) seekIndex(enc []byte) bool {
-	w := it.t.windows
-	if w == nil || it.index.twoLevel || len(enc) < base.TrailerLen {
-		return it.index.seekGE(enc)
-	}
+// seek returns the first entry of the index whose separator is ≥ enc (a
+// key with a trailer), or w.entries when there is none; top is an iterator
+// over the index block, for the separators to compare whole. ok is false if
+// one of them is damaged.
+func (w *indexWindows) seek(top *blockIter, enc []byte) (i int, ok bool) {
 	uk := enc[:len(enc)-base.TrailerLen]
 	m, n, c := len(w.window), w.entries, len(w.common)
 	// The separators in [lo, hi) are the ones to compare whole: those
@@ -244,12 +273,11 @@ func (it *Iter) seekIndex(enc []byte) bool {
 	default:
 		lo, hi = m, n // above every windowed separator
 	}
-	top := &it.index.top
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		rk, ok := top.restartKey(mid)
 		if !ok {
-			return it.index.seekGE(enc) // which reports the damage
+			return 0, false
 		}
 		if top.compare(rk, enc) < 0 {
 			lo = mid + 1
@@ -257,11 +285,7 @@ func (it *Iter) seekIndex(enc []byte) bool {
 			hi = mid
 		}
 	}
-	if lo == n {
-		top.valid = false
-		return false
-	}
-	return top.seekRestart(lo)
+	return lo, true
 }
 
 // searchWindows returns the first i in [lo, hi) with w[i] ≥ k, or hi.

@@ -60,15 +60,18 @@ func TestSeekIndexByWindows(t *testing.T) {
 		}
 		targets = append(targets, base.MakeInternalKey(nil, 1, base.KindMax).Append(nil),
 			base.MakeInternalKey(bytes.Repeat([]byte{0xff}, 30), 1, base.KindMax).Append(nil))
-		want, got := rd.NewIter(), rd.NewIter()
+		it := rd.NewIter()
 		for _, enc := range targets {
-			wok, gok := want.index.seekGE(enc), got.seekIndex(enc)
-			if wok != gok || (wok && want.index.top.offset != got.index.top.offset) || want.index.error() != nil || got.index.error() != nil {
-				t.Fatalf("prefix %q, seek to %x: by windows %v at %d (%v), by the block %v at %d (%v)", prefix, enc,
-					gok, got.index.top.offset, got.index.error(), wok, want.index.top.offset, want.index.error())
+			wok := it.index.seekGE(enc)
+			i, ok := rd.windows.seek(&it.index.top, enc)
+			if !ok || wok != (i < rd.windows.entries) || it.index.error() != nil {
+				t.Fatalf("prefix %q, seek to %x: by windows entry %d of %d (%v), by the block %v (%v)", prefix, enc,
+					i, rd.windows.entries, ok, wok, it.index.error())
 			}
-			if gok && !bytes.Equal(want.index.top.value, got.index.top.value) {
-				t.Fatalf("seek to %x: handles %x and %x", enc, got.index.top.value, want.index.top.value)
+			if wok {
+				if bh, _ := decodeHandle(it.index.top.value); bh != rd.windows.handles[i] {
+					t.Fatalf("prefix %q, seek to %x: by windows entry %d, %v; by the block %v", prefix, enc, i, rd.windows.handles[i], bh)
+				}
 			}
 		}
 	}
@@ -81,7 +84,8 @@ func TestSeekIndexByWindows(t *testing.T) {
 func TestIndexWindowsOnlyWhereSound(t *testing.T) {
 	data := tableOfKeys(t, 3000)
 	rd := openTable(t, data)
-	if w := rd.windows; w == nil || rd.PinnedBytes() != uint64(len(rd.index))+w.bytes()+rd.filterBH.Length || string(w.common) != "key00" || len(w.window) != w.entries-1 {
+	if w := rd.windows; w == nil || rd.PinnedBytes() != uint64(len(rd.index))+w.bytes()+rd.filterBH.Length || string(w.common) != "key00" ||
+		len(w.window) != w.entries-1 || len(w.handles) != w.entries {
 		t.Fatalf("single-level index: windows %+v, pinned %d", w, rd.PinnedBytes())
 	}
 	var spec tableSpec
@@ -133,6 +137,42 @@ func TestLookupDropsLargeBuffers(t *testing.T) {
 				t.Fatalf("after lookup(%s): the pooled iterator's buffers hold %d bytes", k, n)
 			}
 			rd.iters.Put(it)
+		}
+	}
+}
+
+// TestLookupByWindowsMatchesIndexSeek compares lookups through the windows
+// and the cache (a full one, admitting on the second miss, and one that
+// holds the table) with lookups of a reader without a cache, which seek the
+// index block: random tables, every user key at sequence numbers around its
+// versions', and absent keys.
+func TestLookupByWindowsMatchesIndexSeek(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	for round := range 6 {
+		spec := randomSpec(r, 2000)
+		data := writeSpec(t, spec, WriterOptions{BlockSize: 256 << (round % 3)})
+		plain := openTable(t, data)
+		for _, capacity := range []int64{8 << 10, 64 << 20} {
+			c := cache.New(capacity, cache.Options{Shards: 1})
+			rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{Cache: c, FileNum: 1, FileName: "1.sst"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rd.windows == nil {
+				t.Fatal("no windows")
+			}
+			for _, e := range spec.entries {
+				for _, uk := range [][]byte{e.key.UserKey, append(slices.Clip(e.key.UserKey), 0), e.key.UserKey[:len(e.key.UserKey)-1]} {
+					for _, seq := range []base.SeqNum{e.key.SeqNum() + 1, e.key.SeqNum(), base.SeqNumMax} {
+						wv, wtr, wfound, werr := plain.LookupCopy(uk, seq)
+						v, tr, found, err := rd.LookupCopy(uk, seq)
+						if werr != nil || err != nil || found != wfound || tr != wtr || !bytes.Equal(v, wv) {
+							t.Fatalf("round %d, cache %d, lookup(%q, %d): %v %v %d bytes %v; without a cache: %v %v %d bytes %v",
+								round, capacity, uk, seq, found, tr, len(v), err, wfound, wtr, len(wv), werr)
+						}
+					}
+				}
+			}
 		}
 	}
 }
