@@ -127,7 +127,8 @@ func (it *Iter) lookupBlock(bh BlockHandle) bool {
 	it.release()
 	b, err := it.lookupBytes(bh)
 	if err == nil {
-		err = it.data.init(b, false, t.where("data", bh))
+		// The cache may hold the block flat, as an iterator left it.
+		err = it.data.initCached(b, t.where("data", bh))
 	}
 	if err != nil {
 		it.err = err

@@ -176,3 +176,49 @@ func TestLookupByWindowsMatchesIndexSeek(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupAfterIteration checks that point lookups read the blocks an
+// iterator left in the cache, which it keeps flat (flattenBlock), as they
+// read the blocks stored as written: every key found with its value, and
+// keys between them not found.
+func TestLookupAfterIteration(t *testing.T) {
+	var spec tableSpec
+	for i := range 3000 {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte(fmt.Sprintf("key%06d", 2*i)), 1, base.KindSet), []byte(fmt.Sprintf("value%d", i))})
+	}
+	data := writeSpec(t, spec, WriterOptions{})
+	c := cache.New(64<<20, cache.Options{})
+	rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{Cache: c, FileNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := rd.NewIter()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if err := it.Close(); err != nil || n != 3000 {
+		t.Fatalf("iterated %d entries: %v", n, err)
+	}
+	if bh := rd.windows.handles[0]; bh.Length == 0 {
+		t.Fatal("no first data block")
+	} else if h, ok := c.GetRef(1, bh.Offset); !ok {
+		t.Fatal("the iteration left its first block out of the cache")
+	} else {
+		_, flat := splitFlat(h.Value())
+		h.Release()
+		if !flat {
+			t.Fatal("the iteration left its first block in the cache as stored, not flat")
+		}
+	}
+	for i := range 3000 {
+		k := fmt.Sprintf("key%06d", 2*i)
+		if v, _, found, err := rd.LookupCopy([]byte(k), base.SeqNumMax); err != nil || !found || string(v) != fmt.Sprintf("value%d", i) {
+			t.Fatalf("lookup(%s) after the iteration: %q, %v, %v", k, v, found, err)
+		}
+		k = fmt.Sprintf("key%06d", 2*i+1)
+		if v, _, found, err := rd.LookupCopy([]byte(k), base.SeqNumMax); err != nil || found {
+			t.Fatalf("lookup(%s), absent, after the iteration: %q, %v, %v", k, v, found, err)
+		}
+	}
+}
