@@ -244,11 +244,11 @@ func (t *Reader) readChecked(bh BlockHandle, kind string, chk *Iter) ([]byte, er
 // before it is cached. ra, when given, is the caller's read-ahead: misses of
 // a sequential walk are served from file bytes read ahead in one go. A
 // block read for an iterator (flat) is cached flat (flattenBlock) when it
-// can be and the cache admits it (cache.Cache.Admit: the cache has not
-// evicted yet, or the block was missed again soon), as iterators walk and
-// seek a flat block faster but flattening costs more than one walk saves;
-// one read for a point lookup, or not admitted, is cached as stored, the
-// smaller form. prev, when not the zero
+// can be and the cache has never evicted a block (it holds the data), as
+// iterators walk and seek a flat block faster; in a cache that evicts, a
+// block is walked a few times at most before it goes, which flattening
+// costs more than it saves. One read for a point lookup, or into a cache
+// that evicts, is cached as stored, the smaller form. prev, when not the zero
 // Handle, is the caller's reference to the block before bh's in the file
 // (cache.GetRefAfter).
 func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool, prev cache.Handle) ([]byte, cache.Handle, error) {
@@ -261,7 +261,7 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() (b []byte, err error) {
 		alloc := t.cc.Alloc
 		var sc *[]byte
-		if flat && t.cc.Admit(t.opts.FileNum, bh.Offset) {
+		if flat && !t.cc.Evicted() {
 			// Read into scratch memory; the flat copy goes to the cache.
 			sc = getBuf(&t.opts.Buffers.row)
 			defer t.opts.Buffers.row.Put(sc)

@@ -48,11 +48,10 @@ func (d *doorkeeper) init(capacity int64) {
 // same block was missed, and Admit asked, in the current window (or when
 // another block's hash collides with it). Otherwise it remembers the block
 // and returns false: the caller reads the block without caching it.
-// Iterators' blocks are cached whatever Admit says; its answer decides
-// whether such a block is cached in the form iterators read faster but
-// cost more to build. It is safe for concurrent use.
+// Iterators' blocks are cached whatever Admit says. It is safe for
+// concurrent use.
 func (c *Cache) Admit(file, offset uint64) bool {
-	if c.evictions.Load() == 0 {
+	if !c.Evicted() {
 		return true
 	}
 	d := &c.door
@@ -86,3 +85,7 @@ func (c *Cache) capacity() int64 {
 	}
 	return n
 }
+
+// Evicted reports whether the cache has ever evicted a block to make room:
+// until it has, it holds every block it was given.
+func (c *Cache) Evicted() bool { return c.evictions.Load() != 0 }
