@@ -125,6 +125,10 @@ type diffState struct {
 	// window of diffWindow probes.
 	bypass              atomic.Bool
 	winProbes, winSkips atomic.Uint32
+
+	// readsOff is set while Gets do not consult the filter
+	// (SetDiffFilterReads); it is maintained all the same.
+	readsOff atomic.Bool
 }
 
 // baseLevel returns the base level of v, the last level, or -1 while it

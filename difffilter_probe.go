@@ -54,6 +54,21 @@ func (ds *diffState) noteProbe(skipped bool) {
 	}
 }
 
+// SetDiffFilterReads sets whether Gets consult the differential-file
+// filter (see MayHaveChanged), which they do from Open on. With on false a
+// Get asks the memtables and every level above the base, as with
+// Options.DisableDiffFilter, but the filter is kept up to date all the
+// same, so that switching it back on takes effect at once, with no build:
+// a program can measure what the filter gains its reads on the store as it
+// is, or turn the filter's reads off for a stretch of reads it does not
+// serve. The filter's counters (Metrics().DiffFilter) count no probe while
+// it is off, and Gets then do not bring back a filter dropped for not
+// paying. MayHaveChanged asks the filter either way. It is safe to call
+// concurrently with Gets, each of which follows the setting of its start.
+func (d *DB) SetDiffFilterReads(on bool) {
+	d.mu.diff.readsOff.Store(!on)
+}
+
 // MayHaveChanged reports whether key may have a version above the base, the
 // last level: in a memtable or in a level above it. False is certain: the key's newest version, or its absence, is
 // then the base's, and a Get of it reads the base level only. True may be

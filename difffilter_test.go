@@ -683,3 +683,100 @@ func TestDiffFilterIdlesUnderWrites(t *testing.T) {
 	}
 	checkDiffFilter(t, d)
 }
+
+// TestSetDiffFilterReads: with the filter's reads off, Gets answer as with
+// them on, for unchanged, overwritten, deleted, range-deleted and absent
+// keys, and ask the filter nothing (no skip, no maybe); the filter is kept
+// up to date meanwhile, so that a key written while they were off is a
+// "maybe" once they are back on, and unchanged keys are skipped again.
+func TestSetDiffFilterReads(t *testing.T) {
+	const n = 5_000
+	o := memOpts(vfs.NewMem())
+	o.L0CompactionThreshold, o.L0StopWritesThreshold = 100, 200
+	d := baseStore(t, o, n)
+	defer d.Close()
+	// Level 0 holds the sets and the deletions in a table each: enough
+	// sources above the base for the filter to pay (diffMinGain).
+	for i := 0; i < n; i += 20 {
+		if err := d.Set(diffKey(i), []byte("new"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < n; i += 20 {
+		if err := d.Delete(diffKey(i), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeleteRange(diffKey(200), diffKey(250), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		value string
+		err   error
+	}
+	// Keys 0 to n-1 and n absent ones past them.
+	gets := func() []answer {
+		out := make([]answer, 2*n)
+		for i := range out {
+			v, err := d.Get(diffKey(i))
+			out[i] = answer{string(v), err}
+		}
+		return out
+	}
+	probes := func() uint64 {
+		m := d.Metrics().DiffFilter
+		return m.Skips + m.Maybes
+	}
+
+	before := probes()
+	on := gets()
+	if p := probes() - before; p != 2*n {
+		t.Fatalf("reads on: %d probes for %d Gets", p, 2*n)
+	}
+	d.SetDiffFilterReads(false)
+	before = probes()
+	off := gets()
+	if p := probes() - before; p != 0 {
+		t.Fatalf("reads off: %d probes", p)
+	}
+	for i := range on {
+		if on[i] != off[i] {
+			t.Fatalf("Get(%s): %+v with the filter's reads on, %+v off", diffKey(i), on[i], off[i])
+		}
+	}
+	if on[5] != (answer{value: fmt.Sprint("base-", 5)}) || on[20] != (answer{value: "new"}) || !errors.Is(on[21].err, ErrNotFound) ||
+		!errors.Is(on[230].err, ErrNotFound) || !errors.Is(on[n+5].err, ErrNotFound) {
+		t.Fatalf("answers %+v %+v %+v %+v %+v", on[5], on[20], on[21], on[230], on[n+5])
+	}
+
+	// Written while the reads are off, and still in the filter once they
+	// are back on.
+	if err := d.Set(diffKey(7), []byte("while off"), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	d.SetDiffFilterReads(true)
+	if !d.MayHaveChanged(diffKey(7)) {
+		t.Fatal("a key written while the filter's reads were off is not in it")
+	}
+	before = d.Metrics().DiffFilter.Maybes
+	if v, err := d.Get(diffKey(7)); err != nil || string(v) != "while off" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if d.Metrics().DiffFilter.Maybes != before+1 {
+		t.Fatal("the Get of a key written while the reads were off was not a maybe")
+	}
+	beforeSkips := d.Metrics().DiffFilter.Skips
+	if _, err := d.Get(diffKey(5)); err != nil {
+		t.Fatal(err)
+	}
+	if d.Metrics().DiffFilter.Skips != beforeSkips+1 {
+		t.Fatal("an unchanged key is not skipped once the reads are back on")
+	}
+	checkDiffFilter(t, d)
+}

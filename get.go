@@ -32,8 +32,9 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 // base, that is the base level alone.
 func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 	hash := filterblock.Hash(key) // for every filter: the differential's, the memtables', the tables'
-	consulted := s.diff != nil && d.mu.diff.consultDiff()
-	if s.diffIdle {
+	readsOff := d.mu.diff.readsOff.Load()
+	consulted := s.diff != nil && !readsOff && d.mu.diff.consultDiff()
+	if s.diffIdle && !readsOff {
 		d.noteIdleGet()
 	}
 	if consulted {
