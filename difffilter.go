@@ -117,18 +117,30 @@ type diffState struct {
 	// file number: tables built by this process, and those a build read.
 	tableDels map[uint64][]rangedel.Tombstone
 
-	skips, maybes, falseMaybes, rebuilds atomic.Uint64
+	rebuilds atomic.Uint64
 
-	// Adaptive probing (consultDiff): bypass is set while the filter's
-	// recent skip rate is under diffMinSkipRate; then only one Get in
-	// diffBypassSample asks it. winProbes and winSkips count the current
-	// window of diffWindow probes.
-	bypass              atomic.Bool
-	winProbes, winSkips atomic.Uint32
+	// The counters each Get that asks the filter adds to, apart from the
+	// fields commits and builds write (adds above all), so that readers
+	// share their cache line with no writer.
+	probeCounts
+}
 
+// probeCounts are the counters of the filter's answers to Gets, and its
+// adaptive probing (consultDiff, noteProbe), padded to cache lines of
+// their own.
+type probeCounts struct {
+	_ [64]byte
+	// skips, maybes and falseMaybes count the answers (DiffFilterMetrics).
+	skips, maybes, falseMaybes atomic.Uint64
+	// bypass is set while the filter does not pay (diffMinGain); then only
+	// one Get in diffBypassSample asks it. win counts the current window's
+	// probes (low 32 bits) and skips (high 32).
+	bypass atomic.Bool
+	win    atomic.Uint64
 	// readsOff is set while Gets do not consult the filter
 	// (SetDiffFilterReads); it is maintained all the same.
 	readsOff atomic.Bool
+	_        [64]byte
 }
 
 // baseLevel returns the base level of v, the last level, or -1 while it
@@ -218,6 +230,12 @@ func (d *DB) diffForStateLocked(s *readState) {
 		return
 	}
 	s.diff, s.diffBase = ds.cur, ds.base
+	s.diffSaves = len(s.imm) + 1 + s.version.NumFiles(0)
+	for l := 1; l < b; l++ {
+		if s.version.NumFiles(l) > 0 {
+			s.diffSaves++
+		}
+	}
 	ds.carried[ds.cur]++
 	var dels []rangedel.Tombstone
 	for l := range b {

@@ -11,14 +11,20 @@ import (
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
-// A Get the filter answers "maybe" pays one probe for nothing; one it
-// answers "no" saves a probe per memtable, per level-0 table and per level
-// in between. Under diffMinSkipRate of skips the probes cost more than they
-// save, so the filter is asked by one Get in diffBypassSample only,
-// enough to see the skip rate come back; a window is diffWindow probes
-// (diffBypassWindow while bypassed).
+// Every Get that asks the filter pays one probe of it (a cache line of a
+// filter as large as the differential, so mostly a miss of the CPU's
+// caches) and its counting; one it answers "no" saves the probes of the
+// sources above the base (readState.diffSaves): a filter probe per
+// memtable, and a table lookup and filter probe per level-0 table and per
+// level in between. The filter pays while its skip rate times those
+// sources is at least diffMinGain: a store whose only source above the
+// base is the memtable gains nothing from it, one with half its keys
+// deleted in the memtable and a level-0 table (a skip rate of a half, two
+// sources) barely breaks even. Below that the filter is asked by one Get in
+// diffBypassSample only, enough to see the skip rate or the sources come
+// back; a window is diffWindow probes (diffBypassWindow while bypassed).
 const (
-	diffMinSkipRate  = 0.30
+	diffMinGain      = 1.5
 	diffBypassSample = 64
 	diffWindow       = 1024
 	diffBypassWindow = 64
@@ -32,26 +38,33 @@ func (ds *diffState) consultDiff() bool {
 	return !ds.bypass.Load() || rand.Uint32N(diffBypassSample) == 0
 }
 
-// noteProbe counts a probe's answer in the window, and at the window's end
-// sets bypass from its skip rate.
-func (ds *diffState) noteProbe(skipped bool) {
+// noteProbe counts a probe's answer, for the metrics and in the window,
+// and at the window's end sets bypass from its skip rate and the sources
+// a skip saves in the state of the Get that ends it. Two atomic additions
+// per probe, on a cache line of their own (diffState.probeCounts): the
+// window's probes and skips are one word.
+func (ds *diffState) noteProbe(skipped bool, saves int) {
+	var skip uint64
 	if skipped {
 		ds.skips.Add(1)
-		ds.winSkips.Add(1)
+		skip = 1
 	} else {
 		ds.maybes.Add(1)
 	}
 	// While bypassed, probes come one Get in diffBypassSample: a window of
 	// diffBypassWindow of them (about 4,000 Gets) judges whether to return.
-	window := uint32(diffWindow)
+	window := uint64(diffWindow)
 	if ds.bypass.Load() {
 		window = diffBypassWindow
 	}
-	if ds.winProbes.Add(1) >= window {
-		skips := ds.winSkips.Swap(0)
-		ds.winProbes.Store(0)
-		ds.bypass.Store(float64(skips) < diffMinSkipRate*float64(window))
+	w := ds.win.Add(skip<<32 | 1)
+	if w&(1<<32-1) < window || !ds.win.CompareAndSwap(w, 0) {
+		// The window goes on, or a Get that added to it meanwhile ends
+		// it.
+		return
 	}
+	skips, probes := float64(w>>32), float64(w&(1<<32-1))
+	ds.bypass.Store(skips*float64(saves) < diffMinGain*probes)
 }
 
 // SetDiffFilterReads sets whether Gets consult the differential-file

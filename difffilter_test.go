@@ -780,3 +780,46 @@ func TestSetDiffFilterReads(t *testing.T) {
 	}
 	checkDiffFilter(t, d)
 }
+
+// TestDiffFilterPaysBySourcesSkipped: with nothing above the base but the
+// memtable, a "no" saves a Get no more than the probe it costs, and the
+// filter steps aside however many keys it rules out; once level-0 tables
+// lie above the base, each "no" saves their lookups, and every Get asks it
+// again.
+func TestDiffFilterPaysBySourcesSkipped(t *testing.T) {
+	const n = 2000
+	o := memOpts(vfs.NewMem())
+	o.L0CompactionThreshold, o.L0StopWritesThreshold = 100, 200
+	d := baseStore(t, o, n)
+	defer d.Close()
+	asked := func() uint64 { m := d.Metrics().DiffFilter; return m.Skips + m.Maybes }
+	unchanged := func(gets int) uint64 {
+		before := asked()
+		for i := range gets {
+			k := n/2 + i%(n/2)
+			expect(t, d, string(diffKey(k)), fmt.Sprintf("base-%d", k))
+		}
+		return asked() - before
+	}
+	const gets = 20 * diffWindow
+	if got := unchanged(gets); got > gets/4 || !d.mu.diff.bypass.Load() {
+		t.Fatalf("only the memtable above the base: %d Gets asked the filter %d times (bypassed: %v)", gets, got, d.mu.diff.bypass.Load())
+	}
+	for round := range 2 {
+		for i := range 10 {
+			if err := d.Set(diffKey(round*10+i), []byte("changed"), NoSync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unchanged(gets) // long enough for a sampled window to end the bypass
+	if d.mu.diff.bypass.Load() {
+		t.Fatal("still bypassed with level-0 tables above the base")
+	}
+	if got := unchanged(diffWindow); got != diffWindow {
+		t.Fatalf("%d Gets of unchanged keys asked the filter %d times, want every one", diffWindow, got)
+	}
+}

@@ -39,10 +39,10 @@ func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 	}
 	if consulted {
 		if !s.diffMaybe(key, hash, seq) {
-			d.mu.diff.noteProbe(true)
+			d.mu.diff.noteProbe(true, s.diffSaves)
 			return d.getFromLevels(s, key, hash, seq, s.diffBase, 0, false)
 		}
-		d.mu.diff.noteProbe(false)
+		d.mu.diff.noteProbe(false, s.diffSaves)
 	}
 	var tomb base.SeqNum
 	for i := len(s.imm); i >= 0; i-- {

@@ -25,12 +25,16 @@ type readState struct {
 	// published; diff is the filter reads of this state may consult (nil:
 	// none), counting the versions above level diffBase; diffDels are the
 	// range deletions of the tables above it, fragmented. diffIdle says
-	// the filter was dropped for not paying (diffPaysLocked).
-	epoch    uint64
-	diff     *difffile.Filter
-	diffBase int
-	diffDels []rangedel.Tombstone
-	diffIdle bool
+	// the filter was dropped for not paying (diffPaysLocked). diffSaves
+	// counts the sources a Get the filter answers "no" skips: the
+	// memtables, the level-0 tables, and the levels between level 0 and
+	// the base that hold tables.
+	epoch     uint64
+	diff      *difffile.Filter
+	diffBase  int
+	diffDels  []rangedel.Tombstone
+	diffIdle  bool
+	diffSaves int
 
 	// levels is what its iterators share (levelTables), built by the first.
 	levels atomic.Pointer[levelTables]

@@ -1,0 +1,146 @@
+package bloomkv
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/bloomkv/bloomkv/internal/benchutil"
+)
+
+// BenchmarkDiffFilterReads measures what the differential-file filter
+// gains the Gets of ./bench's read workloads on one store: the filter's
+// reads switched on and off (SetDiffFilterReads) in alternating chunks of
+// a few milliseconds, the side to go first swapping every pair of chunks,
+// one key stream shared by both sides. The store, its compactions and the
+// rest of the machine are then the same for both, which two stores, one
+// with DisableDiffFilter, cannot give. It reports the time per Get of
+// each side, their ratio (off/on: above 1 the filter makes the Gets
+// faster; below 0.97 it costs them more than 3 %) and the median of the
+// chunk pairs' own ratios (off/on-chunks):
+//
+//	go test -run '^$' -bench DiffFilterReads -benchtime 200x -count 3 .
+//
+// An op of -benchtime is one chunk per side.
+func BenchmarkDiffFilterReads(b *testing.B) {
+	for _, w := range diffReadsWorkloads {
+		b.Run(w.name, func(b *testing.B) {
+			d := diffReadsStore(b, w.prepare)
+			defer d.Close()
+			defer d.SetDiffFilterReads(true)
+			r := rand.New(rand.NewPCG(3, 4))
+			key := make([]byte, benchutil.KeyLen)
+			var took [2]time.Duration
+			var misses [2]uint64
+			logRatios := make([]float64, 0, b.N)
+			before := d.Metrics().DiffFilter
+			b.ResetTimer()
+			for n := range b.N {
+				var chunk [2]time.Duration
+				for j := range 2 {
+					side := (n + j) % 2 // 0: the filter's reads on; 1: off
+					d.SetDiffFilterReads(side == 0)
+					m0 := d.cache.Metrics().Misses
+					t := time.Now()
+					for range diffReadsChunk {
+						diffCostGet(b, d, benchutil.MakeKey(key, w.key(r)))
+					}
+					chunk[side] = time.Since(t)
+					misses[side] += d.cache.Metrics().Misses - m0
+					took[side] += chunk[side]
+				}
+				logRatios = append(logRatios, math.Log(float64(chunk[1])/float64(chunk[0])))
+			}
+			b.StopTimer()
+			total := float64(b.N * diffReadsChunk)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(took[0])/total, "on-ns/op")
+			b.ReportMetric(float64(took[1])/total, "off-ns/op")
+			b.ReportMetric(float64(took[1])/float64(took[0]), "off/on")
+			b.ReportMetric(float64(misses[0])/total, "on-misses/op")
+			b.ReportMetric(float64(misses[1])/total, "off-misses/op")
+			slices.Sort(logRatios)
+			b.ReportMetric(math.Exp(logRatios[len(logRatios)/2]), "off/on-chunks")
+			m := d.Metrics().DiffFilter
+			if probes := m.Skips + m.Maybes - before.Skips - before.Maybes; probes > 0 {
+				b.ReportMetric(float64(m.Skips-before.Skips)/float64(probes), "skip-rate")
+			}
+		})
+	}
+}
+
+// diffReadsChunk is the Gets of one side's chunk: a few milliseconds.
+const diffReadsChunk = 2000
+
+// diffReadsStore opens a store with ./bench's settings in a new
+// directory, loads readsKeys keys (even ids) into it in random order, and
+// brings it to the shape a workload reads (prepare).
+func diffReadsStore(b *testing.B, prepare func(b *testing.B, d *DB, r *rand.Rand)) *DB {
+	b.Helper()
+	d, err := Open(b.TempDir(), &Options{Logger: quietLogger(), CacheSize: 8 << 20, MemTableSize: 4 << 20, MaxConcurrentCompactions: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	values := benchutil.NewValueSource(100, r)
+	key := make([]byte, benchutil.KeyLen)
+	for _, i := range r.Perm(readsKeys) {
+		diffCostSet(b, d, benchutil.MakeKey(key, 2*uint64(i)), values.Next(r))
+	}
+	if prepare != nil {
+		prepare(b, d, r)
+	}
+	return d
+}
+
+// diffReadsWorkloads: ./bench's read workloads the filter serves, each
+// as the store it reads and the keys of its Gets.
+var diffReadsWorkloads = []struct {
+	name    string
+	prepare func(b *testing.B, d *DB, r *rand.Rand)
+	key     func(r *rand.Rand) uint64
+}{
+	// Gets of uniformly random loaded keys, on the store as the load left
+	// it (./bench readrandom).
+	{"readrandom", nil, func(r *rand.Rand) uint64 { return 2 * r.Uint64N(readsKeys) }},
+	// Gets of loaded keys after half of them, at random, were deleted
+	// (./bench readrandom-deleted): a deleted key has a tombstone above
+	// the base until a compaction into the base drops it.
+	{"readrandom-deleted", deleteHalf, func(r *rand.Rand) uint64 { return 2 * r.Uint64N(readsKeys) }},
+	// The same after a full compaction before the deletions, as in
+	// ./bench's default run, where compact comes before deleterandom.
+	{"readrandom-deleted-compacted", func(b *testing.B, d *DB, r *rand.Rand) {
+		if err := d.Compact(nil, nil); err != nil {
+			b.Fatal(err)
+		}
+		deleteHalf(b, d, r)
+	}, func(r *rand.Rand) uint64 { return 2 * r.Uint64N(readsKeys) }},
+	// Gets of absent keys between loaded ones, on the compacted store
+	// with 1 % of the keys overwritten (./bench readbase-absent).
+	{"readbase-absent", func(b *testing.B, d *DB, r *rand.Rand) {
+		if err := d.Compact(nil, nil); err != nil {
+			b.Fatal(err)
+		}
+		key, values := make([]byte, benchutil.KeyLen), benchutil.NewValueSource(100, r)
+		for j, i := range r.Perm(readsKeys)[:readsKeys/100] {
+			diffCostSet(b, d, benchutil.MakeKey(key, 2*uint64(i)), values.Next(r))
+			if j%(readsKeys/800) == 0 {
+				if err := d.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}, func(r *rand.Rand) uint64 { return 2*r.Uint64N(readsKeys) + 1 }},
+}
+
+// deleteHalf deletes half the loaded keys, in random order.
+func deleteHalf(b *testing.B, d *DB, r *rand.Rand) {
+	key := make([]byte, benchutil.KeyLen)
+	for _, i := range r.Perm(readsKeys)[:readsKeys/2] {
+		if err := d.Delete(benchutil.MakeKey(key, 2*uint64(i)), NoSync); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
