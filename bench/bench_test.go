@@ -525,7 +525,10 @@ func TestRuns(t *testing.T) {
 		}
 		for i, m := range ra.measures() {
 			med, lo, hi := *m[0], *m[1], *m[2]
-			if i == 0 || i == 2 || i >= 5 { // bloomkv-nodiff, goleveldb, pebble-l6, badger, bbolt: not run
+			// bloomkv-nodiff, goleveldb, pebble-l6, badger, bbolt: not
+			// run; the paired measurement only on readrandom, a diff
+			// workload.
+			if i == 0 || i == 2 || i >= 5 && i < 8 || i == 8 && ra.Workload != "readrandom" {
 				if med != nil || lo != nil || hi != nil {
 					t.Errorf("%s: ratio %d of an engine that did not run: %v %v %v", ra.Workload, i, med, lo, hi)
 				}
@@ -695,6 +698,9 @@ func fixedReport(t *testing.T) *report {
 				if w == "readmissing" && e == "bloomkv" {
 					res.Note = "a | b"
 				}
+				if w == "readrandom" && e == "bloomkv" {
+					res.Paired = &pairedResult{Ratio: []float64{0.98, 1.02}[run]}
+				}
 				if w == "scan" {
 					res.P99Micros, res.WriteAmp = ptr(math.NaN()), ptr(math.Inf(1))
 				}
@@ -725,10 +731,10 @@ func TestMarkdownReport(t *testing.T) {
 		"| each timed workload, per engine (-duration) | 100ms |\n", "| runs (-runs) | 2 |\n",
 		"| engines (-engines) | bloomkv, pebble, goleveldb |\n", "| workloads (-workloads) | fillrandom, readrandom, readmissing, scan |\n",
 		"![bloomkv's throughput over the other engines, per workload](img/chart.png)\n",
-		"| workload | bloomkv ops/s | pebble ops/s | goleveldb ops/s | bloomkv/nodiff | bloomkv/pebble | bloomkv/goleveldb |\n|---|--:|--:|--:|--:|--:|--:|\n",
-		"| fillrandom | 250 | 100 | 75 | - | 2.50 (2.00–3.00) | 3.50 (3.00–4.00) |\n",
-		"| readrandom | 50 | 100 | 80 | - | 0.50 (0.40–0.60) | 0.62 (0.50–0.75) |\n",
-		"| scan | 10 | 0 | 15 | - | - | 0.75 (0.50–1.00) |\n",
+		"| workload | bloomkv ops/s | pebble ops/s | goleveldb ops/s | bloomkv/nodiff | diff on/off paired | bloomkv/pebble | bloomkv/goleveldb |\n|---|--:|--:|--:|--:|--:|--:|--:|\n",
+		"| fillrandom | 250 | 100 | 75 | - | - | 2.50 (2.00–3.00) | 3.50 (3.00–4.00) |\n",
+		"| readrandom | 50 | 100 | 80 | - | 1.00 (0.98–1.02) | 0.50 (0.40–0.60) | 0.62 (0.50–0.75) |\n",
+		"| scan | 10 | 0 | 15 | - | - | - | 0.75 (0.50–1.00) |\n",
 		"| scan | pebble | 1.5 | - | 0.125 | - | - | 3.0 MiB | 2.0 MiB | - |  |\n",
 		"| fillrandom | bloomkv | 1.5 | 9.2 | 0.125 | - | - | 3.0 MiB | 2.0 MiB | 1.75 |  |\n",
 		`| readmissing | bloomkv | 1.5 | 9.2 | 0.125 | - | - | 3.0 MiB | 2.0 MiB | - | a \| b |` + "\n",
@@ -1202,5 +1208,83 @@ func TestGoalsForCache(t *testing.T) {
 	}
 	if want := []string{"readrandom", "readmissing", "readhot"}; !slices.Equal(bbolt, want) || others != 0 {
 		t.Errorf("with a small cache: goals against bbolt on %v, want %v; %d other goals missing", bbolt, want, others)
+	}
+}
+
+// TestPairedDiffColumn: bloomkv's diff workloads carry the paired
+// measurement of its differential filter (the reads on and off on the same
+// store): both sides ran, bloomkv's figure is the "on" side's, and the
+// ratio shows in the JSON, in the table and the Markdown beside
+// bloomkv/nodiff, and in its goal; other workloads and engines have none.
+func TestPairedDiffColumn(t *testing.T) {
+	rep, out := runTiny(t, "-engines", "bloomkv,bloomkv-nodiff", "-workloads", "readrandom,readmissing", "-nodiff-workloads", "all")
+	for _, res := range rep.Results {
+		paired := res.Workload == "readrandom" && res.Engine == "bloomkv"
+		if (res.Paired != nil) != paired {
+			t.Errorf("%s on %s: paired %+v", res.Workload, res.Engine, res.Paired)
+		}
+		if !paired {
+			continue
+		}
+		p := res.Paired
+		if p.OnOpsPerSec <= 0 || p.OffOpsPerSec <= 0 || math.Abs(p.Ratio-p.OnOpsPerSec/p.OffOpsPerSec) > 1e-9 ||
+			math.Abs(res.OpsPerSec-p.OnOpsPerSec) > 1e-6*p.OnOpsPerSec || !strings.Contains(noteOf(&res), "paired") {
+			t.Errorf("readrandom on bloomkv: ops/s %v, paired %+v, note %q", res.OpsPerSec, p, noteOf(&res))
+		}
+		if res.DiffFilter == nil || res.DiffFilter.Skips+res.DiffFilter.Maybes == 0 {
+			t.Errorf("readrandom on bloomkv: the \"on\" side asked the filter nothing: %+v", res.DiffFilter)
+		}
+	}
+	for _, ra := range rep.Ratios {
+		if (ra.Paired != nil) != (ra.Workload == "readrandom") {
+			t.Errorf("ratios of %s: paired %v", ra.Workload, ra.Paired)
+		}
+	}
+	i := slices.IndexFunc(rep.Goals, func(g goal) bool { return g.Versus == pairedColumn })
+	if i < 0 || rep.Goals[i].Got == nil || *rep.Goals[i].Got != *rep.Ratios[0].Paired || rep.Goals[i].Target != 0.97 {
+		t.Errorf("paired goal in %+v (ratios %+v)", rep.Goals, rep.Ratios)
+	}
+	header := func(s string) string {
+		for _, line := range strings.Split(s, "\n") {
+			if strings.Contains(line, "bloomkv/nodiff") {
+				return line
+			}
+		}
+		return ""
+	}
+	text, md := header(out), header(rep.markdownWith(t))
+	for _, h := range []string{text, md} {
+		nodiff, paired := strings.Index(h, "bloomkv/nodiff"), strings.Index(h, "diff on/off paired")
+		if paired < 0 || paired < nodiff || strings.Contains(h[nodiff+len("bloomkv/nodiff"):paired], "bloomkv/") {
+			t.Errorf("the paired column is not beside bloomkv/nodiff: %q", h)
+		}
+	}
+}
+
+// markdownWith is the Markdown report of a report read back from JSON,
+// with the run's settings restored.
+func (r *report) markdownWith(t *testing.T) string {
+	t.Helper()
+	cfg, err := parseFlags([]string{"-engines", "bloomkv,bloomkv-nodiff", "-workloads", "readrandom,readmissing"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg = cfg
+	return r.markdown("")
+}
+
+// TestPairSides: the phases of the paired measurement go in pairs, the
+// side to go first swapping every pair, so each side runs as often first
+// as second.
+func TestPairSides(t *testing.T) {
+	var got []int
+	for p := range int64(8) {
+		got = append(got, sideOf(p))
+	}
+	if want := []int{0, 1, 1, 0, 0, 1, 1, 0}; !slices.Equal(got, want) {
+		t.Errorf("sides %v, want %v", got, want)
+	}
+	if ph, side := pairPhaseOf(9*pairPhase+time.Microsecond, pairPhase); ph != 9 || side != sideOf(9) {
+		t.Errorf("pairPhaseOf: phase %d side %d", ph, side)
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 // writePNG draws the ratios (their medians, with several runs) as grouped
 // bars, one group per workload: bloomkv over bloomkv-nodiff (where it ran),
+// bloomkv's differential filter's reads on over off on one store (paired,
+// where it ran),
 // over Pebble, over pebble-l6 (where it ran), over goleveldb, and over badger
 // and bbolt (where they ran), with a line
 // at 1 (parity). The Y axis is logarithmic, so that one large ratio does not
@@ -39,6 +41,8 @@ func (r *report) writePNG(path string) error {
 	}{
 		{"bloomkv / bloomkv-nodiff", func(ra ratio) [3]*float64 { return [3]*float64{ra.VsNodiff, ra.VsNodiffMin, ra.VsNodiffMax} },
 			color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}},
+		{"bloomkv diff filter reads on / off, paired", func(ra ratio) [3]*float64 { return [3]*float64{ra.Paired, ra.PairedMin, ra.PairedMax} },
+			color.RGBA{R: 0x98, G: 0xdf, B: 0x8a, A: 0xff}},
 		{"bloomkv / pebble", func(ra ratio) [3]*float64 { return [3]*float64{ra.VsPebble, ra.VsPebbleMin, ra.VsPebbleMax} },
 			color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}},
 		{"bloomkv / pebble-l6", func(ra ratio) [3]*float64 { return [3]*float64{ra.VsPebbleL6, ra.VsPebbleL6Min, ra.VsPebbleL6Max} },

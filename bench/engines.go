@@ -229,6 +229,10 @@ func (e *bloomkvEngine) newIter() (iter, error) {
 	return bloomkvIter{it}, nil
 }
 
+// setDiffReads switches the differential-file filter's reads
+// (diffSwitcher).
+func (e *bloomkvEngine) setDiffReads(on bool) { e.db.SetDiffFilterReads(on) }
+
 func (e *bloomkvEngine) compact() error { return e.db.Compact(nil, nil) }
 func (e *bloomkvEngine) flush() error   { return e.db.Flush() }
 func (e *bloomkvEngine) close() error   { return e.db.Close() }

@@ -474,6 +474,16 @@ func (r *runner) runAll(steps []step) (results []result, err error) {
 		if r.main != nil {
 			before = r.main.e.counters()
 		}
+		r.pair = nil
+		if st.w.diff && r.engine == "bloomkv" {
+			own := st.w.own
+			r.pair = newPairing(func() *store {
+				if own {
+					return r.base
+				}
+				return r.main
+			})
+		}
 		m, err := st.w.run(r)
 		if err != nil {
 			if m != nil && m.store != nil && !m.keep {

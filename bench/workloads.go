@@ -74,9 +74,9 @@ var workloads = []workload{
 	{name: "ycsb-d", desc: "95% read, 5% insert", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{read: 0.95, insert: 0.05})},
 	{name: "ycsb-e", desc: "95% scan (zipfian length 1-1000), 5% insert", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{scan: 0.95, insert: 0.05})},
 	{name: "ycsb-f", desc: "100% insert (Pebble's mix for F)", needs: "fillrandom", writes: true, run: ycsb(ycsbMix{insert: 1})},
-	{name: "readwhilewriting", desc: "2 readers of random loaded keys while 1 writer overwrites; ops are reads", needs: "fillrandom", writes: true, run: (*runner).readWhileWriting},
+	{name: "readwhilewriting", desc: "2 readers of random loaded keys while 1 writer overwrites; ops are reads", needs: "fillrandom", writes: true, diff: true, run: (*runner).readWhileWriting},
 	{name: "deleterandom", desc: "deletes of half the loaded keys, in random order", needs: "fillrandom", writes: true, run: (*runner).deleteRandom},
-	{name: "readrandom-deleted", desc: "gets of random loaded keys after deleterandom (half absent)", needs: "deleterandom", run: (*runner).readRandom},
+	{name: "readrandom-deleted", desc: "gets of random loaded keys after deleterandom (half absent)", needs: "deleterandom", diff: true, run: (*runner).readRandom},
 	{name: "readbase-1pct", desc: "on a store of its own: n keys loaded in random order, compacted whole, then 1% of them (a random subset) overwritten " +
 		"in 8 rounds, each but the last flushed; once its files settle, gets of random loaded keys", own: true, diff: true,
 		companion: "readbase-1pct-compacted", engines: lsmEngines, run: readBase(1)},
@@ -128,6 +128,9 @@ type measurement struct {
 	before *counters
 	// tree is the store's shape before the timed part.
 	tree string
+	// paired is what the paired measurement of the filter counted on each
+	// side (paired.go); nil when unpaired.
+	paired *pairedCount
 }
 
 // store is one open store of the engine under test.
@@ -169,6 +172,9 @@ type runner struct {
 	// inserted counts keys YCSB inserted, which take ids from 2n on.
 	inserted uint64
 	prog     progress
+	// pair, when set, pairs the timed reads of the workload running on the
+	// filter's reads on and off (paired.go).
+	pair *pairing
 }
 
 func (r *runner) n() uint64 { return uint64(r.cfg.n) }
@@ -182,26 +188,47 @@ func (r *runner) rng(name string) *rand.Rand {
 }
 
 // timedOps runs op on one goroutine until the duration passes, recording
-// each op's latency.
+// each op's latency; paired when r.pair is set.
 func (r *runner) timedOps(label string, op func(rng *rand.Rand, key []byte) error, rng *rand.Rand) (*measurement, error) {
 	bar := r.prog.start(label, r.cfg.duration.Milliseconds())
 	defer bar.finish()
-	return timeLoop(time.Now(), r.cfg.duration, rng, op, bar)
+	m, err := timeLoop(time.Now(), r.cfg.duration, rng, op, bar, r.pair)
+	if err == nil && r.pair != nil {
+		m.paired = r.pair.finish(m.paired)
+	}
+	return m, err
 }
 
 // timeLoop runs op until start+d, recording each op's latency, and moves
-// bar (if any) as time passes.
-func timeLoop(start time.Time, d time.Duration, rng *rand.Rand, op func(rng *rand.Rand, key []byte) error, bar phase) (*measurement, error) {
+// bar (if any) as time passes. With p set, the ops alternate between the
+// filter's reads on and off in phases from start (pairPhaseOf), and the
+// measurement's ops, time and latencies are those of the "on" side, its
+// paired count each side's.
+func timeLoop(start time.Time, d time.Duration, rng *rand.Rand, op func(rng *rand.Rand, key []byte) error, bar phase, p *pairing) (*measurement, error) {
 	m := &measurement{hist: newHist()}
 	key := make([]byte, benchutil.KeyLen)
 	deadline := start.Add(d)
+	// At least four phases, however short the run.
+	phaseLen, phase, side := min(pairPhase, d/4), int64(-1), 0
+	var pc pairedCount
 	t := time.Now()
 	for {
+		if p != nil {
+			var ph int64
+			if ph, side = pairPhaseOf(t.Sub(start), phaseLen); ph != phase {
+				p.enter(ph, side)
+				phase, t = ph, time.Now() // the switch is no op's time
+			}
+		}
 		if err := op(rng, key); err != nil {
 			return nil, err
 		}
 		now := time.Now()
-		_ = m.hist.RecordValue(int64(now.Sub(t)))
+		if side == 0 {
+			_ = m.hist.RecordValue(int64(now.Sub(t)))
+		}
+		pc.ops[side]++
+		pc.took[side] += now.Sub(t)
 		t = now
 		m.ops++
 		if bar != nil && m.ops&1023 == 0 {
@@ -212,6 +239,9 @@ func timeLoop(start time.Time, d time.Duration, rng *rand.Rand, op func(rng *ran
 		}
 	}
 	m.elapsed = t.Sub(start)
+	if p != nil {
+		m.ops, m.elapsed, m.paired = pc.ops[0], pc.took[0], &pc
+	}
 	return m, nil
 }
 
@@ -367,7 +397,7 @@ func (r *runner) readRandom() (*measurement, error) {
 	var found int64
 	m, err := r.timedOps("readrandom", getOp(r.main.e, func(rng *rand.Rand) uint64 { return presentID(rng.Uint64N(r.n())) }, &found), r.rng("readrandom"))
 	if m != nil {
-		m.note = fmt.Sprintf("%d of %d found", found, m.ops)
+		m.note = fmt.Sprintf("%d of %d found", found, m.allOps())
 	}
 	return m, err
 }
@@ -594,8 +624,8 @@ func (r *runner) baseReads(name, seq string, absent bool) (*measurement, error) 
 	switch {
 	case absent && found != 0:
 		return nil, fmt.Errorf("%s: %d absent keys were found", name, found)
-	case !absent && found != m.ops:
-		return nil, fmt.Errorf("%s: %d of %d loaded keys were not found", name, m.ops-found, m.ops)
+	case !absent && found != m.allOps():
+		return nil, fmt.Errorf("%s: %d of %d loaded keys were not found", name, m.allOps()-found, m.allOps())
 	}
 	m.store, m.keep, m.before, m.tree = st, true, &before, tree
 	return m, nil
@@ -713,7 +743,7 @@ func (r *runner) readWhileWriting() (*measurement, error) {
 				_, err := r.main.e.get(benchutil.MakeKey(key, presentID(rng.Uint64N(r.n()))))
 				return err
 			}
-			m, err := timeLoop(start, r.cfg.duration, r.rng(fmt.Sprintf("readwhilewriting-reader-%d", i)), read, readerBar)
+			m, err := timeLoop(start, r.cfg.duration, r.rng(fmt.Sprintf("readwhilewriting-reader-%d", i)), read, readerBar, r.pair)
 			if err != nil {
 				errs[i] = err
 				return
@@ -737,6 +767,13 @@ func (r *runner) readWhileWriting() (*measurement, error) {
 		}
 		total.ops += m.ops
 		total.hist.Merge(m.hist)
+		total.paired = total.paired.add(m.paired)
+	}
+	if r.pair != nil {
+		// Ops/s of the "on" side: its reads over the time each reader
+		// spent in it.
+		total.paired = r.pair.finish(total.paired)
+		total.elapsed = total.paired.took[0] / readers
 	}
 	total.note = fmt.Sprintf("%d writes, %.0f writes/s", writes, float64(writes)/elapsed.Seconds())
 	return total, nil
