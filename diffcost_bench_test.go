@@ -40,37 +40,45 @@ func BenchmarkDiffFilterCost(b *testing.B) {
 				stores[i] = d
 				ops[i] = w.start(b, d, rand.New(rand.NewPCG(3, 4)))
 			}
-			var took [2]time.Duration
-			logRatios := make([]float64, 0, b.N)
-			b.ResetTimer()
-			for n := range b.N {
-				var chunk [2]time.Duration
-				for j := range 2 {
-					i := (n + j) % 2
-					t := time.Now()
-					ops[i](w.chunk)
-					chunk[i] = time.Since(t)
-					took[i] += chunk[i]
-				}
-				logRatios = append(logRatios, math.Log(float64(chunk[1])/float64(chunk[0])))
-			}
-			b.StopTimer()
-			total := float64(b.N * w.chunk)
-			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(float64(took[0])/total, "on-ns/op")
-			b.ReportMetric(float64(took[1])/total, "off-ns/op")
-			b.ReportMetric(float64(took[1])/float64(took[0]), "off/on")
-			// The median of the chunks' own ratios: a chunk that met a
-			// compaction's or the machine's stall on one store moves it
-			// no more than any other chunk, where it moves the ratio of
-			// the sums by its whole length.
-			slices.Sort(logRatios)
-			b.ReportMetric(math.Exp(logRatios[len(logRatios)/2]), "off/on-chunks")
+			runPaired(b, w.chunk, func(side int) { ops[side](w.chunk) })
 			if m := stores[0].Metrics().DiffFilter; m.Skips+m.Maybes > 0 {
 				b.ReportMetric(float64(m.Skips)/float64(m.Skips+m.Maybes), "skip-rate")
 			}
 		})
 	}
+}
+
+// runPaired runs b.N pairs of chunks of ops, run(side) running one chunk
+// of side 0 ("on") or 1 ("off"), the side to go first swapping every pair,
+// and reports each side's time per op, their ratio (off/on) and the median
+// of the pairs' own ratios (off/on-chunks).
+func runPaired(b *testing.B, ops int, run func(side int)) {
+	var took [2]time.Duration
+	logRatios := make([]float64, 0, b.N)
+	b.ResetTimer()
+	for n := range b.N {
+		var chunk [2]time.Duration
+		for j := range 2 {
+			i := (n + j) % 2
+			t := time.Now()
+			run(i)
+			chunk[i] = time.Since(t)
+			took[i] += chunk[i]
+		}
+		logRatios = append(logRatios, math.Log(float64(chunk[1])/float64(chunk[0])))
+	}
+	b.StopTimer()
+	total := float64(b.N * ops)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(took[0])/total, "on-ns/op")
+	b.ReportMetric(float64(took[1])/total, "off-ns/op")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "off/on")
+	// The median of the chunks' own ratios: a chunk that met a
+	// compaction's or the machine's stall on one side moves it no more
+	// than any other chunk, where it moves the ratio of the sums by its
+	// whole length.
+	slices.Sort(logRatios)
+	b.ReportMetric(math.Exp(logRatios[len(logRatios)/2]), "off/on-chunks")
 }
 
 // diffCostStore opens a store in a new directory, with the filter on or

@@ -691,9 +691,7 @@ func TestDiffFilterIdlesUnderWrites(t *testing.T) {
 // "maybe" once they are back on, and unchanged keys are skipped again.
 func TestSetDiffFilterReads(t *testing.T) {
 	const n = 5_000
-	o := memOpts(vfs.NewMem())
-	o.L0CompactionThreshold, o.L0StopWritesThreshold = 100, 200
-	d := baseStore(t, o, n)
+	d := baseStore(t, keepL0Opts(), n)
 	defer d.Close()
 	// Level 0 holds the sets and the deletions in a table each: enough
 	// sources above the base for the filter to pay (diffMinGain).
@@ -788,9 +786,7 @@ func TestSetDiffFilterReads(t *testing.T) {
 // again.
 func TestDiffFilterPaysBySourcesSkipped(t *testing.T) {
 	const n = 2000
-	o := memOpts(vfs.NewMem())
-	o.L0CompactionThreshold, o.L0StopWritesThreshold = 100, 200
-	d := baseStore(t, o, n)
+	d := baseStore(t, keepL0Opts(), n)
 	defer d.Close()
 	asked := func() uint64 { m := d.Metrics().DiffFilter; return m.Skips + m.Maybes }
 	unchanged := func(gets int) uint64 {
@@ -822,4 +818,11 @@ func TestDiffFilterPaysBySourcesSkipped(t *testing.T) {
 	if got := unchanged(diffWindow); got != diffWindow {
 		t.Fatalf("%d Gets of unchanged keys asked the filter %d times, want every one", diffWindow, got)
 	}
+}
+
+// keepL0Opts are in-memory options under which level 0 keeps its tables.
+func keepL0Opts() *Options {
+	o := memOpts(vfs.NewMem())
+	o.L0CompactionThreshold, o.L0StopWritesThreshold = 100, 200
+	return o
 }

@@ -1,11 +1,8 @@
 package bloomkv
 
 import (
-	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/bloomkv/bloomkv/internal/benchutil"
 )
@@ -32,37 +29,19 @@ func BenchmarkDiffFilterReads(b *testing.B) {
 			defer d.SetDiffFilterReads(true)
 			r := rand.New(rand.NewPCG(3, 4))
 			key := make([]byte, benchutil.KeyLen)
-			var took [2]time.Duration
 			var misses [2]uint64
-			logRatios := make([]float64, 0, b.N)
 			before := d.Metrics().DiffFilter
-			b.ResetTimer()
-			for n := range b.N {
-				var chunk [2]time.Duration
-				for j := range 2 {
-					side := (n + j) % 2 // 0: the filter's reads on; 1: off
-					d.SetDiffFilterReads(side == 0)
-					m0 := d.cache.Metrics().Misses
-					t := time.Now()
-					for range diffReadsChunk {
-						diffCostGet(b, d, benchutil.MakeKey(key, w.key(r)))
-					}
-					chunk[side] = time.Since(t)
-					misses[side] += d.cache.Metrics().Misses - m0
-					took[side] += chunk[side]
+			runPaired(b, diffReadsChunk, func(side int) {
+				d.SetDiffFilterReads(side == 0)
+				m0 := d.cache.Metrics().Misses
+				for range diffReadsChunk {
+					diffCostGet(b, d, benchutil.MakeKey(key, w.key(r)))
 				}
-				logRatios = append(logRatios, math.Log(float64(chunk[1])/float64(chunk[0])))
-			}
-			b.StopTimer()
+				misses[side] += d.cache.Metrics().Misses - m0
+			})
 			total := float64(b.N * diffReadsChunk)
-			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(float64(took[0])/total, "on-ns/op")
-			b.ReportMetric(float64(took[1])/total, "off-ns/op")
-			b.ReportMetric(float64(took[1])/float64(took[0]), "off/on")
 			b.ReportMetric(float64(misses[0])/total, "on-misses/op")
 			b.ReportMetric(float64(misses[1])/total, "off-misses/op")
-			slices.Sort(logRatios)
-			b.ReportMetric(math.Exp(logRatios[len(logRatios)/2]), "off/on-chunks")
 			m := d.Metrics().DiffFilter
 			if probes := m.Skips + m.Maybes - before.Skips - before.Maybes; probes > 0 {
 				b.ReportMetric(float64(m.Skips-before.Skips)/float64(probes), "skip-rate")
