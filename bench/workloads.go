@@ -211,6 +211,12 @@ func timeLoop(start time.Time, d time.Duration, rng *rand.Rand, op func(rng *ran
 	// At least four phases, however short the run.
 	phaseLen, phase, side := min(pairPhase, d/4), int64(-1), 0
 	var pc pairedCount
+	// The "off" side records its latencies too, here unreported, so that
+	// both sides pay for the recording.
+	hists := [2]*hdrhistogram.Histogram{m.hist, m.hist}
+	if p != nil {
+		hists[1] = newHist()
+	}
 	t := time.Now()
 	for {
 		if p != nil {
@@ -224,9 +230,7 @@ func timeLoop(start time.Time, d time.Duration, rng *rand.Rand, op func(rng *ran
 			return nil, err
 		}
 		now := time.Now()
-		if side == 0 {
-			_ = m.hist.RecordValue(int64(now.Sub(t)))
-		}
+		_ = hists[side].RecordValue(int64(now.Sub(t)))
 		pc.ops[side]++
 		pc.took[side] += now.Sub(t)
 		t = now
