@@ -1,0 +1,422 @@
+package raftstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv"
+	"github.com/hashicorp/raft"
+)
+
+// stateFile names, in an FSM's directory, the subdirectory holding the DB
+// in service; Restore replaces it by renaming a new file over it.
+const stateFile = "STATE"
+
+// statePrefix starts the names of the subdirectories holding DBs.
+const statePrefix = "state-"
+
+// applyBatchBytes bounds the bloomkv batch ApplyBatch gathers before it
+// applies it and starts another.
+const applyBatchBytes = 64 << 20
+
+// FSM is a raft.FSM (and raft.BatchingFSM) over a bloomkv DB in a directory
+// of its own. Commands are batches (Batch.Bytes); each entry's changes and
+// the applied index go into the DB in one atomic batch, and entries at or
+// below the applied index are skipped, so a restart neither applies an
+// entry twice nor skips one. Snapshots are sstables; Restore ingests them
+// into a new DB and swaps it in.
+type FSM struct {
+	dir  string
+	opts *bloomkv.Options
+	// tableSize is the size past which a snapshot starts a new table.
+	tableSize uint64
+
+	// mu guards db and seq: readers hold it shared while they use db,
+	// Restore exclusively while it swaps a new DB in.
+	mu  sync.RWMutex
+	db  *bloomkv.DB
+	seq int // number of the state directory in service
+
+	applied atomic.Uint64
+
+	// marks holds the compare points asked for: a token's channel gets a
+	// snapshot of the DB taken right after the entry marking it.
+	marksMu sync.Mutex
+	marks   map[string]chan *bloomkv.Snapshot
+}
+
+var _ raft.BatchingFSM = (*FSM)(nil)
+
+// OpenFSM opens (creating if needed) the state machine in dir. opts may be
+// nil for bloomkv's defaults; its FS must be nil (the FSM renames
+// directories on the OS's file system).
+func OpenFSM(dir string, opts *bloomkv.Options) (*FSM, error) {
+	f := &FSM{dir: dir, opts: opts, tableSize: 64 << 20, marks: map[string]chan *bloomkv.Snapshot{}}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("raftstore: create FSM directory: %w", err)
+	}
+	seq, err := f.readState()
+	if err != nil {
+		return nil, err
+	}
+	if seq == 0 {
+		seq = 1
+		if err := f.writeState(seq); err != nil {
+			return nil, err
+		}
+	}
+	if err := f.removeStale(seq); err != nil {
+		return nil, err
+	}
+	db, err := bloomkv.Open(f.statePath(seq), opts)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: open FSM store: %w", err)
+	}
+	applied, err := readApplied(db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	f.db, f.seq = db, seq
+	f.applied.Store(applied)
+	return f, nil
+}
+
+func (f *FSM) statePath(seq int) string {
+	return filepath.Join(f.dir, fmt.Sprintf("%s%06d", statePrefix, seq))
+}
+
+// readState returns the number of the state directory STATE names, 0 if
+// there is no STATE yet.
+func (f *FSM) readState() (int, error) {
+	b, err := os.ReadFile(filepath.Join(f.dir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("raftstore: read FSM state pointer: %w", err)
+	}
+	name := strings.TrimSpace(string(b))
+	n, err := strconv.Atoi(strings.TrimPrefix(name, statePrefix))
+	if !strings.HasPrefix(name, statePrefix) || err != nil || n <= 0 {
+		return 0, fmt.Errorf("raftstore: FSM state pointer holds %q: %w", name, ErrCorruption)
+	}
+	return n, nil
+}
+
+// writeState points STATE at state directory seq, durably: a new file,
+// synced, renamed over the old, and the directory synced.
+func (f *FSM) writeState(seq int) error {
+	tmp := filepath.Join(f.dir, stateFile+".tmp")
+	if err := writeFileSync(tmp, []byte(fmt.Sprintf("%s%06d\n", statePrefix, seq))); err != nil {
+		return fmt.Errorf("raftstore: write FSM state pointer: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(f.dir, stateFile)); err != nil {
+		return fmt.Errorf("raftstore: install FSM state pointer: %w", err)
+	}
+	if err := syncDir(f.dir); err != nil {
+		return fmt.Errorf("raftstore: sync FSM directory: %w", err)
+	}
+	return nil
+}
+
+// removeStale removes what a restore left behind: state directories other
+// than seq's and partial restores.
+func (f *FSM) removeStale(seq int) error {
+	ents, err := os.ReadDir(f.dir)
+	if err != nil {
+		return fmt.Errorf("raftstore: list FSM directory: %w", err)
+	}
+	keep := filepath.Base(f.statePath(seq))
+	for _, e := range ents {
+		n := e.Name()
+		if (strings.HasPrefix(n, statePrefix) && n != keep) || strings.HasPrefix(n, restorePrefix) {
+			if err := os.RemoveAll(filepath.Join(f.dir, n)); err != nil {
+				return fmt.Errorf("raftstore: remove stale %s: %w", n, err)
+			}
+		}
+	}
+	return nil
+}
+
+func writeFileSync(path string, data []byte) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := fh.Write(data); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type getter interface {
+	Get([]byte) ([]byte, error)
+}
+
+func readApplied(db getter) (uint64, error) {
+	v, err := db.Get(appliedKey)
+	if errors.Is(err, bloomkv.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("raftstore: read applied index: %w", err)
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("raftstore: applied index of %d bytes: %w", len(v), ErrCorruption)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+func setApplied(b *bloomkv.Batch, index uint64) error {
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], index)
+	return b.Set(appliedKey, v[:])
+}
+
+// Applied returns the index of the last log entry applied.
+func (f *FSM) Applied() uint64 { return f.applied.Load() }
+
+// Close closes the FSM's DB.
+func (f *FSM) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.db.Close()
+}
+
+// Get returns the value of a user key, bloomkv.ErrNotFound if none.
+func (f *FSM) Get(key []byte) ([]byte, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.db.Get(userKey(key))
+}
+
+// meta returns the value of a metadata key, bloomkv.ErrNotFound if none.
+func (f *FSM) meta(key []byte) ([]byte, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.db.Get(metaKey(key))
+}
+
+// Apply applies one log entry (raft.FSM).
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies log entries in one bloomkv batch (raft.BatchingFSM),
+// not synced: bloomkv's log keeps a prefix of the batches across a crash,
+// and raft replays the entries after the applied index. The response for
+// a command entry is nil or the error that kept it from applying; an
+// entry that fails applies nothing, and the others apply.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	resp := make([]interface{}, len(logs))
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b := f.db.NewBatch()
+	applied := f.applied.Load()
+	last := applied
+	commit := func() error {
+		if last == applied {
+			return nil
+		}
+		if err := setApplied(b, last); err != nil {
+			return err
+		}
+		if err := f.db.Apply(b, bloomkv.NoSync); err != nil {
+			return err
+		}
+		b.Reset()
+		applied = last
+		f.applied.Store(last)
+		return nil
+	}
+	for i, l := range logs {
+		if l.Index <= applied {
+			continue
+		}
+		last = l.Index
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		ops, err := decodeCommand(l.Data)
+		if err != nil {
+			resp[i] = fmt.Errorf("raftstore: log entry %d: %w", l.Index, err)
+			continue
+		}
+		// A batch past applyBatchBytes is applied before the next entry,
+		// keeping it far below bloomkv.MaxBatchSize.
+		if b.Len() > applyBatchBytes {
+			last = l.Index - 1
+			if err := commit(); err != nil {
+				panic(fmt.Sprintf("raftstore: apply log entries up to %d: %v", last, err))
+			}
+			last = l.Index
+		}
+		if err := addOps(b, ops); err != nil {
+			// The checks of decodeCommand leave nothing for bloomkv to
+			// refuse; a refusal here is a fault of the store.
+			panic(fmt.Sprintf("raftstore: log entry %d: %v", l.Index, err))
+		}
+		for _, o := range ops {
+			if o.kind == opMark {
+				if ch := f.takeMark(string(o.key)); ch != nil {
+					if err := commit(); err != nil {
+						panic(fmt.Sprintf("raftstore: apply log entries up to %d: %v", l.Index, err))
+					}
+					snap, err := f.db.NewSnapshot()
+					if err == nil {
+						ch <- snap
+					}
+					close(ch)
+				}
+			}
+		}
+	}
+	if err := commit(); err != nil {
+		// raft has no way back from an FSM that cannot apply a committed
+		// entry: a replica that went on would diverge.
+		panic(fmt.Sprintf("raftstore: apply log entries up to %d: %v", last, err))
+	}
+	return resp
+}
+
+// expectMark asks for a snapshot of the DB right after the entry that
+// marks token; the channel gets it (and is closed) when that entry applies.
+func (f *FSM) expectMark(token string) <-chan *bloomkv.Snapshot {
+	ch := make(chan *bloomkv.Snapshot, 1)
+	f.marksMu.Lock()
+	f.marks[token] = ch
+	f.marksMu.Unlock()
+	return ch
+}
+
+// dropMark forgets token, closing a snapshot it got but no one took.
+func (f *FSM) dropMark(token string) {
+	f.marksMu.Lock()
+	ch := f.marks[token]
+	delete(f.marks, token)
+	f.marksMu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+func (f *FSM) takeMark(token string) chan *bloomkv.Snapshot {
+	f.marksMu.Lock()
+	defer f.marksMu.Unlock()
+	ch := f.marks[token]
+	delete(f.marks, token)
+	return ch
+}
+
+// Snapshot returns a snapshot of the state (raft.FSM). It pins a bloomkv
+// snapshot; Persist writes it as sstables.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	snap, err := f.db.NewSnapshot()
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: snapshot: %w", err)
+	}
+	return &fsmSnapshot{snap: snap, applied: f.applied.Load(), tableSize: f.tableSize}, nil
+}
+
+// Restore replaces the state with the snapshot read from rc (raft.FSM):
+// the tables are written to a new directory, checked against the stream's
+// checksums, ingested into a new DB, and the DB swapped in. On any failure
+// the state in service stays as it was.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	f.mu.RLock()
+	seq := f.seq + 1
+	f.mu.RUnlock()
+	tmp := filepath.Join(f.dir, fmt.Sprintf("%s%06d", restorePrefix, seq))
+	newDir := f.statePath(seq)
+	cleanup := func() {
+		os.RemoveAll(tmp)
+		os.RemoveAll(newDir)
+	}
+	cleanup()
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return fmt.Errorf("raftstore: restore: %w", err)
+	}
+	paths, applied, err := readSnapshotStream(rc, tmp)
+	if err != nil {
+		cleanup()
+		return fmt.Errorf("raftstore: restore: %w", err)
+	}
+	db, err := bloomkv.Open(newDir, f.opts)
+	if err != nil {
+		cleanup()
+		return fmt.Errorf("raftstore: restore: open new store: %w", err)
+	}
+	if len(paths) > 0 {
+		if err := db.Ingest(paths); err != nil {
+			db.Close()
+			cleanup()
+			return fmt.Errorf("raftstore: restore: ingest snapshot tables: %w", err)
+		}
+	}
+	got, err := readApplied(db)
+	if err == nil && got != applied {
+		err = fmt.Errorf("raftstore: snapshot of applied index %d holds index %d: %w", applied, got, ErrCorruption)
+	}
+	if err == nil {
+		err = db.Flush()
+	}
+	if err == nil {
+		err = f.writeState(seq)
+	}
+	if err != nil {
+		db.Close()
+		cleanup()
+		return fmt.Errorf("raftstore: restore: %w", err)
+	}
+	f.mu.Lock()
+	old, oldSeq := f.db, f.seq
+	f.db, f.seq = db, seq
+	f.applied.Store(applied)
+	f.mu.Unlock()
+	os.RemoveAll(tmp)
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("raftstore: restore: close replaced store: %w", err)
+	}
+	if err := os.RemoveAll(f.statePath(oldSeq)); err != nil {
+		return fmt.Errorf("raftstore: restore: remove replaced store: %w", err)
+	}
+	return nil
+}
+
+// newSnapshot returns a bloomkv snapshot of the state and its applied
+// index, for reads that must see one state.
+func (f *FSM) newSnapshot() (*bloomkv.Snapshot, uint64, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, err := f.db.NewSnapshot()
+	return s, f.applied.Load(), err
+}
