@@ -46,11 +46,13 @@ type FSM struct {
 	seq int // number of the state directory in service
 
 	applied atomic.Uint64
+	// restores counts the snapshots installed by Restore.
+	restores atomic.Uint64
 
 	// marks holds the compare points asked for: a token's channel gets a
 	// snapshot of the DB taken right after the entry marking it.
 	marksMu sync.Mutex
-	marks   map[string]chan *bloomkv.Snapshot
+	marks   map[string]chan markedSnapshot
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -59,7 +61,7 @@ var _ raft.BatchingFSM = (*FSM)(nil)
 // nil for bloomkv's defaults; its FS must be nil (the FSM renames
 // directories on the OS's file system).
 func OpenFSM(dir string, opts *bloomkv.Options) (*FSM, error) {
-	f := &FSM{dir: dir, opts: opts, tableSize: 64 << 20, marks: map[string]chan *bloomkv.Snapshot{}}
+	f := &FSM{dir: dir, opts: opts, tableSize: 64 << 20, marks: map[string]chan markedSnapshot{}}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raftstore: create FSM directory: %w", err)
 	}
@@ -290,7 +292,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 					}
 					snap, err := f.db.NewSnapshot()
 					if err == nil {
-						ch <- snap
+						ch <- markedSnapshot{snap: snap, index: l.Index}
 					}
 					close(ch)
 				}
@@ -307,26 +309,28 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 
 // expectMark asks for a snapshot of the DB right after the entry that
 // marks token; the channel gets it (and is closed) when that entry applies.
-func (f *FSM) expectMark(token string) <-chan *bloomkv.Snapshot {
-	ch := make(chan *bloomkv.Snapshot, 1)
+func (f *FSM) expectMark(token string) <-chan markedSnapshot {
+	ch := make(chan markedSnapshot, 1)
 	f.marksMu.Lock()
 	f.marks[token] = ch
 	f.marksMu.Unlock()
 	return ch
 }
 
-// dropMark forgets token, closing a snapshot it got but no one took.
+// dropMark forgets token.
 func (f *FSM) dropMark(token string) {
 	f.marksMu.Lock()
-	ch := f.marks[token]
 	delete(f.marks, token)
 	f.marksMu.Unlock()
-	if ch != nil {
-		close(ch)
-	}
 }
 
-func (f *FSM) takeMark(token string) chan *bloomkv.Snapshot {
+// markedSnapshot is a snapshot taken right after the entry at index.
+type markedSnapshot struct {
+	snap  *bloomkv.Snapshot
+	index uint64
+}
+
+func (f *FSM) takeMark(token string) chan markedSnapshot {
 	f.marksMu.Lock()
 	defer f.marksMu.Unlock()
 	ch := f.marks[token]
@@ -402,6 +406,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.db, f.seq = db, seq
 	f.applied.Store(applied)
 	f.mu.Unlock()
+	f.restores.Add(1)
 	os.RemoveAll(tmp)
 	if err := old.Close(); err != nil {
 		return fmt.Errorf("raftstore: restore: close replaced store: %w", err)
@@ -412,11 +417,3 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// newSnapshot returns a bloomkv snapshot of the state and its applied
-// index, for reads that must see one state.
-func (f *FSM) newSnapshot() (*bloomkv.Snapshot, uint64, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	s, err := f.db.NewSnapshot()
-	return s, f.applied.Load(), err
-}

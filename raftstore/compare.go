@@ -1,0 +1,335 @@
+package raftstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/semijoin"
+)
+
+// compareTTL bounds how long a compare point is kept.
+const compareTTL = 2 * time.Minute
+
+// compareWait bounds how long a compare point's requests wait for the
+// marking entry to apply.
+const compareWait = 30 * time.Second
+
+// comparePoint is a snapshot a node takes at a marked log entry for a
+// comparison, and the semijoin handler that serves it.
+type comparePoint struct {
+	token   string
+	ch      <-chan markedSnapshot
+	expires time.Time
+
+	once  sync.Once
+	ready chan struct{}
+	m     markedSnapshot
+	h     http.Handler
+}
+
+// wait returns the point's snapshot once the marking entry has applied.
+func (p *comparePoint) wait(ctx context.Context) (markedSnapshot, error) {
+	select {
+	case m, ok := <-p.ch:
+		p.once.Do(func() {
+			if ok {
+				p.m = m
+				p.h = http.StripPrefix("/compare/"+p.token, semijoin.LocalHandler(m.snap, nil))
+			}
+			close(p.ready)
+		})
+	case <-p.ready:
+	case <-ctx.Done():
+		return markedSnapshot{}, fmt.Errorf("raftstore: compare point %s: the marking entry did not apply: %w", p.token, ctx.Err())
+	}
+	<-p.ready
+	if p.m.snap == nil {
+		return markedSnapshot{}, fmt.Errorf("raftstore: compare point %s: no snapshot was taken", p.token)
+	}
+	return p.m, nil
+}
+
+func (p *comparePoint) release() {
+	if p.m.snap != nil {
+		p.m.snap.Close()
+	}
+}
+
+// compares holds a node's compare points.
+type compares struct {
+	mu     sync.Mutex
+	points map[string]*comparePoint
+}
+
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// expect registers a compare point for token.
+func (n *Node) expect(token string) *comparePoint {
+	p := &comparePoint{token: token, ch: n.fsm.expectMark(token), expires: time.Now().Add(compareTTL), ready: make(chan struct{})}
+	n.cmp.mu.Lock()
+	defer n.cmp.mu.Unlock()
+	now := time.Now()
+	for t, q := range n.cmp.points {
+		if now.After(q.expires) {
+			n.dropPoint(t, q)
+		}
+	}
+	n.cmp.points[token] = p
+	return p
+}
+
+// dropPoint forgets a point; n.cmp.mu is held.
+func (n *Node) dropPoint(token string, p *comparePoint) {
+	delete(n.cmp.points, token)
+	n.fsm.dropMark(token)
+	go func() {
+		// A snapshot taken after the point was dropped is released too.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		p.wait(ctx)
+		p.release()
+	}()
+}
+
+func (n *Node) release(token string) {
+	n.cmp.mu.Lock()
+	defer n.cmp.mu.Unlock()
+	if p := n.cmp.points[token]; p != nil {
+		n.dropPoint(token, p)
+	}
+}
+
+func (n *Node) point(token string) *comparePoint {
+	n.cmp.mu.Lock()
+	defer n.cmp.mu.Unlock()
+	return n.cmp.points[token]
+}
+
+func (n *Node) compareRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /compare/{token}", func(w http.ResponseWriter, r *http.Request) {
+		t := r.PathValue("token")
+		if len(t) < 16 || len(t) > 64 {
+			httpError(w, badRequest("compare token of %d characters: want 16 to 64", len(t)))
+			return
+		}
+		n.expect(t)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("DELETE /compare/{token}", func(w http.ResponseWriter, r *http.Request) {
+		n.release(r.PathValue("token"))
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /compare/{token}", func(w http.ResponseWriter, r *http.Request) {
+		p := n.point(r.PathValue("token"))
+		if p == nil {
+			http.Error(w, "no such compare point", http.StatusNotFound)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), compareWait)
+		defer cancel()
+		m, err := p.wait(ctx)
+		if err != nil {
+			httpError(w, err)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]uint64{"index": m.index})
+	})
+	mux.HandleFunc("/compare/{token}/", func(w http.ResponseWriter, r *http.Request) {
+		p := n.point(r.PathValue("token"))
+		if p == nil {
+			http.Error(w, "no such compare point", http.StatusNotFound)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), compareWait)
+		defer cancel()
+		if _, err := p.wait(ctx); err != nil {
+			httpError(w, err)
+			return
+		}
+		p.h.ServeHTTP(w, r)
+	})
+}
+
+// KeyDifference is a key on which two replicas differ: held by one of them
+// only, or with different values.
+type KeyDifference struct {
+	Kind semijoin.DiffKind
+	Key  []byte
+	// A and B are the values on each side (nil where the side has none).
+	A, B []byte
+}
+
+// CompareReport is the result of a comparison.
+type CompareReport struct {
+	// Index is the log index both replicas were compared at.
+	Index uint64
+	// Differences lists the differing keys, in no set order.
+	Differences []KeyDifference
+	// Diff is semijoin.Diff's account, bytes shipped included.
+	Diff semijoin.DiffReport
+}
+
+// userRange is the stored range of the user's keys.
+var userRange = semijoin.KeyRange{Start: []byte{prefixUser}, End: userEnd}
+
+// Compare compares this replica's user keys with those of the node whose
+// HTTP API is at peerURL, both at one applied index: it marks a point in
+// the log, each replica takes a snapshot when it applies it, and
+// semijoin.Diff compares the two, shipping coded symbols in proportion to
+// the difference rather than the data.
+func (n *Node) Compare(ctx context.Context, peerURL string) (*CompareReport, error) {
+	token := newToken()
+	local := n.expect(token)
+	defer n.release(token)
+	peer := strings.TrimSuffix(peerURL, "/")
+	c := http.DefaultClient
+	if err := post(ctx, c, http.MethodPost, peer+"/compare/"+token, nil); err != nil {
+		return nil, fmt.Errorf("raftstore: compare: register at %s: %w", peer, err)
+	}
+	defer post(context.Background(), c, http.MethodDelete, peer+"/compare/"+token, nil)
+	var b Batch
+	b.mark([]byte(token))
+	if err := n.apply(ctx, &b); err != nil {
+		return nil, fmt.Errorf("raftstore: compare: mark the log: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, compareWait)
+	defer cancel()
+	m, err := local.wait(wctx)
+	if err != nil {
+		return nil, err
+	}
+	remote, err := semijoin.Dial(peer+"/compare/"+token, nil)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: compare: %w", err)
+	}
+	rep := &CompareReport{Index: m.index}
+	return rep, diffInto(ctx, semijoin.Local(m.snap, semijoin.Limits{}), remote, rep)
+}
+
+// CompareURLs compares the replicas whose HTTP APIs are at urlA and urlB,
+// both at one applied index, as Node.Compare does, from outside the
+// cluster.
+func CompareURLs(ctx context.Context, urlA, urlB string) (*CompareReport, error) {
+	a, b := strings.TrimSuffix(urlA, "/"), strings.TrimSuffix(urlB, "/")
+	token := newToken()
+	c := http.DefaultClient
+	for _, u := range []string{a, b} {
+		if err := post(ctx, c, http.MethodPost, u+"/compare/"+token, nil); err != nil {
+			return nil, fmt.Errorf("raftstore: compare: register at %s: %w", u, err)
+		}
+		defer post(context.Background(), c, http.MethodDelete, u+"/compare/"+token, nil)
+	}
+	var mark Batch
+	mark.mark([]byte(token))
+	var err error
+	for {
+		err = post(ctx, c, http.MethodPost, a+"/raft/apply", mark.Bytes())
+		if !errors.Is(err, ErrNoLeader) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("raftstore: compare: mark the log: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: compare: mark the log: %w", err)
+	}
+	var idx [2]uint64
+	for i, u := range []string{a, b} {
+		var body []byte
+		if err := get(ctx, c, u+"/compare/"+token, &body); err != nil {
+			return nil, fmt.Errorf("raftstore: compare: wait for the mark at %s: %w", u, err)
+		}
+		var v struct{ Index uint64 }
+		if err := json.Unmarshal(body, &v); err != nil {
+			return nil, fmt.Errorf("raftstore: compare: %s: %w", u, err)
+		}
+		idx[i] = v.Index
+	}
+	if idx[0] != idx[1] {
+		return nil, fmt.Errorf("raftstore: compare: the mark applied at index %d on %s and %d on %s", idx[0], a, idx[1], b)
+	}
+	da, err := semijoin.Dial(a+"/compare/"+token, nil)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: compare: %w", err)
+	}
+	db, err := semijoin.Dial(b+"/compare/"+token, nil)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: compare: %w", err)
+	}
+	rep := &CompareReport{Index: idx[0]}
+	return rep, diffInto(ctx, da, db, rep)
+}
+
+func diffInto(ctx context.Context, a, b semijoin.Differ, rep *CompareReport) error {
+	dr, err := semijoin.Diff(ctx, a, b, &semijoin.DiffOptions{Range: userRange}, func(d semijoin.Difference) error {
+		rep.Differences = append(rep.Differences, KeyDifference{
+			Kind: d.Kind, Key: bytes.Clone(d.Key[1:]), A: bytes.Clone(d.A), B: bytes.Clone(d.B),
+		})
+		return nil
+	})
+	rep.Diff = dr
+	if err != nil {
+		return fmt.Errorf("raftstore: compare: %w", err)
+	}
+	return nil
+}
+
+// post sends a request with body and checks for a 2xx answer; a 503 is an
+// error wrapping ErrNoLeader.
+func post(ctx context.Context, c *http.Client, method, u string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	return do(c, req, nil)
+}
+
+func get(ctx context.Context, c *http.Client, u string, out *[]byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	return do(c, req, out)
+}
+
+func do(c *http.Client, req *http.Request, out *[]byte) error {
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	switch {
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		return fmt.Errorf("%w: %s", ErrNoLeader, strings.TrimSpace(string(body)))
+	case resp.StatusCode == http.StatusNotFound:
+		return fmt.Errorf("%s: %w", strings.TrimSpace(string(body)), bloomkv.ErrNotFound)
+	case resp.StatusCode/100 != 2:
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	if out != nil {
+		*out = body
+	}
+	return nil
+}
