@@ -416,4 +416,3 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	return nil
 }
-
