@@ -49,7 +49,7 @@ func httpError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, bloomkv.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, ErrNoLeader), errors.Is(err, raft.ErrRaftShutdown):
+	case errors.Is(err, ErrNoLeader):
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
 	case errors.Is(err, ErrCorruption), errors.Is(err, bloomkv.ErrTooLarge), errors.Is(err, errBadRequest):

@@ -255,8 +255,11 @@ func (n *Node) closeParts() error {
 		errs = append(errs, c.Close())
 	}
 	if n.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, n.srv.Shutdown(ctx))
+		// Requests still waiting on raft after a grace period are cut off.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if n.srv.Shutdown(ctx) != nil {
+			n.srv.Close()
+		}
 		cancel()
 	} else if n.ln != nil {
 		n.ln.Close()
@@ -522,6 +525,8 @@ func (n *Node) readBarrier(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("raftstore: wait for index %d: %w", ci, ctx.Err())
+		case <-n.done:
+			return fmt.Errorf("raftstore: wait for index %d: node closed", ci)
 		case <-time.After(time.Millisecond):
 		}
 	}

@@ -1,0 +1,217 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/bloomkv/bloomkv"
+)
+
+// kvInput is an operation of the porcupine model: a put of value, or a get.
+type kvInput struct {
+	put        bool
+	key, value string
+}
+
+// kvModel is a map of registers, one per key, each checked on its own.
+func kvModel() porcupine.Model {
+	return porcupine.Model{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			by := map[string][]porcupine.Operation{}
+			var keys []string
+			for _, op := range h {
+				k := op.Input.(kvInput).key
+				if _, ok := by[k]; !ok {
+					keys = append(keys, k)
+				}
+				by[k] = append(by[k], op)
+			}
+			var out [][]porcupine.Operation
+			for _, k := range keys {
+				out = append(out, by[k])
+			}
+			return out
+		},
+		Init: func() interface{} { return "" },
+		Step: func(state, input, output interface{}) (bool, interface{}) {
+			in := input.(kvInput)
+			if in.put {
+				return true, in.value
+			}
+			return output.(string) == state.(string), state
+		},
+		Equal: func(a, b interface{}) bool { return a.(string) == b.(string) },
+		DescribeOperation: func(input, output interface{}) string {
+			in := input.(kvInput)
+			if in.put {
+				return fmt.Sprintf("put(%s, %s)", in.key, in.value)
+			}
+			return fmt.Sprintf("get(%s) -> %q", in.key, output)
+		},
+	}
+}
+
+// history records operations from concurrent clients.
+type history struct {
+	mu  sync.Mutex
+	ops []porcupine.Operation
+	t0  time.Time
+}
+
+func (h *history) now() int64 { return int64(time.Since(h.t0)) }
+
+func (h *history) add(op porcupine.Operation) {
+	h.mu.Lock()
+	h.ops = append(h.ops, op)
+	h.mu.Unlock()
+}
+
+// runClients runs n clients of puts and linearizable gets on keys through
+// random running nodes until stop closes.
+func runClients(c *testCluster, h *history, n int, stop chan struct{}) (*sync.WaitGroup, *int64) {
+	var wg sync.WaitGroup
+	var acked int64
+	var mu sync.Mutex
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			avoid := map[string]time.Time{}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ns := c.all()
+				if len(ns) == 0 {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				node := ns[rng.IntN(len(ns))]
+				if time.Now().Before(avoid[node.ID()]) {
+					continue
+				}
+				key := fmt.Sprintf("k%d", rng.IntN(3))
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				call := h.now()
+				if rng.IntN(2) == 0 {
+					in := kvInput{put: true, key: key, value: fmt.Sprintf("c%d-%d", g, i)}
+					var b Batch
+					b.Set([]byte(in.key), []byte(in.value))
+					err := node.Apply(ctx, &b)
+					switch {
+					case err == nil:
+						h.add(porcupine.Operation{ClientId: g, Input: in, Call: call, Output: "", Return: h.now()})
+						mu.Lock()
+						acked++
+						mu.Unlock()
+					case errors.Is(err, ErrNoLeader) && !errors.Is(err, context.DeadlineExceeded):
+						// Not applied.
+					default:
+						// Outcome unknown: it may take effect at any later time.
+						h.add(porcupine.Operation{ClientId: g, Input: in, Call: call, Output: "", Return: math.MaxInt64})
+						avoid[node.ID()] = time.Now().Add(2 * time.Second)
+					}
+				} else {
+					v, err := node.Get(ctx, []byte(key), Linearizable)
+					if errors.Is(err, bloomkv.ErrNotFound) {
+						v, err = nil, nil
+					}
+					if err == nil {
+						h.add(porcupine.Operation{ClientId: g, Input: kvInput{key: key}, Call: call, Output: string(v), Return: h.now()})
+					} else {
+						avoid[node.ID()] = time.Now().Add(2 * time.Second)
+					}
+				}
+				cancel()
+			}
+		}()
+	}
+	return &wg, &acked
+}
+
+func TestLinearizable(t *testing.T) {
+	c := newTestCluster(t)
+	n1 := c.start("n1", true, "")
+	c.leader()
+	c.start("n2", false, n1.URL())
+	c.start("n3", false, n1.URL())
+	c.converge()
+
+	h := &history{t0: time.Now()}
+	stop := make(chan struct{})
+	wg, acked := runClients(c, h, 6, stop)
+	rounds := 2
+	if *long {
+		rounds = 6
+	}
+	for r := 0; r < rounds; r++ {
+		time.Sleep(400 * time.Millisecond)
+		// Fail the leader over, then bring it back.
+		l := c.leader()
+		c.stop(l.ID())
+		c.leader()
+		time.Sleep(400 * time.Millisecond)
+		c.start(l.ID(), false, "")
+	}
+	time.Sleep(400 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	// A final linearizable read of each key after the failovers: every
+	// acknowledged write is either the latest or overwritten.
+	c.converge()
+	l := c.leader()
+	for k := 0; k < 3; k++ {
+		key := fmt.Sprintf("k%d", k)
+		call := h.now()
+		v, err := l.Get(context.Background(), []byte(key), Linearizable)
+		if errors.Is(err, bloomkv.ErrNotFound) {
+			v, err = nil, nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.add(porcupine.Operation{ClientId: 99, Input: kvInput{key: key}, Call: call, Output: string(v), Return: h.now()})
+	}
+	var gets int
+	for _, op := range h.ops {
+		if !op.Input.(kvInput).put {
+			gets++
+		}
+	}
+	t.Logf("%d operations: %d acknowledged puts, %d gets", len(h.ops), *acked, gets)
+	if *acked < 20 || gets < 20 {
+		t.Fatalf("too few operations to check: %d puts, %d gets", *acked, gets)
+	}
+	res := porcupine.CheckOperationsTimeout(kvModel(), h.ops, 30*time.Second)
+	if res != porcupine.Ok {
+		t.Fatalf("history is not linearizable (%v)", res)
+	}
+}
+
+// The checker rejects a history with a stale read, so the check above can
+// fail.
+func TestLinearizableCheckerRejectsStaleRead(t *testing.T) {
+	ops := []porcupine.Operation{
+		{Input: kvInput{put: true, key: "k", value: "1"}, Call: 0, Output: "", Return: 10},
+		{Input: kvInput{put: true, key: "k", value: "2"}, Call: 20, Output: "", Return: 30},
+		{Input: kvInput{key: "k"}, Call: 40, Output: "1", Return: 50},
+	}
+	if porcupine.CheckOperations(kvModel(), ops) {
+		t.Fatal("a stale read passed the check")
+	}
+	ops[2].Output = "2"
+	if !porcupine.CheckOperations(kvModel(), ops) {
+		t.Fatal("a linearizable history failed the check")
+	}
+}
