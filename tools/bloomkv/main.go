@@ -120,7 +120,7 @@ status is 1; a usage mistake exits with 2.`,
 	root.SetArgs(argv)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(sstableCmd(e), walCmd(e), manifestCmd(e), dbCmd(e), findCmd(e), blobCmd(e), serveCmd(e), joinCmd(e), estimateCmd(e), diffCmd(e))
+	root.AddCommand(sstableCmd(e), walCmd(e), manifestCmd(e), dbCmd(e), findCmd(e), blobCmd(e), serveCmd(e), joinCmd(e), estimateCmd(e), diffCmd(e), nodeCmd(e))
 
 	err := root.Execute()
 	switch {
