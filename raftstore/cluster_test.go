@@ -216,12 +216,6 @@ func (c *testCluster) all() []*Node {
 	return ns
 }
 
-func (c *testCluster) node(id string) *Node {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.nodes[id]
-}
-
 // leader waits for one running node to be leader, and returns it.
 func (c *testCluster) leader(among ...string) *Node {
 	c.t.Helper()
