@@ -231,6 +231,11 @@ func (c *testCluster) leader(among ...string) *Node {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	for _, n := range c.all() {
+		st := n.localStatus()
+		cf := n.Raft().GetConfiguration()
+		c.t.Logf("%s: %s term %d leader %q applied %d last %d; configuration %v", n.ID(), st.State, st.Term, st.Leader, st.Applied, st.Last, cf.Configuration().Servers)
+	}
 	c.t.Fatal("no leader within 20s")
 	return nil
 }
@@ -416,6 +421,10 @@ func TestCluster(t *testing.T) {
 		if n.Raft().State() != raft.Leader {
 			via = n
 		}
+	}
+	// A snapshot now truncates the log to its last TrailingLogs entries.
+	if err := c.leader().Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
 	}
 	n4 := c.start("n4", false, via.URL())
 	w.waitMore(t, per)

@@ -506,7 +506,7 @@ func (n *Node) readBarrier(ctx context.Context) error {
 	timeout := timeoutOf(ctx, 10*time.Second)
 	term := n.raft.CurrentTerm()
 	if n.barrierTerm.Load() != term {
-		if err := n.raft.Barrier(timeout).Error(); err != nil {
+		if err := n.wait(ctx, n.raft.Barrier(timeout)); err != nil {
 			return leaderErr(err)
 		}
 		if n.raft.CurrentTerm() == term {
@@ -515,7 +515,7 @@ func (n *Node) readBarrier(ctx context.Context) error {
 		return nil
 	}
 	ci := n.raft.CommitIndex()
-	if err := n.raft.VerifyLeader().Error(); err != nil {
+	if err := n.wait(ctx, n.raft.VerifyLeader()); err != nil {
 		return leaderErr(err)
 	}
 	if n.raft.CurrentTerm() != term {
@@ -531,6 +531,22 @@ func (n *Node) readBarrier(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// wait returns f's error, or gives up on it when ctx ends or the node
+// closes: raft answers some futures (VerifyLeader's) only when leadership
+// is confirmed or lost, which a closing node may never do.
+func (n *Node) wait(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("raftstore: wait for raft: %w", ctx.Err())
+	case <-n.done:
+		return fmt.Errorf("raftstore: wait for raft: node closed")
+	}
 }
 
 // leaderErr wraps ErrNoLeader around raft's errors that mean this node is
