@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/hashicorp/raft"
 )
 
@@ -124,7 +125,7 @@ func (f *FSM) writeState(seq int) error {
 	if err := os.Rename(tmp, filepath.Join(f.dir, stateFile)); err != nil {
 		return fmt.Errorf("raftstore: install FSM state pointer: %w", err)
 	}
-	if err := syncDir(f.dir); err != nil {
+	if err := vfs.Default.SyncDir(f.dir); err != nil {
 		return fmt.Errorf("raftstore: sync FSM directory: %w", err)
 	}
 	return nil
@@ -163,18 +164,6 @@ func writeFileSync(path string, data []byte) error {
 		return err
 	}
 	return fh.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 type getter interface {

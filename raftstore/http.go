@@ -179,27 +179,12 @@ func (n *Node) applyRequest(w http.ResponseWriter, r *http.Request, b *Batch) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (n *Node) servePut(w http.ResponseWriter, r *http.Request) {
-	if err := checkQuery(r, "timeout"); err != nil {
-		httpError(w, err)
-		return
-	}
-	key, err := keyOf(r)
-	if err != nil {
-		httpError(w, err)
-		return
-	}
-	v, err := readBody(w, r)
-	if err != nil {
-		httpError(w, err)
-		return
-	}
-	var b Batch
-	b.Set(key, v)
-	n.applyRequest(w, r, &b)
-}
+func (n *Node) servePut(w http.ResponseWriter, r *http.Request) { n.serveWrite(w, r, true) }
 
-func (n *Node) serveDelete(w http.ResponseWriter, r *http.Request) {
+func (n *Node) serveDelete(w http.ResponseWriter, r *http.Request) { n.serveWrite(w, r, false) }
+
+// serveWrite serves PUT (set, the body the value) or DELETE of /kv/{key}.
+func (n *Node) serveWrite(w http.ResponseWriter, r *http.Request, set bool) {
 	if err := checkQuery(r, "timeout"); err != nil {
 		httpError(w, err)
 		return
@@ -210,7 +195,16 @@ func (n *Node) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b Batch
-	b.Delete(key)
+	if set {
+		v, err := readBody(w, r)
+		if err != nil {
+			httpError(w, err)
+			return
+		}
+		b.Set(key, v)
+	} else {
+		b.Delete(key)
+	}
 	n.applyRequest(w, r, &b)
 }
 
