@@ -343,7 +343,12 @@ func (f *Filter) MayContainHash(h uint64) bool {
 	if f.numLines == 0 {
 		return false
 	}
-	line := (*[LineBytes]byte)(f.lines[lineIndex(h, f.numLines)*LineBytes:])
+	return f.mayContainLine((*[LineBytes]byte)(f.lines[lineIndex(h, f.numLines)*LineBytes:]), h)
+}
+
+// mayContainLine tests the probe bits of the key whose hash is h in line,
+// the filter's line for it.
+func (f *Filter) mayContainLine(line *[LineBytes]byte, h uint64) bool {
 	// Fast path: while each candidate falls in a byte that holds none of the
 	// key's earlier bits, it is certainly distinct from them, so nextProbe's
 	// bookkeeping reduces to one register of taken bytes. A candidate in a
@@ -417,4 +422,44 @@ func (f *Filter) EstimateKeys() float64 {
 		total += math.Log1p(-min(float64(set), lineBits-1)/lineBits) / per
 	}
 	return total
+}
+
+// probeGroup is how many keys MayContainHashes loads lines for before it
+// tests any: each load is independent of the others, so their cache misses
+// overlap.
+const probeGroup = 16
+
+// MayContainHashes sets may[i] to MayContainHash(hs[i]) for every i (may is
+// at least as long as hs) and returns how many answered true. It loads the
+// lines of a group of keys before testing them, so that the memory reads of
+// one group are in flight together. It does not allocate.
+func (f *Filter) MayContainHashes(hs []uint64, may []bool) int {
+	may = may[:len(hs)]
+	if f.numLines == 0 {
+		clear(may)
+		return 0
+	}
+	n := 0
+	var lines [probeGroup]*[LineBytes]byte
+	var first [probeGroup]byte
+	for len(hs) > 0 {
+		g := min(len(hs), probeGroup)
+		// Load: the line of each key and the byte of its first probe bit.
+		for j, h := range hs[:g] {
+			line := (*[LineBytes]byte)(f.lines[lineIndex(h, f.numLines)*LineBytes:])
+			lines[j] = line
+			first[j] = line[(uint32(h)*probeMultiplier)>>(32-9)>>3]
+		}
+		// Test, with the lines now in cache.
+		for j, h := range hs[:g] {
+			bit := (uint32(h) * probeMultiplier) >> (32 - 9)
+			ok := first[j]&(1<<(bit&7)) != 0 && f.mayContainLine(lines[j], h)
+			may[j] = ok
+			if ok {
+				n++
+			}
+		}
+		hs, may = hs[g:], may[g:]
+	}
+	return n
 }

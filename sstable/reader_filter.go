@@ -123,3 +123,36 @@ func (t *Reader) Filter() (filterblock.Filter, bool, error) {
 	f, err := filterblock.Decode(b)
 	return f, true, err
 }
+
+// MayContainHashes is MayContainHash for several keys' hashes at once,
+// setting may[i] for hs[i] (filterblock.Filter.MayContainHashes) and
+// returning how many answered true. It does not allocate.
+func (t *Reader) MayContainHashes(hs []uint64, may []bool) (int, error) {
+	all := func() (int, error) {
+		for i := range hs {
+			may[i] = true
+		}
+		return len(hs), nil
+	}
+	if !t.hasFilter {
+		return all()
+	}
+	if !t.opts.CacheIndexAndFilterBlocks {
+		if t.opts.DeferFilter {
+			if f := t.deferred.Load(); f != nil {
+				return f.MayContainHashes(hs, may), nil
+			}
+			return all()
+		}
+		return t.filter.MayContainHashes(hs, may), nil
+	}
+	b, err := t.cachedBlock(t.filterBH, "filter", nil)
+	if err != nil {
+		return 0, err
+	}
+	f, err := filterblock.Decode(b)
+	if err != nil {
+		return 0, fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, t.filterBH, err)
+	}
+	return f.MayContainHashes(hs, may), nil
+}

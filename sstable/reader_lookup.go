@@ -23,22 +23,66 @@ import (
 // Range deletions are the caller's to apply (RangeDeletions).
 func (t *Reader) LookupCopy(userKey []byte, seq base.SeqNum) (value []byte, trailer base.Trailer, found bool, err error) {
 	it := t.getIter()
-	if it.seekUserKey(userKey, seq) {
-		trailer, found = it.Key().Trailer, true
-		if trailer.Kind() == base.KindSet {
-			v := it.Value()
-			value = make([]byte, len(v))
-			copy(value, v)
-		}
+	cur := -1
+	if it.seekUserKey(userKey, seq, &cur) {
+		value, trailer, found = it.entryCopy()
 	}
 	err = it.err
+	t.putIter(it)
+	return value, trailer, found, err
+}
+
+// LookupResult is one key's answer from LookupCopyAll, as LookupCopy
+// returns it.
+type LookupResult struct {
+	Value   []byte
+	Trailer base.Trailer
+	Found   bool
+}
+
+// LookupCopyAll is LookupCopy for each of userKeys, which are in ascending
+// order (equal keys allowed), setting out[i] for userKeys[i]. Keys that fall
+// in one data block share one read of it. On an error, the keys from the one
+// that met it on are unanswered: n is how many were answered.
+func (t *Reader) LookupCopyAll(userKeys [][]byte, seq base.SeqNum, out []LookupResult) (n int, err error) {
+	it := t.getIter()
+	cur := -1 // the index entry whose block it.data holds, or -1
+	for i, k := range userKeys {
+		var r LookupResult
+		if it.seekUserKey(k, seq, &cur) {
+			r.Value, r.Trailer, r.Found = it.entryCopy()
+		}
+		if it.err != nil {
+			break
+		}
+		out[i] = r
+		n++
+	}
+	err = it.err
+	t.putIter(it)
+	return n, err
+}
+
+// entryCopy returns the current entry's trailer and, for a set, a copy of
+// its value.
+func (it *Iter) entryCopy() (value []byte, trailer base.Trailer, found bool) {
+	trailer = it.Key().Trailer
+	if trailer.Kind() == base.KindSet {
+		v := it.Value()
+		value = make([]byte, len(v))
+		copy(value, v)
+	}
+	return value, trailer, true
+}
+
+// putIter returns a lookup's iterator to the pool.
+func (t *Reader) putIter(it *Iter) {
 	it.release()
 	// The pool keeps no buffer of a large block a lookup read uncached.
 	if cap(it.bufs.raw) > maxPooledRaw || cap(it.bufs.dec) > maxPooledRaw {
 		it.bufs = blockBufs{}
 	}
 	t.iters.Put(it)
-	return value, trailer, found, err
 }
 
 // getIter returns an iterator from the pool for a point lookup. It holds
@@ -54,8 +98,9 @@ func (t *Reader) getIter() *Iter {
 }
 
 // seekUserKey positions it at the newest entry for userKey written before seq,
-// reporting whether there is one.
-func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
+// reporting whether there is one. *cur is the index entry whose data block
+// it.data holds from the lookup before, or -1 (seekLookup).
+func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum, cur *int) bool {
 	if seq == 0 || seq <= it.override {
 		return false // a read at seq sees no key of the table
 	}
@@ -65,7 +110,7 @@ func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
 		kind |= obsoleteBit // first among the keys at seq-1 with Pebble's bit too
 	}
 	it.seek = base.MakeInternalKey(userKey, seq-1, kind).Append(it.seek[:0])
-	if !it.seekLookup(it.seek) {
+	if !it.seekLookup(it.seek, cur) {
 		return false
 	}
 	k := it.Key().UserKey
@@ -79,8 +124,10 @@ func (it *Iter) seekUserKey(userKey []byte, seq base.SeqNum) bool {
 // reader has them. When enc lies past that block's entries (below its
 // separator, above its last key: an absent key, or a columnar table's
 // versions continuing in the next blocks), the seek is made again as an
-// iterator's, which moves on to the next blocks.
-func (it *Iter) seekLookup(enc []byte) bool {
+// iterator's, which moves on to the next blocks. *cur is the index entry
+// whose block it.data holds from the lookup before (-1: none), which is
+// used again when enc falls in it; seekLookup sets it for the next.
+func (it *Iter) seekLookup(enc []byte, cur *int) bool {
 	if it.err != nil {
 		return false
 	}
@@ -88,17 +135,27 @@ func (it *Iter) seekLookup(enc []byte) bool {
 	if w := t.windows; w != nil && t.cc != nil && t.opts.IngestChecks == nil && len(enc) >= base.TrailerLen {
 		i, ok := w.seek(&it.index.top, enc)
 		if !ok {
+			*cur = -1
 			return it.seekGEEncoded(enc) // which reports the damage
 		}
 		if i == w.entries {
 			return it.settle(false)
 		}
-		ok = it.lookupBlock(w.handles[i]) && it.data.seekGE(enc)
+		if i != *cur {
+			*cur = -1
+			if !it.lookupBlock(w.handles[i]) {
+				return it.settle(false)
+			}
+			*cur = i
+		}
+		ok = it.data.seekGE(enc)
 		if !ok && i+1 < w.entries && it.err == nil && it.data.err == nil {
+			*cur = -1
 			return it.seekGEEncoded(enc)
 		}
 		return it.settle(ok)
 	}
+	*cur = -1
 	ok := it.index.seekGE(enc) && it.lookupIndexed() && it.data.seekGE(enc)
 	if !ok && it.index.valid() && it.err == nil && it.data.err == nil {
 		return it.seekGEEncoded(enc)
