@@ -142,6 +142,7 @@ type DB struct {
 	// Atomic, or safe for concurrent use.
 	batches    sync.Pool     // *Batch for Set, Delete and DeleteRange
 	iterAllocs sync.Pool     // *iterAlloc: closed iterators' memory for NewIter
+	multiGets  sync.Pool     // *multiGetter: MultiGet's scratch memory
 	visibleSeq atomic.Uint64 // reads see sequence numbers up to this
 	// batchBufs holds the memory of unreachable batches from NewBatch
 	// (*batchBuf). It is an allocation of its own, which a batch's cleanup

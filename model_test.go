@@ -501,6 +501,7 @@ func addToPebble(b *pebble.Batch, w modelWrite) {
 type reader struct {
 	name  string
 	get   func([]byte) ([]byte, error)
+	mget  func([][]byte) ([][]byte, []error)
 	iter  func(*IterOptions) (*Iterator, error)
 	pget  func([]byte) ([]byte, error)
 	piter func(*pebble.IterOptions) (*pebble.Iterator, error)
@@ -521,7 +522,7 @@ func (mr *modelRun) pick() reader {
 	if len(mr.snaps) > 0 && mr.r.IntN(3) == 0 {
 		j := mr.r.IntN(len(mr.snaps))
 		s := mr.snaps[j]
-		rd := reader{name: fmt.Sprintf("snapshot %d", j), get: s.d.Get, iter: s.d.NewIter, m: s.m}
+		rd := reader{name: fmt.Sprintf("snapshot %d", j), get: s.d.Get, mget: s.d.MultiGet, iter: s.d.NewIter, m: s.m}
 		if s.p != nil {
 			rd.pget = pebbleGet(func(k []byte) ([]byte, interface{ Close() error }, error) {
 				v, c, err := s.p.Get(k)
@@ -531,7 +532,7 @@ func (mr *modelRun) pick() reader {
 		}
 		return rd
 	}
-	rd := reader{name: "db", get: mr.d.Get, iter: mr.d.NewIter, m: mr.model}
+	rd := reader{name: "db", get: mr.d.Get, mget: mr.d.MultiGet, iter: mr.d.NewIter, m: mr.model}
 	if mr.p != nil {
 		rd.pget = pebbleGet(func(k []byte) ([]byte, interface{ Close() error }, error) {
 			v, c, err := mr.p.Get(k)
@@ -559,6 +560,15 @@ func (mr *modelRun) get(i int) {
 		mr.fatalf("%d: %s Get(%q) = %q, %v; model %q, %v", i, rd.name, k, got, err, want, ok)
 	case rd.pget != nil && (ok != (perr == nil) || string(pgot) != want):
 		mr.fatalf("%d: %s Get(%q): pebble %q, %v; model %q, %v", i, rd.name, k, pgot, perr, want, ok)
+	}
+	// MultiGet of the key, a key after it and the key again.
+	keys := [][]byte{[]byte(k), []byte(k + "\x00"), []byte(k)}
+	vals, errs := rd.mget(keys)
+	for j, key := range keys {
+		want, ok := rd.m[string(key)]
+		if err := errs[j]; (err != nil && !errors.Is(err, ErrNotFound)) || ok != (err == nil) || string(vals[j]) != want {
+			mr.fatalf("%d: %s MultiGet(%q) key %d = %q, %v; model %q, %v", i, rd.name, keys, j, vals[j], err, want, ok)
+		}
 	}
 }
 

@@ -185,11 +185,13 @@ func matchPrefix(got map[string]string, ops []op, lo, hi int) int {
 // and a scan of the same key disagreeing.
 var errMismatch = errors.New("a Get and a scan disagree")
 
-// readKeys returns the store's contents under prefix, read twice: a full scan
-// of the prefix, and a Get of each of keys keys (keys prefix000 on). A read
-// error is returned as is; a disagreement wraps errMismatch.
+// readKeys returns the store's contents under prefix, read three times: a
+// full scan of the prefix, a Get of each of keys keys (keys prefix000 on) and
+// a MultiGet of them. A read error is returned as is; a disagreement wraps
+// errMismatch.
 func readKeys(d interface {
 	Get([]byte) ([]byte, error)
+	MultiGet([][]byte) ([][]byte, []error)
 	NewIter(*IterOptions) (*Iterator, error)
 }, prefix string, keys int) (map[string]string, error) {
 	it, err := d.NewIter(&IterOptions{LowerBound: []byte(prefix), UpperBound: []byte(prefix + "\xff")})
@@ -222,6 +224,19 @@ func readKeys(d interface {
 	}
 	if !maps.Equal(got, scan) {
 		return nil, fmt.Errorf("%w: %d keys by Get, %d by the scan", errMismatch, len(got), len(scan))
+	}
+	batch := make([][]byte, keys)
+	for i := range keys {
+		batch[i] = fmt.Appendf(nil, "%s%03d", prefix, i)
+	}
+	vals, errs := d.MultiGet(batch)
+	for i, k := range batch {
+		switch v, ok := got[string(k)]; {
+		case errs[i] != nil && !errors.Is(errs[i], ErrNotFound):
+			return nil, errs[i]
+		case ok != (errs[i] == nil) || string(vals[i]) != v:
+			return nil, fmt.Errorf("%w: %s is %q (%v) by MultiGet, %q (%v) by Get", errMismatch, k, vals[i], errs[i], v, ok)
+		}
 	}
 	return got, nil
 }

@@ -157,6 +157,18 @@ func stress(t *testing.T, suite string, dur time.Duration, adjust func(*Options)
 			if got < max(before, -before) {
 				return fmt.Errorf("s%d-%03d: read version %d after version %d was acknowledged", w, i, got, max(before, -before))
 			}
+			// A key and its twin, written in one batch, read in one
+			// MultiGet: one view, the same version, not older.
+			vs, errs := d.MultiGet([][]byte{stressKey(w, i, true), stressKey(w, i, false)})
+			if (errs[0] == nil) != (errs[1] == nil) || !bytes.Equal(vs[0], vs[1]) ||
+				errs[0] != nil && !errors.Is(errs[0], ErrNotFound) {
+				return fmt.Errorf("MultiGet: s%d-%03d = %q, %v but its twin %q, %v", w, i, vs[1], errs[1], vs[0], errs[0])
+			}
+			if errs[0] == nil {
+				if mv, err := stressVersion(vs[0]); err != nil || mv < got {
+					return fmt.Errorf("MultiGet: s%d-%03d at version %d (%v) after Get read %d", w, i, mv, err, got)
+				}
+			}
 			return nil
 		})
 	}
@@ -210,6 +222,12 @@ func stress(t *testing.T, suite string, dur time.Duration, adjust func(*Options)
 		again, err3 := s.Get(stressKey(w, i, false))
 		if (err1 == nil) != (err3 == nil) || !bytes.Equal(first, again) {
 			return fmt.Errorf("snapshot: s%d-%03d was %q, %v and is now %q, %v", w, i, first, err1, again, err3)
+		}
+		vs, errs := s.MultiGet([][]byte{stressKey(w, i, true), stressKey(w, i, false)})
+		for j, v := range vs {
+			if (errs[j] == nil) != (err1 == nil) || !bytes.Equal(v, first) {
+				return fmt.Errorf("snapshot: s%d-%03d was %q, %v by Get, %q, %v by MultiGet", w, i, first, err1, v, errs[j])
+			}
 		}
 		return nil
 	})
@@ -266,6 +284,13 @@ func stress(t *testing.T, suite string, dur time.Duration, adjust func(*Options)
 	}
 	verify := func(d *DB, when string) {
 		t.Helper()
+		var keys [][]byte
+		for w := range stressWriters {
+			for i := range stressKeys {
+				keys = append(keys, stressKey(w, i, false), stressKey(w, i, true))
+			}
+		}
+		checkMultiGet(t, when, d, keys)
 		for w := range stressWriters {
 			for i := range stressKeys {
 				want := acked[w][i].Load()

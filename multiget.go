@@ -1,0 +1,381 @@
+package bloomkv
+
+// Batched point reads: MultiGet through the memtables, the differential
+// filter and the levels, a batch at a time.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+	"slices"
+
+	"github.com/bloomkv/bloomkv/filterblock"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/sstable"
+)
+
+// MultiGet reads keys as Get reads each of them, all from one consistent
+// view of the store: values[i] is a copy of the value stored under keys[i],
+// or nil with errs[i] set (ErrNotFound, or an error of reading it). Keys may
+// come in any order and repeat. An invalid key fails alone. After Close
+// every error is ErrClosed.
+func (d *DB) MultiGet(keys [][]byte) (values [][]byte, errs []error) {
+	values, errs = make([][]byte, len(keys)), make([]error, len(keys))
+	if len(keys) == 0 {
+		return values, errs
+	}
+	if d.closedFlag.Load() {
+		fillErr(errs, ErrClosed)
+		return values, errs
+	}
+	// The state first, then the sequence number, as Get.
+	s := d.acquire()
+	defer d.release(s)
+	d.multiGet(s, keys, base.SeqNum(d.visibleSeq.Load())+1, values, errs)
+	return values, errs
+}
+
+// MultiGet is DB.MultiGet reading the values keys held when the snapshot was
+// taken. After Close (the snapshot's or the DB's) every error is ErrClosed.
+func (s *Snapshot) MultiGet(keys [][]byte) (values [][]byte, errs []error) {
+	values, errs = make([][]byte, len(keys)), make([]error, len(keys))
+	if len(keys) == 0 {
+		return values, errs
+	}
+	if s.closed.Load() || s.d.closedFlag.Load() {
+		fillErr(errs, ErrClosed)
+		return values, errs
+	}
+	st := s.d.acquire()
+	defer s.d.release(st)
+	s.d.multiGet(st, keys, s.seq, values, errs)
+	return values, errs
+}
+
+func fillErr(errs []error, err error) {
+	for i := range errs {
+		errs[i] = err
+	}
+}
+
+// mgKey is what a batch knows of one of its keys while it reads.
+type mgKey struct {
+	// from is the first level to read: the differential filter's base
+	// for a key it rules out, else 0.
+	from int
+	// tomb is the newest range deletion seen so far covering the key
+	// (getFromLevels).
+	tomb base.SeqNum
+	// maybe says the differential filter answered maybe.
+	maybe bool
+	// done says values and errs hold the key's answer.
+	done bool
+}
+
+// multiGetter is a batch's scratch memory, reused from batch to batch
+// (DB.multiGets).
+type multiGetter struct {
+	d      *DB
+	s      *readState
+	seq    base.SeqNum
+	keys   [][]byte
+	values [][]byte
+	errs   []error
+
+	hashes  []uint64
+	state   []mgKey
+	pending []int32  // the unanswered keys' indices, in key order
+	sorted  []int32  // scratch for sortPending
+	windows []uint64 // scratch for sortPending
+
+	// One table's run of keys, in key order.
+	run       []int32
+	runKeys   [][]byte
+	runHashes []uint64
+	runMay    []bool
+	runOut    []sstable.LookupResult
+}
+
+// multiGet answers keys as of seq from the sources of s into values and
+// errs.
+func (d *DB) multiGet(s *readState, keys [][]byte, seq base.SeqNum, values [][]byte, errs []error) {
+	m, _ := d.multiGets.Get().(*multiGetter)
+	if m == nil {
+		m = &multiGetter{}
+	}
+	m.d, m.s, m.seq, m.keys, m.values, m.errs = d, s, seq, keys, values, errs
+	m.hashes = slices.Grow(m.hashes[:0], len(keys))[:len(keys)]
+	m.state = slices.Grow(m.state[:0], len(keys))[:len(keys)]
+	m.pending = m.pending[:0]
+	for i, k := range keys {
+		m.state[i] = mgKey{}
+		if err := checkKey(k); err != nil {
+			errs[i], m.state[i].done = err, true
+			continue
+		}
+		m.hashes[i] = filterblock.Hash(k) // for every filter the key meets
+		m.pending = append(m.pending, int32(i))
+	}
+	m.sortPending()
+	m.memtables()
+	for l := 0; l < manifest.NumLevels && len(m.pending) > 0; l++ {
+		m.level(l)
+	}
+	for _, i := range m.pending {
+		errs[i] = ErrNotFound
+	}
+	m.d, m.s, m.keys, m.values, m.errs = nil, nil, nil, nil, nil
+	clear(m.runKeys[:cap(m.runKeys)])
+	clear(m.runOut[:cap(m.runOut)])
+	d.multiGets.Put(m)
+}
+
+// sortPending puts pending in key order (equal keys in any order). It
+// sorts integers: for each key, the eight bytes after the prefix all the
+// keys share, big-endian, their low bits replaced by the key's place in
+// pending; keys equal in what is left are then sorted whole.
+func (m *multiGetter) sortPending() {
+	p := m.pending
+	if len(p) < 2 {
+		return
+	}
+	common := m.keys[p[0]]
+	for _, i := range p[1:] {
+		k := m.keys[i]
+		c := 0
+		for c < len(common) && c < len(k) && common[c] == k[c] {
+			c++
+		}
+		common = common[:c]
+	}
+	c := len(common)
+	mask := uint64(1)<<bits.Len(uint(len(p)-1)) - 1
+	ws := m.windows[:0]
+	for j, i := range p {
+		var b [8]byte
+		copy(b[:], m.keys[i][c:])
+		ws = append(ws, binary.BigEndian.Uint64(b[:])&^mask|uint64(j))
+	}
+	m.windows = ws
+	slices.Sort(ws)
+	out := slices.Grow(m.sorted[:0], len(p))
+	for _, w := range ws {
+		out = append(out, p[w&mask])
+	}
+	for lo := 0; lo < len(ws); {
+		hi := lo + 1
+		for hi < len(ws) && ws[hi]&^mask == ws[lo]&^mask {
+			hi++
+		}
+		if hi-lo > 1 {
+			slices.SortFunc(out[lo:hi], m.compareKeys)
+		}
+		lo = hi
+	}
+	m.pending, m.sorted = out, p
+}
+
+func (m *multiGetter) compareKeys(a, b int32) int {
+	return bytes.Compare(m.keys[a], m.keys[b])
+}
+
+// answer sets key i's answer from its newest visible point entry, as found
+// does for Get.
+func (m *multiGetter) answer(i int32, v []byte, tr base.Trailer) {
+	m.values[i], m.errs[i] = found(v, tr, m.state[i].tomb)
+	m.state[i].done = true
+}
+
+// fail sets key i's answer to err.
+func (m *multiGetter) fail(i int32, err error) {
+	m.values[i], m.errs[i], m.state[i].done = nil, err, true
+}
+
+// dropDone removes the answered keys from pending.
+func (m *multiGetter) dropDone() {
+	m.pending = slices.DeleteFunc(m.pending, func(i int32) bool { return m.state[i].done })
+}
+
+// memtables asks the differential filter about every key, then the
+// memtables, newest first, about the keys it does not rule out, as get does.
+func (m *multiGetter) memtables() {
+	d, s := m.d, m.s
+	readsOff := d.mu.diff.readsOff.Load()
+	for _, i := range m.pending {
+		if s.diffIdle && !readsOff {
+			d.noteIdleGet()
+		}
+		if s.diff != nil && !readsOff && d.mu.diff.consultDiff() {
+			if !s.diffMaybe(m.keys[i], m.hashes[i], m.seq) {
+				d.mu.diff.noteProbe(true, s.diffSaves)
+				m.state[i].from = s.diffBase
+				continue
+			}
+			d.mu.diff.noteProbe(false, s.diffSaves)
+			m.state[i].maybe = true
+		}
+	}
+	for j := len(s.imm); j >= 0; j-- {
+		mt := s.mem.mt
+		if j < len(s.imm) {
+			mt = s.imm[j].mt
+		}
+		for _, i := range m.pending {
+			st := &m.state[i]
+			if st.done || st.from > 0 {
+				continue
+			}
+			k := m.keys[i]
+			v, ik, ok := mt.GetHash(k, m.hashes[i], m.seq)
+			st.tomb = max(st.tomb, mt.RangeDelCover(k, m.seq))
+			if ok {
+				if ik.Kind() == base.KindSet {
+					v = append(make([]byte, 0, len(v)), v...)
+				}
+				m.answer(i, v, ik.Trailer)
+			} else if st.tomb != 0 {
+				m.fail(i, ErrNotFound)
+			}
+		}
+	}
+	m.dropDone()
+}
+
+// level reads the pending keys that reach level l from its tables: in level
+// 0 each table newest first, elsewhere the one table holding each key, the
+// keys of a table read together.
+func (m *multiGetter) level(l int) {
+	s := m.s
+	if l == s.diffBase {
+		n := 0
+		for _, i := range m.pending {
+			if m.state[i].maybe {
+				n++ // the filter said maybe, and nothing above the base had the key
+			}
+		}
+		if n > 0 {
+			m.d.mu.diff.falseMaybes.Add(uint64(n))
+		}
+	}
+	if l == 0 {
+		for f := range s.version.Level(0) {
+			m.run = m.run[:0]
+			for _, i := range m.pending {
+				if st := &m.state[i]; !st.done && st.from == 0 && f.Overlaps(m.keys[i], m.keys[i]) {
+					m.run = append(m.run, i)
+				}
+			}
+			m.table(f)
+		}
+		m.dropDone()
+		return
+	}
+	var f *manifest.FileMetadata
+	m.run = m.run[:0]
+	for _, i := range m.pending {
+		if m.state[i].from > l {
+			continue
+		}
+		k := m.keys[i]
+		if f != nil && !f.Before(k) && bytes.Compare(f.Smallest.UserKey, k) <= 0 {
+			m.run = append(m.run, i)
+			continue
+		}
+		m.table(f)
+		m.run = m.run[:0]
+		if f = s.version.Find(l, k); f != nil {
+			m.run = append(m.run, i)
+		}
+	}
+	m.table(f)
+	m.dropDone()
+}
+
+// table reads the keys of m.run, in key order, from f, whose range holds
+// them, as getFromTable reads one: its range deletions, its filter for all
+// of them at once, then its data blocks, each once for the keys in it.
+func (m *multiGetter) table(f *manifest.FileMetadata) {
+	run := m.run
+	if f == nil || len(run) == 0 {
+		return
+	}
+	d := m.d
+	r, err := d.tables.get(f)
+	if err != nil {
+		for _, i := range run {
+			m.fail(i, err)
+		}
+		return
+	}
+	if dels := r.RangeDeletions(); len(dels) > 0 {
+		for _, i := range run {
+			st := &m.state[i]
+			st.tomb = max(st.tomb, rangedel.Cover(dels, m.keys[i], m.seq))
+		}
+	}
+	// Asked once: an ingested table's filter may load meanwhile.
+	filtered := r.HasFilter()
+	may := m.runMay[:0]
+	if filtered {
+		hs := m.runHashes[:0]
+		for _, i := range run {
+			hs = append(hs, m.hashes[i])
+		}
+		m.runHashes = hs
+		may = slices.Grow(may, len(run))[:len(run)]
+		m.runMay = may
+		passed, err := r.MayContainHashes(hs, may)
+		if err != nil {
+			for _, i := range run {
+				m.fail(i, err)
+			}
+			return
+		}
+		d.metrics.filterProbes.Add(uint64(len(run)))
+		d.metrics.filterNegatives.Add(uint64(len(run) - passed))
+	}
+	keys := m.runKeys[:0]
+	for j, i := range run {
+		if !filtered || may[j] {
+			keys = append(keys, m.keys[i])
+		}
+	}
+	m.runKeys = keys
+	out := slices.Grow(m.runOut[:0], len(keys))[:len(keys)]
+	m.runOut = out
+	var n int
+	if len(keys) > 0 {
+		n, err = r.LookupCopyAll(keys, m.seq, out)
+	}
+	var falsePositives uint64
+	j := 0 // the next of keys and out
+	for k, i := range run {
+		st := &m.state[i]
+		if filtered && !may[k] {
+			// The filter rules the key out; the table's range
+			// deletions still apply.
+		} else {
+			o := j
+			j++
+			if o >= n {
+				m.fail(i, err)
+				continue
+			}
+			if out[o].Found {
+				m.answer(i, out[o].Value, out[o].Trailer)
+				continue
+			}
+			if filtered {
+				falsePositives++
+			}
+		}
+		if st.tomb != 0 {
+			m.fail(i, ErrNotFound)
+		}
+	}
+	if falsePositives > 0 {
+		d.metrics.filterFalsePositives.Add(falsePositives)
+	}
+}
