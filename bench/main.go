@@ -184,18 +184,23 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	return cfg, nil
 }
 
-// withCompanions adds to the workloads selected the companions of each, in
-// the order of the list.
+// withCompanions adds to the workloads selected the companions of each, and
+// theirs, in the order of the list.
 func withCompanions(selected []string) []string {
-	var out []string
-	for _, w := range workloads {
-		if slices.Contains(selected, w.name) || slices.ContainsFunc(workloads, func(o workload) bool {
-			return o.companion == w.name && slices.Contains(selected, o.name)
-		}) {
-			out = append(out, w.name)
+	for {
+		var out []string
+		for _, w := range workloads {
+			if slices.Contains(selected, w.name) || slices.ContainsFunc(workloads, func(o workload) bool {
+				return o.companion == w.name && slices.Contains(selected, o.name)
+			}) {
+				out = append(out, w.name)
+			}
 		}
+		if len(out) == len(selected) {
+			return out
+		}
+		selected = out
 	}
-	return out
 }
 
 // nodiffDefault lists the workloads bloomkv-nodiff reports by default: those

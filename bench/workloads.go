@@ -48,7 +48,7 @@ type workload struct {
 }
 
 // workloads lists every workload in the order they run.
-var workloads = []workload{
+var workloads = slices.Concat([]workload{
 	{name: "fillseq", desc: "n sets in key order, into a store of its own", writes: true, own: true, run: (*runner).fillSeq},
 	{name: "fillbatch-100", desc: "n sets in random order, in batches of 100 (one atomic batch or transaction each), into a store of its own; ops are keys, latencies per batch",
 		writes: true, own: true, named: true, run: fillBatch(100)},
@@ -61,6 +61,7 @@ var workloads = []workload{
 	{name: "readrandom", desc: "gets of random loaded keys", needs: "fillrandom", diff: true, run: (*runner).readRandom},
 	{name: "readmissing", desc: "gets of absent keys between loaded ones, uncompacted", needs: "fillrandom", absentReads: true, run: (*runner).readMissing},
 	{name: "readhot", desc: "gets of loaded keys, zipfian (theta 0.99, hot keys scattered)", needs: "fillrandom", run: (*runner).readHot},
+}, multiGetWorkloads(), []workload{
 	{name: "seekrandom", desc: "seek to a random loaded key, then 10 nexts", needs: "fillrandom", run: (*runner).seekRandom},
 	{name: "seekrandom-next10", desc: "a new iterator per op: seek to a random loaded key, 10 nexts, close (a short range query as an application makes one; " +
 		"seekrandom keeps one iterator)", needs: "fillrandom", named: true, run: (*runner).seekRandomNext10},
@@ -89,7 +90,7 @@ var workloads = []workload{
 	{name: "ingest", desc: fmt.Sprintf("on a store of its own: %d tables of n/%d consecutive loaded keys each (disjoint ranges; written untimed, each engine's by its own table writer), "+
 		"ingested by one Ingest call, then %d gets of their keys; ops are keys (goleveldb has no ingestion)", ingestTables, ingestTables, ingestChecks),
 		own: true, engines: ingestEngines, run: (*runner).ingest},
-}
+})
 
 // lsmEngines are the engines with levels to compact and a memtable to
 // flush: all but bbolt, a B+tree, which has neither, and so does not run
