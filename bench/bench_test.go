@@ -1156,8 +1156,12 @@ func TestNewEngineAndWorkloadFlags(t *testing.T) {
 	if want := []string{"fillbatch-1000", "overwritebatch-100", "seekrandom-next10"}; !slices.Equal(cfg.workloads, want) {
 		t.Errorf("workloads %v, want %v", cfg.workloads, want)
 	}
-	if !slices.Equal(namedWorkloads(), newWorkloads) {
-		t.Errorf("named workloads %v, want %v", namedWorkloads(), newWorkloads)
+	multi16 := func(w string) bool { return strings.HasPrefix(w, "multiget-") && strings.Contains(w, "-16") }
+	if named := slices.DeleteFunc(namedWorkloads(), multi16); !slices.Equal(named, newWorkloads) {
+		t.Errorf("named workloads but the multiget batches of 16 %v, want %v", named, newWorkloads)
+	}
+	if n := len(slices.DeleteFunc(namedWorkloads(), func(w string) bool { return !multi16(w) })); n != 9 {
+		t.Errorf("%d multiget workloads of batches of 16 named, want 9", n)
 	}
 	cfg, err = parseFlags(nil, io.Discard)
 	if err != nil {
@@ -1175,7 +1179,7 @@ func TestNewEngineAndWorkloadFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"-h"}, &help); err == nil {
 		t.Fatal("-h parsed without flag.ErrHelp")
 	}
-	for _, s := range []string{"badger and bbolt run only when named", "fillbatch-100, fillbatch-1000, overwritebatch-100, overwritebatch-1000, seekrandom-next10 run only when named"} {
+	for _, s := range []string{"badger and bbolt run only when named", "fillbatch-100, fillbatch-1000, overwritebatch-100, overwritebatch-1000, multiget-present-16,", "seekrandom-next10 run only when named"} {
 		if !strings.Contains(help.String(), s) {
 			t.Errorf("the help lacks %q:\n%s", s, help.String())
 		}
