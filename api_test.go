@@ -17,6 +17,7 @@ var publicPackages = []string{
 	"github.com/bloomkv/bloomkv/filterblock",
 	"github.com/bloomkv/bloomkv/difffile",
 	"github.com/bloomkv/bloomkv/semijoin",
+	"github.com/bloomkv/bloomkv/raftstore",
 	"github.com/bloomkv/bloomkv/vfs",
 }
 
