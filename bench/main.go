@@ -61,6 +61,8 @@ type config struct {
 	nodiffOnly []string
 	// semijoin runs the semijoin workload (bloomkv only, once).
 	semijoin bool
+	// raft runs the raft workload (raft.go), only when named.
+	raft bool
 	// markdownPath is where -markdown writes the Markdown report; readmePath
 	// the file whose headline block -readme rewrites.
 	markdownPath string
@@ -92,7 +94,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.valueSize, "value-size", 100, "value size in bytes (values compress to about half)")
 	fs.StringVar(&workloadList, "workloads", "all", "comma-separated workloads to report, or all ("+
 		"readbase-1pct brings readbase-1pct-compacted, which its goal compares it with; semijoin runs on bloomkv alone, once; "+
-		strings.Join(namedWorkloads(), ", ")+" run only when named): "+strings.Join(append(workloadNames(), "semijoin"), ","))
+		"raft (raftstore's log store, cluster and Compare against raft-boltdb and raft-wal) and "+
+		strings.Join(namedWorkloads(), ", ")+" run only when named): "+strings.Join(append(workloadNames(), "semijoin", "raft"), ","))
 	fs.StringVar(&engineList, "engines", strings.Join(defaultEngines, ","), "comma-separated engines to run, some of "+strings.Join(engineNames, ",")+
 		" (pebble-l6, Pebble whose point reads consult last-level filters, badger and bbolt run only when named)")
 	fs.StringVar(&nodiffList, "nodiff-workloads", strings.Join(nodiffDefault, ","),
@@ -167,11 +170,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if workloadList == "all" {
 		cfg.workloads, cfg.semijoin = defaultWorkloads(), true
 	} else {
-		if cfg.workloads, err = parseList(workloadList, append(workloadNames(), "semijoin"), "workload"); err != nil {
+		if cfg.workloads, err = parseList(workloadList, append(workloadNames(), "semijoin", "raft"), "workload"); err != nil {
 			return nil, err
 		}
 		if i := slices.Index(cfg.workloads, "semijoin"); i >= 0 {
 			cfg.workloads, cfg.semijoin = slices.Delete(cfg.workloads, i, i+1), true
+		}
+		if i := slices.Index(cfg.workloads, "raft"); i >= 0 {
+			cfg.workloads, cfg.raft = slices.Delete(cfg.workloads, i, i+1), true
 		}
 	}
 	if nodiffList != "all" {
@@ -369,12 +375,20 @@ func run(cfg *config, stdout, stderr io.Writer) (err error) {
 			return fmt.Errorf("semijoin: %w", err)
 		}
 	}
+	if cfg.raft {
+		if rep.Raft, err = runRaft(cfg, base, func(what string) { fmt.Fprintln(stderr, what) }); err != nil {
+			return fmt.Errorf("raft: %w", err)
+		}
+	}
 	rep.finish(time.Since(start))
 	if len(cfg.workloads) > 0 {
 		fmt.Fprint(stdout, rep.table())
 	}
 	if rep.Semijoin != nil {
 		fmt.Fprint(stdout, rep.Semijoin.table())
+	}
+	if rep.Raft != nil {
+		fmt.Fprint(stdout, rep.Raft.table())
 	}
 	if cfg.jsonPath != "" {
 		if err := rep.writeJSON(cfg.jsonPath); err != nil {

@@ -354,6 +354,8 @@ type report struct {
 	Seconds float64    `json:"seconds"`
 	// Semijoin is the semijoin workload's, when it ran.
 	Semijoin *semijoinReport `json:"semijoin,omitempty"`
+	// Raft is the raft workload's, when it ran.
+	Raft *raftReport `json:"raft,omitempty"`
 
 	cfg *config
 }
