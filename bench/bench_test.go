@@ -619,25 +619,9 @@ func TestMedianRange(t *testing.T) {
 // estimates, diffs, and prints and records its goals.
 func TestSemijoinWorkload(t *testing.T) {
 	dir := t.TempDir()
-	jsonPath := filepath.Join(dir, "out.json")
-	cfg, err := parseFlags([]string{"-n", "5000", "-workloads", "semijoin", "-dir", filepath.Join(dir, "stores"), "-json", jsonPath}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, rep, text := runWorkloadJSON(t, dir, "-n", "5000", "-workloads", "semijoin")
 	if !cfg.semijoin || len(cfg.workloads) != 0 {
 		t.Fatalf("semijoin %v, workloads %v", cfg.semijoin, cfg.workloads)
-	}
-	var out bytes.Buffer
-	if err := run(cfg, &out, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
 	}
 	sj := rep.Semijoin
 	if sj == nil || sj.KeysA != 1000 || sj.KeysB != 10000 {
@@ -660,12 +644,12 @@ func TestSemijoinWorkload(t *testing.T) {
 		t.Errorf("no goal of TLS's cost among %+v", sj.Goals)
 	}
 	for _, s := range []string{"semijoin: A 1,000 keys, B 10,000 keys", "auto: ", "semijoin goals:", "diff of 10,000 keys", "join time over HTTPS with a token"} {
-		if !strings.Contains(out.String(), s) {
-			t.Errorf("output lacks %q:\n%s", s, out.String())
+		if !strings.Contains(text, s) {
+			t.Errorf("output lacks %q:\n%s", s, text)
 		}
 	}
-	if strings.Contains(out.String(), "bloomkv/pebble") {
-		t.Errorf("the engines' table printed with no engine workload:\n%s", out.String())
+	if strings.Contains(text, "bloomkv/pebble") {
+		t.Errorf("the engines' table printed with no engine workload:\n%s", text)
 	}
 	if entries, err := os.ReadDir(filepath.Join(dir, "stores")); err != nil || len(entries) != 0 {
 		t.Errorf("stores left behind: %v %v", entries, err)

@@ -1145,13 +1145,7 @@ func (r *raftReport) table() string {
 	b.WriteString("raft goals:\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, g := range r.Goals {
-		op, state := ">=", "MISSED"
-		if g.AtMost {
-			op = "<="
-		}
-		if g.Met {
-			state = "met"
-		}
+		op, state := goalMark(g.AtMost, g.Met)
 		got := fmt.Sprintf("%.3f", g.Got)
 		if r.Runs > 1 {
 			got += fmt.Sprintf(" (%.3f–%.3f)", g.Min, g.Max)

@@ -16,25 +16,9 @@ import (
 // differences, and every goal.
 func TestRaftWorkload(t *testing.T) {
 	dir := t.TempDir()
-	jsonPath := filepath.Join(dir, "out.json")
-	cfg, err := parseFlags([]string{"-n", "1000", "-duration", "100ms", "-workloads", "raft", "-dir", filepath.Join(dir, "stores"), "-json", jsonPath}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, rep, text := runWorkloadJSON(t, dir, "-n", "1000", "-duration", "100ms", "-workloads", "raft")
 	if !cfg.raft || cfg.semijoin || len(cfg.workloads) != 0 {
 		t.Fatalf("raft %v, semijoin %v, workloads %v", cfg.raft, cfg.semijoin, cfg.workloads)
-	}
-	var out bytes.Buffer
-	if err := run(cfg, &out, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
 	}
 	r := rep.Raft
 	if r == nil || r.Entries != 2000 || r.Keep != 200 || r.CompareKeys != 4000 {
@@ -76,7 +60,6 @@ func TestRaftWorkload(t *testing.T) {
 	if len(r.Goals) != 6 {
 		t.Errorf("%d goals, want 6: %+v", len(r.Goals), r.Goals)
 	}
-	text := out.String()
 	for _, op := range raftOps {
 		if !strings.Contains(text, "\n"+op+" ") {
 			t.Errorf("output lacks the %s rows", op)
@@ -116,4 +99,29 @@ func TestRaftNamedOnly(t *testing.T) {
 			t.Errorf("%v runs the raft workload", args)
 		}
 	}
+}
+
+// runWorkloadJSON runs the benchmark with args, its stores under dir and a
+// JSON report, and returns the configuration, the report read back from
+// the JSON, and the printed output.
+func runWorkloadJSON(t *testing.T, dir string, args ...string) (*config, *report, string) {
+	t.Helper()
+	jsonPath := filepath.Join(dir, "out.json")
+	cfg, err := parseFlags(append(args, "-dir", filepath.Join(dir, "stores"), "-json", jsonPath), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(cfg, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, &rep, out.String()
 }

@@ -532,15 +532,22 @@ func (r *semijoinReport) table() string {
 	b.WriteString("semijoin goals:\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, g := range r.Goals {
-		op, state := ">=", "MISSED"
-		if g.AtMost {
-			op = "<="
-		}
-		if g.Met {
-			state = "met"
-		}
+		op, state := goalMark(g.AtMost, g.Met)
 		fmt.Fprintf(tw, "  %s\t%s %.2f\t%.3f\t%s\n", g.Name, op, g.Target, g.Got, state)
 	}
 	tw.Flush()
 	return b.String()
+}
+
+// goalMark returns how a goal's line shows its bound (">=" or "<=") and
+// its state ("met" or "MISSED").
+func goalMark(atMost, met bool) (op, state string) {
+	op, state = ">=", "MISSED"
+	if atMost {
+		op = "<="
+	}
+	if met {
+		state = "met"
+	}
+	return op, state
 }
