@@ -197,11 +197,35 @@ func (s *LogStore) DeleteRange(min, max uint64) error {
 		return fmt.Errorf("raftstore: delete logs %d-%d: %w", min, max, err)
 	}
 	s.mu.Lock()
+	first, last := s.first, s.last
+	s.mu.Unlock()
 	covers := func(i uint64) bool { return i >= min && i <= max }
-	if covers(s.first) || covers(s.last) {
-		s.mu.Unlock()
-		return s.loadBounds()
+	if !covers(first) && !covers(last) {
+		return nil
 	}
+	// raft keeps its log contiguous, so the new bounds follow from the old
+	// ones: checked with a point read of the entry that becomes first or
+	// last, and found by a scan only where that entry is missing (a scan
+	// walks every entry the range deletion covers until compaction drops
+	// them).
+	var edge uint64
+	switch {
+	case covers(first) && covers(last):
+		first, last = 0, 0
+	case covers(first):
+		first, edge = max+1, max+1
+	default:
+		last, edge = min-1, min-1
+	}
+	if edge != 0 {
+		if _, err := s.db.Get(logKey(edge)); errors.Is(err, bloomkv.ErrNotFound) {
+			return s.loadBounds()
+		} else if err != nil {
+			return fmt.Errorf("raftstore: read log %d: %w", edge, err)
+		}
+	}
+	s.mu.Lock()
+	s.first, s.last = first, last
 	s.mu.Unlock()
 	return nil
 }
