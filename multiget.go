@@ -7,9 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
-	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -122,68 +120,16 @@ func (d *DB) multiGet(s *readState, keys [][]byte, seq base.SeqNum, values [][]b
 	}
 	m.sortPending()
 	m.memtables()
-	if w := min(runtime.GOMAXPROCS(0), len(m.pending)/multiGetSplitMin); w > 1 {
-		m.levelsSplit(w)
-	} else {
-		m.levels()
-	}
-	m.d, m.s, m.keys, m.values, m.errs = nil, nil, nil, nil, nil
-	d.multiGets.Put(m)
-}
-
-// multiGetSplitMin is the least number of keys a batch hands each
-// goroutine when it reads the levels: below it, starting goroutines costs
-// more than the reads they share.
-const multiGetSplitMin = 32
-
-// levels reads the pending keys from the levels, and answers ErrNotFound
-// for those no level holds.
-func (m *multiGetter) levels() {
 	for l := 0; l < manifest.NumLevels && len(m.pending) > 0; l++ {
 		m.level(l)
 	}
 	for _, i := range m.pending {
-		m.errs[i] = ErrNotFound
+		errs[i] = ErrNotFound
 	}
+	m.d, m.s, m.keys, m.values, m.errs = nil, nil, nil, nil, nil
 	clear(m.runKeys[:cap(m.runKeys)])
 	clear(m.runOut[:cap(m.runOut)])
-}
-
-// levelsSplit is levels with the pending keys cut into w runs of
-// neighbouring keys, each read by a goroutine of its own with scratch
-// memory of its own: a batch's reads of data blocks not cached, and its
-// filters' cache misses, then overlap on w processors. Each goroutine
-// touches only its keys' entries of the batch's slices.
-func (m *multiGetter) levelsSplit(w int) {
-	var wg sync.WaitGroup
-	n := len(m.pending)
-	for g := range w {
-		part := m.pending[g*n/w : (g+1)*n/w]
-		c, _ := m.d.multiGets.Get().(*multiGetter)
-		if c == nil {
-			c = &multiGetter{}
-		}
-		c.d, c.s, c.seq, c.keys, c.values, c.errs = m.d, m.s, m.seq, m.keys, m.values, m.errs
-		ownHashes, ownState := c.hashes, c.state
-		c.hashes, c.state = m.hashes, m.state
-		c.pending = append(c.pending[:0], part...)
-		run := func() {
-			c.levels()
-			c.d, c.s, c.keys, c.values, c.errs = nil, nil, nil, nil, nil
-			c.hashes, c.state = ownHashes, ownState
-			m.d.multiGets.Put(c)
-		}
-		if g == w-1 {
-			run() // the last part on the calling goroutine
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run()
-		}()
-	}
-	wg.Wait()
+	d.multiGets.Put(m)
 }
 
 // sortPending puts pending in key order (equal keys in any order). It
