@@ -263,6 +263,21 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 	var outputs []*manifest.FileMetadata
 	var out *tableBuilder
 	var splitLo []byte // where the current output's range starts (nil: unbounded)
+	// An output is synced on a goroutine of its own while the merge goes
+	// on into the next, one sync at a time: the device then writes back an
+	// output while the next is merged, compressed and written, where a
+	// sync in line would leave the merge waiting for it. Every sync ends,
+	// and must have succeeded, before mergeTables returns outputs for an
+	// edit to name.
+	var syncing chan error // the last output's sync, under way (nil: none)
+	waitSync := func() error {
+		if syncing == nil {
+			return nil
+		}
+		err := <-syncing
+		syncing = nil
+		return err
+	}
 	open := func() error {
 		if d.closedFlag.Load() {
 			return errCompactionStopped
@@ -293,18 +308,27 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 				return err
 			}
 		}
-		m, err := out.finish()
+		b := out
 		out = nil
+		m, err := b.complete()
 		if err != nil {
 			return err
 		}
 		outputs = append(outputs, m)
+		if err := waitSync(); err != nil {
+			b.f.Close() // the caller removes every output
+			return err
+		}
+		ch := make(chan error, 1)
+		go func() { ch <- b.sync() }()
+		syncing = ch
 		return nil
 	}
 	fail := func(err error) ([]*manifest.FileMetadata, uint64, error) {
 		if out != nil {
 			out.abandon()
 		}
+		waitSync() // closed before the caller removes the outputs
 		return outputs, 0, err
 	}
 
@@ -392,6 +416,9 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 	}
 	if err := finish(nil); err != nil {
 		return fail(err)
+	}
+	if err := waitSync(); err != nil {
+		return outputs, 0, err
 	}
 	if len(outputs) > 0 {
 		if err := d.fs.SyncDir(d.dir); err != nil {

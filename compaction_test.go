@@ -740,3 +740,126 @@ func TestSeeksCompactLevel0(t *testing.T) {
 	waitFor(t, "level 0 compacted after its seeks", func() bool { return d.Metrics().Levels[0].Files == 0 })
 	expect(t, d, string(levelKey(5)), "v1")
 }
+
+// TestCompactOutputSyncFailure: a compaction whose output fails to sync
+// (on the goroutine that syncs it while the merge goes on) fails, names no
+// output, and stops the store's writes; reopened, the store holds every
+// key as before.
+func TestCompactOutputSyncFailure(t *testing.T) {
+	const n = 20000
+	mem, efs, d := openLevel0Store(t, n)
+	var syncs atomic.Int64
+	efs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && strings.HasSuffix(name, ".sst") && syncs.Add(1) == 2 {
+			return fmt.Errorf("injected EIO syncing %s: %w", name, vfs.ErrInjected)
+		}
+		return nil
+	})
+	err := d.Compact(nil, nil)
+	if !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Compact with a failing output sync: %v", err)
+	}
+	if syncs.Load() < 2 {
+		t.Fatalf("%d output syncs: the compaction wrote too few outputs to test", syncs.Load())
+	}
+	if err := d.Set([]byte("x"), nil, NoSync); err == nil {
+		t.Fatal("write accepted after a failed compaction")
+	}
+	expect(t, d, "k01234", syncTestValue(1234, 1))
+	d.Close()
+	efs.SetInjector(nil)
+	d = mustOpen(t, "/db", memOpts(mem))
+	defer d.Close()
+	for i := range n {
+		expect(t, d, fmt.Sprintf("k%05d", i), syncTestValue(i, 1))
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, d, "k19999", syncTestValue(19999, 1))
+}
+
+// TestCompactSyncsOutputsBeforeItsEdit: the outputs of a compaction are
+// synced on a goroutine of their own while the merge goes on, and slowly
+// here; a crash at the moment the compaction's manifest edit reaches the
+// disk still finds every output whole, so every key is read back.
+func TestCompactSyncsOutputsBeforeItsEdit(t *testing.T) {
+	const n = 20000
+	mem, efs, d := openLevel0Store(t, n)
+	defer d.Close()
+	var mu sync.Mutex
+	var crashes []*vfs.MemFS
+	keepManifest := func(name string, unsynced int) int {
+		if strings.Contains(name, "MANIFEST") {
+			return unsynced // the edit reached the disk
+		}
+		return 0
+	}
+	efs.SetInjector(func(op vfs.Op, name string) error {
+		switch {
+		case op == vfs.OpSync && strings.HasSuffix(name, ".sst"):
+			time.Sleep(2 * time.Millisecond)
+		case op == vfs.OpSync && strings.Contains(name, "MANIFEST"):
+			mu.Lock()
+			crashes = append(crashes, mem.CrashCloneKeeping(keepManifest))
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	efs.SetInjector(nil)
+	if len(crashes) == 0 {
+		t.Fatal("Compact synced no manifest edit")
+	}
+	for i, fs := range crashes {
+		c, err := Open("/db", memOpts(fs))
+		if err != nil {
+			t.Fatalf("crash %d: %v", i, err)
+		}
+		for j := range n {
+			expect(t, c, fmt.Sprintf("k%05d", j), syncTestValue(j, 1))
+		}
+		c.Close()
+	}
+}
+
+// openLevel0Store opens a store on an ErrorFS over a MemFS whose flushes
+// stay in level 0, with outputs of 16 KiB, sets n keys in it (setInTurns)
+// and waits for its compactions, so that none runs while Compact does.
+func openLevel0Store(t *testing.T, n int) (*vfs.MemFS, *vfs.ErrorFS, *DB) {
+	t.Helper()
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	o := memOpts(efs)
+	o.TargetFileSize = 16 << 10
+	o.L0CompactionThreshold, o.L0StopWritesThreshold = 1000, 1000
+	d := mustOpen(t, "/db", o)
+	setInTurns(t, d, n)
+	waitForCompactions(t, d)
+	return mem, efs, d
+}
+
+// setInTurns sets keys 0 to n-1 in a shuffled order, twice (the second time
+// to their final values, syncTestValue(i, 1)), and flushes: tables of
+// overlapping ranges, for a compaction to merge.
+func setInTurns(t *testing.T, d *DB, n int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(7, 7))
+	for round := range 2 {
+		for _, i := range r.Perm(n) {
+			if err := d.Set([]byte(fmt.Sprintf("k%05d", i)), []byte(syncTestValue(i, round)), NoSync); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncTestValue is the value setInTurns gives key i in round round.
+func syncTestValue(i, round int) string {
+	return fmt.Sprintf("v%d.%d-%x", i, round, uint32(i)*2654435761)
+}

@@ -151,18 +151,27 @@ func (b *tableBuilder) size() uint64 { return b.w.Size() }
 
 // finish completes and syncs the table; the caller syncs the directory.
 func (b *tableBuilder) finish() (*manifest.FileMetadata, error) {
+	m, err := b.complete()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.sync(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// complete writes the rest of the table to the file without syncing it,
+// and returns its metadata; sync must follow before anything names the
+// table. On failure the file is closed and removed.
+func (b *tableBuilder) complete() (*manifest.FileMetadata, error) {
 	b.meta.Largest = b.meta.Largest.Clone()
 	err := b.w.Close()
 	if err == nil {
 		err = b.buf.Flush()
 	}
-	if err == nil {
-		err = b.f.Sync()
-	}
-	if cerr := b.f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
+		b.f.Close()
 		b.d.fs.Remove(b.name)
 		return nil, fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
 	}
@@ -177,6 +186,20 @@ func (b *tableBuilder) finish() (*manifest.FileMetadata, error) {
 		b.d.mu.Unlock()
 	}
 	return b.meta, nil
+}
+
+// sync syncs and closes the file complete wrote; on failure it removes it.
+// It may run on another goroutine than the one that wrote the table.
+func (b *tableBuilder) sync() error {
+	err := b.f.Sync()
+	if cerr := b.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		b.d.fs.Remove(b.name)
+		return fmt.Errorf("bloomkv: syncing %s: %w", b.name, err)
+	}
+	return nil
 }
 
 // abandon removes a table that will not be finished.
