@@ -155,6 +155,10 @@ func (d *DB) compactLocked(c *compaction) error {
 	var bytesIn uint64
 	var err error
 	c.track = d.diffTrackingLocked(c)
+	rebuild := c.track && d.diffEmptiedLocked(c)
+	if rebuild {
+		c.track = false
+	}
 	needHashes := c.track && c.move && c.level < c.outputLevel && c.outputLevel >= baseLevel(d.mu.version)
 	d.mu.Unlock()
 	d.opts.EventListener.CompactionBegin(info)
@@ -213,6 +217,9 @@ func (d *DB) compactLocked(c *compaction) error {
 	}
 	d.publishLocked()
 	d.diffCompactedLocked(c)
+	if rebuild {
+		d.requestDiffBuildLocked()
+	}
 	lm := &d.metrics.levels
 	if c.move {
 		d.metrics.moves.Add(1)
@@ -227,6 +234,29 @@ func (d *DB) compactLocked(c *compaction) error {
 	}
 	d.opts.Logger.Debug("bloomkv: compacted", "from", c.level, "to", c.outputLevel, "move", c.move, "inputs", len(info.Inputs), "outputs", len(outputs), "bytes_in", bytesIn, "bytes_out", bytesOut, "duration", time.Since(start))
 	return end(nil)
+}
+
+// diffEmptiedLocked reports whether compaction c, a step of Compact, takes
+// every table above the last level into it while the current filter counts
+// for that base and no build is under way or can start before c ends (builds
+// wait for Compact). Then c records no versions for removal: once it is
+// installed the differential is the memtables and whatever flushes add
+// meanwhile, and a build of a filter for that, asked for at once, costs
+// less than removing every version c takes in from the filter one by one;
+// the filter keeps counting them until that build replaces it, which only
+// turns "no" into "maybe" for their keys. d.mu is held.
+func (d *DB) diffEmptiedLocked(c *compaction) bool {
+	const last = manifest.NumLevels - 1
+	ds := &d.mu.diff
+	if !c.manual || c.move || c.outputLevel != last || c.level == last || d.mu.manualCompacts == 0 ||
+		ds.cur == nil || ds.base != last || ds.building != nil || ds.buildRunning {
+		return false
+	}
+	above := 0
+	for l := range last {
+		above += d.mu.version.NumFiles(l)
+	}
+	return c.above() == above
 }
 
 // errCompactionStopped is the error of a compaction Close stopped: its

@@ -741,6 +741,108 @@ func TestSeeksCompactLevel0(t *testing.T) {
 	expect(t, d, string(levelKey(5)), "v1")
 }
 
+// TestCompactEmptyingTheDifferentialRebuildsTheFilter: a Compact that takes
+// every table above the last level into it leaves the differential-file
+// filter to a build rather than removing each version it took in. Gets
+// during it, and after it, return the model's values; once it returns, the
+// filter counts nothing of the levels it emptied, and MayHaveChanged is
+// false for the keys written before it.
+func TestCompactEmptyingTheDifferentialRebuildsTheFilter(t *testing.T) {
+	o := memOpts(vfs.NewMem())
+	o.TargetFileSize = 32 << 10
+	d := mustOpen(t, "/db", o)
+	defer d.Close()
+	const n = 4000
+	model := map[string]string{}
+	for i := range n {
+		k, v := fmt.Sprintf("k%05d", i), fmt.Sprintf("v%d", i)
+		if err := d.Set([]byte(k), []byte(v), NoSync); err != nil {
+			t.Fatal(err)
+		}
+		model[k] = v
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Versions above the last level: overwrites and deletions in tables
+	// of the levels above it, and in no memtable.
+	for i := 0; i < n; i += 3 {
+		k := fmt.Sprintf("k%05d", i)
+		if i%2 == 0 {
+			if err := d.Delete([]byte(k), NoSync); err != nil {
+				t.Fatal(err)
+			}
+			delete(model, k)
+		} else {
+			v := fmt.Sprintf("w%d", i)
+			if err := d.Set([]byte(k), []byte(v), NoSync); err != nil {
+				t.Fatal(err)
+			}
+			model[k] = v
+		}
+		if i%600 == 0 {
+			if err := d.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := d.Metrics().DiffFilter
+	if !before.On || before.Keys == 0 {
+		t.Fatalf("before Compact the filter is %+v, want on and counting the overwrites", before)
+	}
+	check := func(k string) error {
+		got, err := d.Get([]byte(k))
+		want, ok := model[k]
+		switch {
+		case !ok && !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("Get(%s) = %q, %v; want not found", k, got, err)
+		case ok && (err != nil || string(got) != want):
+			return fmt.Errorf("Get(%s) = %q, %v; want %q", k, got, err, want)
+		}
+		return nil
+	}
+	stop := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		for i := 0; ; i = (i + 7) % n {
+			select {
+			case <-stop:
+				errc <- nil
+				return
+			default:
+			}
+			if err := check(fmt.Sprintf("k%05d", i)); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	err := d.Compact(nil, nil)
+	close(stop)
+	if rerr := <-errc; rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := d.Metrics().DiffFilter
+	if !after.On || after.Keys != 0 || after.Rebuilds <= before.Rebuilds {
+		t.Fatalf("after Compact the filter is %+v (before: %+v), want on, rebuilt and counting nothing", after, before)
+	}
+	for i := range n {
+		k := fmt.Sprintf("k%05d", i)
+		if err := check(k); err != nil {
+			t.Fatal(err)
+		}
+		if d.MayHaveChanged([]byte(k)) {
+			t.Fatalf("MayHaveChanged(%s) after Compact", k)
+		}
+	}
+}
+
 // TestCompactOutputSyncFailure: a compaction whose output fails to sync
 // (on the goroutine that syncs it while the merge goes on) fails, names no
 // output, and stops the store's writes; reopened, the store holds every
