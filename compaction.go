@@ -217,7 +217,8 @@ func (d *DB) compactLocked(c *compaction) error {
 	}
 	d.publishLocked()
 	d.diffCompactedLocked(c)
-	if rebuild {
+	if rebuild && d.mu.diff.cur != nil && !d.mu.diff.idle {
+		// (A filter publishLocked dropped for not paying stays dropped.)
 		d.requestDiffBuildLocked()
 	}
 	lm := &d.metrics.levels
@@ -238,8 +239,9 @@ func (d *DB) compactLocked(c *compaction) error {
 
 // diffEmptiedLocked reports whether compaction c, a step of Compact, takes
 // every table above the last level into it while the current filter counts
-// for that base and no build is under way or can start before c ends (builds
-// wait for Compact). Then c records no versions for removal: once it is
+// for that base, no build is under way or can start before c ends (builds
+// wait for Compact), and the last build did not fail (a failed build is
+// not asked for again). Then c records no versions for removal: once it is
 // installed the differential is the memtables and whatever flushes add
 // meanwhile, and a build of a filter for that, asked for at once, costs
 // less than removing every version c takes in from the filter one by one;
@@ -249,7 +251,7 @@ func (d *DB) diffEmptiedLocked(c *compaction) bool {
 	const last = manifest.NumLevels - 1
 	ds := &d.mu.diff
 	if !c.manual || c.move || c.outputLevel != last || c.level == last || d.mu.manualCompacts == 0 ||
-		ds.cur == nil || ds.base != last || ds.building != nil || ds.buildRunning {
+		ds.cur == nil || ds.base != last || ds.building != nil || ds.buildRunning || ds.buildFailed {
 		return false
 	}
 	above := 0
@@ -358,7 +360,11 @@ func (d *DB) mergeTables(c *compaction) ([]*manifest.FileMetadata, uint64, error
 		if out != nil {
 			out.abandon()
 		}
-		waitSync() // closed before the caller removes the outputs
+		// The outputs' files are closed before the caller removes them;
+		// a sync that failed as well is reported beside err.
+		if serr := waitSync(); serr != nil {
+			err = errors.Join(err, serr)
+		}
 		return outputs, 0, err
 	}
 

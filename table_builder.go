@@ -192,14 +192,16 @@ func (b *tableBuilder) complete() (*manifest.FileMetadata, error) {
 // It may run on another goroutine than the one that wrote the table.
 func (b *tableBuilder) sync() error {
 	err := b.f.Sync()
-	if cerr := b.f.Close(); err == nil {
-		err = cerr
+	if err != nil {
+		err = fmt.Errorf("bloomkv: syncing %s: %w", b.name, err)
+	}
+	if cerr := b.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("bloomkv: closing %s: %w", b.name, cerr)
 	}
 	if err != nil {
 		b.d.fs.Remove(b.name)
-		return fmt.Errorf("bloomkv: syncing %s: %w", b.name, err)
 	}
-	return nil
+	return err
 }
 
 // abandon removes a table that will not be finished.
