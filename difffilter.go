@@ -45,14 +45,19 @@ import (
 //     their keys keep their newest versions, in the memtable and its
 //     table, and their hashes are queued for removal from the filters
 //     that counted them: those commits add to when the flush publishes its
-//     table (builds after it count the table, not the memtable).
+//     table (builds after it count the table, not the memtable). One step
+//     removes nothing: a Compact step that takes every table above the
+//     base into it (diffEmptiedLocked) leaves the filter counting those
+//     versions and asks for a build; counts only too high turn a "no" into
+//     a "maybe", never the reverse.
 //   - Read states. Each carries the filter it may consult (readState.diff),
 //     set when it is published, or nil, meaning "maybe" for every key:
 //     while the filter is disabled, while the base is empty, and from a
 //     change of base level until a filter for the new base is built.
-//   - Builds. A filter is built at Open, when the base level changes, and
-//     when the differential outgrows the filter (difffile's NeedsGrowth) or
-//     shrinks far below it. The build starts as a step of the commit
+//   - Builds. A filter is built at Open, when the base level changes, when
+//     the differential outgrows the filter (difffile's NeedsGrowth) or
+//     shrinks far below it, and after a Compact step that emptied the
+//     levels above the base. The build starts as a step of the commit
 //     pipeline (so no commit is under way): from then on commits add to the
 //     new filter too, and the build counts what the state of that moment
 //     holds, up to its last sequence number. Removals queued after the
