@@ -247,8 +247,7 @@ func (d *DB) pickAutoLocked() *compaction {
 	if d.mu.manualCompacts > 0 {
 		// Compact goes first, as Pebble's manual compactions do: a
 		// background compaction started while it waits for the tables it
-		// needs would write data it is about to rewrite (at 8M keys, 450 MB
-		// of L5 -> L6 merges before one of L0, L5 and L6 together).
+		// needs would write data it is about to rewrite.
 		return nil
 	}
 	t := d.levelTargets(d.mu.version, d.mu.running)
