@@ -135,34 +135,38 @@ func (n *Node) compareRoutes(mux *http.ServeMux) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /compare/{token}", func(w http.ResponseWriter, r *http.Request) {
-		p := n.point(r.PathValue("token"))
-		if p == nil {
-			http.Error(w, "no such compare point", http.StatusNotFound)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), compareWait)
-		defer cancel()
-		m, err := p.wait(ctx)
-		if err != nil {
-			httpError(w, err)
+		_, m, ok := n.awaitPoint(w, r)
+		if !ok {
 			return
 		}
 		json.NewEncoder(w).Encode(map[string]uint64{"index": m.index})
 	})
 	mux.HandleFunc("/compare/{token}/", func(w http.ResponseWriter, r *http.Request) {
-		p := n.point(r.PathValue("token"))
-		if p == nil {
-			http.Error(w, "no such compare point", http.StatusNotFound)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), compareWait)
-		defer cancel()
-		if _, err := p.wait(ctx); err != nil {
-			httpError(w, err)
+		p, _, ok := n.awaitPoint(w, r)
+		if !ok {
 			return
 		}
 		p.h.ServeHTTP(w, r)
 	})
+}
+
+// awaitPoint waits, up to compareWait, for the compare point the request's
+// token names to be reached, or answers the request with an error and
+// reports false.
+func (n *Node) awaitPoint(w http.ResponseWriter, r *http.Request) (*comparePoint, markedSnapshot, bool) {
+	p := n.point(r.PathValue("token"))
+	if p == nil {
+		http.Error(w, "no such compare point", http.StatusNotFound)
+		return nil, markedSnapshot{}, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), compareWait)
+	defer cancel()
+	m, err := p.wait(ctx)
+	if err != nil {
+		httpError(w, err)
+		return nil, markedSnapshot{}, false
+	}
+	return p, m, true
 }
 
 // KeyDifference is a key on which two replicas differ: held by one of them

@@ -256,16 +256,11 @@ func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 		httpError(w, badRequest("join request needs id and raft_addr"))
 		return
 	}
-	ctx, cancel, err := requestContext(r)
-	if err != nil {
-		httpError(w, err)
+	ctx, cancel, ok := n.membershipContext(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()
-	if r.Header.Get(forwardedHeader) != "" && n.raft.State() != raft.Leader {
-		httpError(w, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.opts.ID))
-		return
-	}
 	if err := n.AddVoter(ctx, j.ID, j.RaftAddr, j.HTTPAddr); err != nil {
 		httpError(w, err)
 		return
@@ -273,17 +268,30 @@ func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-func (n *Node) serveRemove(w http.ResponseWriter, r *http.Request) {
+// membershipContext returns the context of a membership request, or
+// answers it with an error and reports false: a request without a valid
+// deadline, or one a follower forwarded to a node that is no longer the
+// leader (the forwarder then retries with the leader it learns of).
+func (n *Node) membershipContext(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelFunc, bool) {
 	ctx, cancel, err := requestContext(r)
 	if err != nil {
 		httpError(w, err)
+		return nil, nil, false
+	}
+	if r.Header.Get(forwardedHeader) != "" && n.raft.State() != raft.Leader {
+		cancel()
+		httpError(w, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.opts.ID))
+		return nil, nil, false
+	}
+	return ctx, cancel, true
+}
+
+func (n *Node) serveRemove(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, ok := n.membershipContext(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()
-	if r.Header.Get(forwardedHeader) != "" && n.raft.State() != raft.Leader {
-		httpError(w, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.opts.ID))
-		return
-	}
 	if err := n.RemoveServer(ctx, r.PathValue("id")); err != nil {
 		httpError(w, err)
 		return
