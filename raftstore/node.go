@@ -440,7 +440,9 @@ func (n *Node) forward(req *http.Request, out *[]byte) error {
 // applyLocal applies cmd through this node's raft, as leader.
 func (n *Node) applyLocal(ctx context.Context, cmd []byte) error {
 	f := n.raft.Apply(cmd, timeoutOf(ctx, 10*time.Second))
-	if err := f.Error(); err != nil {
+	// A node shutting down may leave an Apply unanswered: wait gives up
+	// then, or when ctx ends (the outcome is unknown either way).
+	if err := n.wait(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return fmt.Errorf("%w: %v", ErrNoLeader, err)
 		}
