@@ -582,7 +582,7 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr, httpAddr string) erro
 			return err
 		}
 	}
-	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, timeoutOf(ctx, 30*time.Second)).Error(); err != nil {
+	if err := n.wait(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, timeoutOf(ctx, 30*time.Second))); err != nil {
 		return fmt.Errorf("raftstore: add voter %s: %w", id, leaderErr(err))
 	}
 	return nil
@@ -602,7 +602,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 		}
 		return n.forward(req, nil)
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx, 30*time.Second)).Error(); err != nil {
+	if err := n.wait(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx, 30*time.Second))); err != nil {
 		return fmt.Errorf("raftstore: remove server %s: %w", id, leaderErr(err))
 	}
 	return nil
