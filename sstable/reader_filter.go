@@ -85,24 +85,34 @@ func (t *Reader) LoadFilter() error {
 // mayContain probes the table's filter with a key's hash: the pinned filter,
 // the deferred one once loaded, or the filter block through the cache.
 func (t *Reader) mayContain(hash uint64) (bool, error) {
+	f, ok, err := t.probeFilter()
+	if !ok || err != nil {
+		return !ok, err
+	}
+	return f.MayContainHash(hash), nil
+}
+
+// probeFilter returns the filter a probe consults; ok is false while a
+// deferred filter is not loaded (every key is then a "maybe").
+func (t *Reader) probeFilter() (f filterblock.Filter, ok bool, err error) {
 	if !t.opts.CacheIndexAndFilterBlocks {
 		if t.opts.DeferFilter {
-			if f := t.deferred.Load(); f != nil {
-				return f.MayContainHash(hash), nil
+			if p := t.deferred.Load(); p != nil {
+				return *p, true, nil
 			}
-			return true, nil
+			return filterblock.Filter{}, false, nil
 		}
-		return t.filter.MayContainHash(hash), nil
+		return t.filter, true, nil
 	}
 	b, err := t.cachedBlock(t.filterBH, "filter", nil)
 	if err != nil {
-		return false, err
+		return filterblock.Filter{}, false, err
 	}
-	f, err := filterblock.Decode(b)
+	f, err = filterblock.Decode(b)
 	if err != nil {
-		return false, fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, t.filterBH, err)
+		return filterblock.Filter{}, false, fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, t.filterBH, err)
 	}
-	return f.MayContainHash(hash), nil
+	return f, true, nil
 }
 
 // Filter returns the table's blocked filter and whether it has one.
@@ -128,31 +138,19 @@ func (t *Reader) Filter() (filterblock.Filter, bool, error) {
 // setting may[i] for hs[i] (filterblock.Filter.MayContainHashes) and
 // returning how many answered true. It does not allocate.
 func (t *Reader) MayContainHashes(hs []uint64, may []bool) (int, error) {
-	all := func() (int, error) {
+	var f filterblock.Filter
+	ok := t.hasFilter
+	if ok {
+		var err error
+		if f, ok, err = t.probeFilter(); err != nil {
+			return 0, err
+		}
+	}
+	if !ok {
 		for i := range hs {
 			may[i] = true
 		}
 		return len(hs), nil
-	}
-	if !t.hasFilter {
-		return all()
-	}
-	if !t.opts.CacheIndexAndFilterBlocks {
-		if t.opts.DeferFilter {
-			if f := t.deferred.Load(); f != nil {
-				return f.MayContainHashes(hs, may), nil
-			}
-			return all()
-		}
-		return t.filter.MayContainHashes(hs, may), nil
-	}
-	b, err := t.cachedBlock(t.filterBH, "filter", nil)
-	if err != nil {
-		return 0, err
-	}
-	f, err := filterblock.Decode(b)
-	if err != nil {
-		return 0, fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, t.filterBH, err)
 	}
 	return f.MayContainHashes(hs, may), nil
 }
