@@ -32,17 +32,9 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 // base, that is the base level alone.
 func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 	hash := filterblock.Hash(key) // for every filter: the differential's, the memtables', the tables'
-	readsOff := d.mu.diff.readsOff.Load()
-	consulted := s.diff != nil && !readsOff && d.mu.diff.consultDiff()
-	if s.diffIdle && !readsOff {
-		d.noteIdleGet()
-	}
-	if consulted {
-		if !s.diffMaybe(key, hash, seq) {
-			d.mu.diff.noteProbe(true, s.diffSaves)
-			return d.getFromLevels(s, key, hash, seq, s.diffBase, 0, false)
-		}
-		d.mu.diff.noteProbe(false, s.diffSaves)
+	consulted, unchanged := d.askDiff(s, key, hash, seq)
+	if unchanged {
+		return d.getFromLevels(s, key, hash, seq, s.diffBase, 0, false)
 	}
 	var tomb base.SeqNum
 	for i := len(s.imm); i >= 0; i-- {
@@ -63,6 +55,24 @@ func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 		}
 	}
 	return d.getFromLevels(s, key, hash, seq, 0, tomb, consulted)
+}
+
+// askDiff asks the differential-file filter of s about a point read of key
+// (of the given hash) as of seq, when the read should (consultDiff), and
+// counts its answer: consulted says it was asked, unchanged that it ruled
+// out a version above the base, so that the base level alone holds the
+// key's answer.
+func (d *DB) askDiff(s *readState, key []byte, hash uint64, seq base.SeqNum) (consulted, unchanged bool) {
+	readsOff := d.mu.diff.readsOff.Load()
+	if s.diffIdle && !readsOff {
+		d.noteIdleGet()
+	}
+	if s.diff == nil || readsOff || !d.mu.diff.consultDiff() {
+		return false, false
+	}
+	unchanged = !s.diffMaybe(key, hash, seq)
+	d.mu.diff.noteProbe(unchanged, s.diffSaves)
+	return true, unchanged
 }
 
 // getFromLevels reads key from the levels of s from level from down, one

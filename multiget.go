@@ -202,19 +202,12 @@ func (m *multiGetter) dropDone() {
 // memtables, newest first, about the keys it does not rule out, as get does.
 func (m *multiGetter) memtables() {
 	d, s := m.d, m.s
-	readsOff := d.mu.diff.readsOff.Load()
 	for _, i := range m.pending {
-		if s.diffIdle && !readsOff {
-			d.noteIdleGet()
-		}
-		if s.diff != nil && !readsOff && d.mu.diff.consultDiff() {
-			if !s.diffMaybe(m.keys[i], m.hashes[i], m.seq) {
-				d.mu.diff.noteProbe(true, s.diffSaves)
-				m.state[i].from = s.diffBase
-				continue
-			}
-			d.mu.diff.noteProbe(false, s.diffSaves)
-			m.state[i].maybe = true
+		consulted, unchanged := d.askDiff(s, m.keys[i], m.hashes[i], m.seq)
+		if unchanged {
+			m.state[i].from = s.diffBase
+		} else {
+			m.state[i].maybe = consulted
 		}
 	}
 	for j := len(s.imm); j >= 0; j-- {
