@@ -216,6 +216,8 @@ func (d *DB) pinCheckpointLocked(p *checkpointPin) error {
 		l := pinnedLog{num: num, f: f}
 		if live && num == d.mu.mem.logNum {
 			l.size = d.walW.Size()
+		} else if size, ok := d.rotatedLogSizeLocked(num); live && ok {
+			l.size = size // the file may run on in zeros written ahead
 		} else if l.size, err = f.Size(); err != nil {
 			err = fmt.Errorf("bloomkv: checkpoint: %s: %w", name, err)
 		}
@@ -264,6 +266,17 @@ func (d *DB) checkpointLogsLocked() ([]uint64, error) {
 		}
 	}
 	return nums, nil
+}
+
+// rotatedLogSizeLocked returns the size of log num, replaced by a later
+// log while this store was open (memEntry.logSize). d.mu is held.
+func (d *DB) rotatedLogSizeLocked(num uint64) (int64, bool) {
+	for _, m := range d.mu.imm {
+		if m.logNum == num && m.logSize > 0 {
+			return m.logSize, true
+		}
+	}
+	return 0, false
 }
 
 // unpinCheckpoint lets go of what pinCheckpointLocked pinned.

@@ -163,6 +163,7 @@ func (d *DB) commitGroup(group []*commitWaiter) error {
 		if err := d.wal.Sync(); err != nil {
 			return d.walFailed(err)
 		}
+		d.walW.SetSynced(d.walW.Size())
 	}
 	d.metrics.walBytes.Add(bytes)
 	if ws := d.mu.diff.writers.Load(); ws != nil && len(*ws) > 0 {

@@ -226,7 +226,7 @@ func TestOpenFailsCleanly(t *testing.T) {
 func TestFailedOpenAfterTornWAL(t *testing.T) {
 	fs := storeWithWAL(t, 20)
 	name := walFile(t, fs)
-	data := readFile(t, fs, name)
+	data := walRecords(t, fs, name)
 	rewrite(t, fs, name, data[:len(data)-30])
 	efs := vfs.NewErrorFS(fs)
 	rename := vfs.OpRename

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bloomkv/bloomkv/internal/manifest"
+	"github.com/bloomkv/bloomkv/internal/record"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -374,4 +375,23 @@ func (d *DB) holdsTable(name string) bool {
 		}
 	}
 	return false
+}
+
+// walRecords returns the records part of WAL name: its contents up to where
+// its records end, without the zeros a synced log writes ahead.
+func walRecords(t *testing.T, fs vfs.FS, name string) []byte {
+	t.Helper()
+	data := readFile(t, fs, name)
+	r, err := record.NewReaderOptions(bytes.NewReader(data), name, record.Options{Pebble: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := r.Next(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return data[:r.End()]
 }

@@ -1187,7 +1187,7 @@ func TestIngestThenCheckpoint(t *testing.T) {
 	}
 	c := mustOpen(t, "/ckpt", memOpts(mem))
 	defer c.Close()
-	if v := c.FormatVersion(); v != FormatIngest {
+	if v := c.FormatVersion(); v != FormatNewest {
 		t.Fatalf("the checkpoint is at %v", v)
 	}
 	sameContents(t, "the checkpoint", c.Get, c.NewIter, want, allKeys(600))

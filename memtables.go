@@ -16,6 +16,10 @@ import (
 type memEntry struct {
 	mt     *memtable.MemTable
 	logNum uint64
+	// logSize is the size of log logNum once a later log has replaced it
+	// (rotateLocked), under d.mu; the file may be longer, by zeros
+	// written ahead.
+	logSize int64
 	// flushed is set, under d.mu, once a level-0 table holding mt's
 	// entries is in the version (while mt is still in d.mu.imm).
 	flushed bool
@@ -96,6 +100,7 @@ func (d *DB) rotateLocked() error {
 		return &logFailure{fmt.Errorf("starting %s: %w", d.path(logName(num)), err)}
 	}
 	d.wal.recycle(old)
+	d.mu.mem.logSize = oldW.Size()
 	d.mu.imm = append(d.mu.imm, d.mu.mem)
 	d.mu.mem = &memEntry{mt: d.newMemTable(), logNum: num}
 	d.publishLocked()

@@ -305,7 +305,10 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 				return nil, err
 			}
 		}
-		r, err := record.NewReader(f, name)
+		// Pebble's chunk formats include the WAL-sync chunks of
+		// FormatWALSyncOffsets; chunks of another log number are a reused
+		// file's old contents.
+		r, err := record.NewReaderOptions(f, name, record.Options{Pebble: true, LogNum: num})
 		f.Close()
 		if err != nil {
 			return nil, err
@@ -341,6 +344,10 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 			}
 			tornIn = name
 			d.opts.Logger.Warn("bloomkv: dropped a torn record at the end of the write-ahead log", "file", name, "offset", off, "reason", why)
+		} else if off, zeroed := r.ZeroedTail(); zeroed && closed && uint64(off) < closedSize {
+			// Zeros written ahead end a log, but not before the size it
+			// had when the store closed cleanly.
+			return nil, base.CorruptionErrorf("bloomkv: %s: zeroed space at offset %d in a log the store closed cleanly at %d bytes: synced writes are lost", name, off, closedSize)
 		}
 	}
 	return mem, nil

@@ -15,7 +15,7 @@ import (
 func TestTornWALTailIsDroppedWithALogLine(t *testing.T) {
 	fs := storeWithWAL(t, 20)
 	name := walFile(t, fs)
-	data := readFile(t, fs, name)
+	data := walRecords(t, fs, name)
 	rewrite(t, fs, name, data[:len(data)-50]) // the last record is cut short
 	var logs bytes.Buffer
 	o := memOpts(fs)
@@ -109,7 +109,7 @@ func TestCleanlyClosedWALCutShortIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := walFile(t, fs)
-	data := readFile(t, fs, name)
+	data := walRecords(t, fs, name)
 
 	t.Run("cut at a record boundary", func(t *testing.T) {
 		cut := fs.CrashClone()

@@ -4,6 +4,7 @@ package bloomkv
 // syncs and recycling.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -35,6 +36,18 @@ const (
 	logWriteDelay = time.Millisecond
 )
 
+// A log that is synced writes zeros ahead of its records, logPrepareBytes
+// at a time, once the records come within logPrepareSlack of the zeros'
+// end. A sync then commits records written over zeros the file already
+// holds, without a change to the file's size or blocks; on ext4 that makes
+// a small synced write about a third cheaper. Logs that are never synced
+// prepare nothing: their writes reach the disk in bulk, with their growth.
+const (
+	logPrepareBytes = 1 << 20
+	logPrepareSlack = logPrepareBytes / 2
+	logZeroBuf      = 64 << 10
+)
+
 // logFile is a write-ahead log file with a writer goroutine of its own. A
 // commit hands its records to Write, which queues them and returns; the
 // goroutine writes the queue to the file in the order it came, about
@@ -51,10 +64,24 @@ const (
 // So a NoSync commit costs a copy, not a system call; what a failure would
 // lose is still in the memtable, which the DB then flushes to a table
 // (DB.walFailed).
+//
+// A log given a prep (newLogFile) writes zeros ahead of its records once it
+// has been synced (logPrepareBytes). Its records must then be WAL-sync
+// chunks (record.WriterOptions.SyncOffsets): in space written ahead, a
+// crash may keep a later unsynced write and lose an earlier one, and only
+// the chunks' synced offsets let the reader tell that from corruption.
 type logFile struct {
 	f      vfs.File
 	name   string
 	onFail func(error)
+	// prep writes zeros ahead of the records (nil: it does not, or it
+	// failed once); zeros is its buffer, filled the prepared end (set
+	// under mu after the writer prepares), synced whether a Sync has
+	// succeeded.
+	prep   io.WriterAt
+	zeros  []byte
+	filled int64
+	synced bool
 	// delay is how long the writer lets a short queue gather.
 	delay time.Duration
 
@@ -89,14 +116,16 @@ type logFile struct {
 }
 
 // newLogFile starts a writer for f, which holds size bytes already, that
-// lets a short queue gather for delay (logWriteDelay). pred, when not nil,
+// lets a short queue gather for delay (logWriteDelay); with prep, which
+// writes at an offset of f, it writes zeros ahead of the records once
+// synced (logFile). pred, when not nil,
 // is the log f follows: f takes records at once but writes them only once
 // pred is synced and closed and then syncDir (which syncs the directory
 // that names f) has returned; a failure there fails f as a failed write
 // would, onFail included.
-func newLogFile(f vfs.File, name string, size int64, delay time.Duration, onFail func(error), pred *logFile, syncDir func() error) *logFile {
+func newLogFile(f vfs.File, name string, size int64, delay time.Duration, prep io.WriterAt, onFail func(error), pred *logFile, syncDir func() error) *logFile {
 	l := &logFile{f: f, name: name, onFail: onFail, written: size, done: make(chan struct{}),
-		delay: delay, kick: make(chan struct{}, 1)}
+		delay: delay, kick: make(chan struct{}, 1), prep: prep, filled: size}
 	l.idle.L = &l.mu
 	if pred != nil {
 		l.ready, l.followed = make(chan struct{}), make(chan struct{})
@@ -221,6 +250,12 @@ func (l *logFile) writeQueued() error {
 	buf := l.pending
 	l.pending, l.spare = l.spare[:0], nil
 	l.writing = true
+	// Prepare from the records' end or the zeros', whichever is later, so
+	// that zeros never land on a record.
+	prepareAt := int64(-1)
+	if end := l.written + int64(len(buf)); l.prep != nil && l.synced && end+logPrepareSlack > l.filled {
+		prepareAt = max(end, l.filled)
+	}
 	l.mu.Unlock()
 	n, err := 0, l.awaitReady()
 	if err == nil {
@@ -229,7 +264,25 @@ func (l *logFile) writeQueued() error {
 			err = io.ErrShortWrite
 		}
 	}
+	prepared := false
+	if err == nil && prepareAt >= 0 {
+		switch perr := l.prepare(prepareAt); {
+		case perr == nil:
+			prepared = true
+		case errors.Is(perr, errors.ErrUnsupported):
+			// The file cannot write at an offset after all: its
+			// records are written as they would be without.
+		default:
+			// An I/O error is the log's failure, as a record's would be.
+			err = fmt.Errorf("writing zeros ahead at offset %d: %w", prepareAt, perr)
+		}
+	}
 	l.mu.Lock()
+	if prepared {
+		l.filled = prepareAt + logPrepareBytes
+	} else if prepareAt >= 0 && err == nil {
+		l.prep = nil
+	}
 	l.writing = false
 	l.spare = buf[:0]
 	at := l.written
@@ -267,6 +320,23 @@ func (l *logFile) Sync() error {
 			l.err = fmt.Errorf("bloomkv: syncing %s: %w", l.name, err)
 		}
 		return l.err
+	}
+	l.mu.Lock()
+	l.synced = true
+	l.mu.Unlock()
+	return nil
+}
+
+// prepare writes logPrepareBytes of zeros at offset at. It runs as the
+// writer, with l.mu not held.
+func (l *logFile) prepare(at int64) error {
+	if l.zeros == nil {
+		l.zeros = make([]byte, logZeroBuf)
+	}
+	for off := at; off < at+logPrepareBytes; off += logZeroBuf {
+		if _, err := l.prep.WriteAt(l.zeros, off); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ package bloomkv
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/bloomkv/bloomkv/internal/record"
 )
@@ -14,6 +15,10 @@ import (
 // pred, when not nil, is the log it follows, which the new log's writer
 // syncs and closes (newLogFile); without one, the directory naming the new
 // log is synced before it returns.
+//
+// At FormatWALSyncOffsets the log is written in WAL-sync chunks and writes
+// zeros ahead of its records once synced, if its file can (io.WriterAt).
+// d.mu is held.
 func (d *DB) createWAL(num uint64, pred *logFile) error {
 	f, err := d.fs.Create(d.path(logName(num)))
 	if err != nil {
@@ -31,8 +36,13 @@ func (d *DB) createWAL(num uint64, pred *logFile) error {
 			return err
 		}
 	}
-	d.wal = newLogFile(f, d.path(logName(num)), 0, logWriteDelay, func(err error) { d.walFailed(err) }, pred, syncDir)
-	d.walW = record.NewWriter(d.wal, 0)
+	syncOffsets := d.mu.formatVersion >= FormatWALSyncOffsets
+	var prep io.WriterAt
+	if wa, ok := f.(io.WriterAt); ok && syncOffsets {
+		prep = wa
+	}
+	d.wal = newLogFile(f, d.path(logName(num)), 0, logWriteDelay, prep, func(err error) { d.walFailed(err) }, pred, syncDir)
+	d.walW = record.NewWriterOptions(d.wal, 0, record.WriterOptions{SyncOffsets: syncOffsets, LogNum: num})
 	return nil
 }
 

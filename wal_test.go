@@ -28,7 +28,7 @@ func newTestLogDelay(t *testing.T, fs vfs.FS, name string, delay time.Duration) 
 		t.Fatal(err)
 	}
 	failed := make(chan error, 4)
-	return newLogFile(f, name, 0, delay, func(err error) { failed <- err }, nil, nil), failed
+	return newLogFile(f, name, 0, delay, nil, func(err error) { failed <- err }, nil, nil), failed
 }
 
 // TestLogFileKeepsOrder writes records of many sizes, some past
@@ -278,7 +278,7 @@ func newFollowingLog(t *testing.T, fs vfs.FS, name string, pred *logFile, dirSyn
 		t.Fatal(err)
 	}
 	failed := make(chan error, 4)
-	l := newLogFile(f, name, 0, logWriteDelay, func(err error) { failed <- err }, pred, func() error {
+	l := newLogFile(f, name, 0, logWriteDelay, nil, func(err error) { failed <- err }, pred, func() error {
 		dirSynced.Store(true)
 		return nil
 	})

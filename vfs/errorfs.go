@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"sync/atomic"
 )
@@ -197,6 +198,19 @@ func (f *errorFile) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return f.File.Write(p)
+}
+
+// WriteAt writes at an offset when the wrapped file can (io.WriterAt),
+// counted as an OpWrite, and fails with errors.ErrUnsupported otherwise.
+func (f *errorFile) WriteAt(p []byte, off int64) (int, error) {
+	wa, ok := f.File.(io.WriterAt)
+	if !ok {
+		return 0, fmt.Errorf("vfs: %s: WriteAt: %w", f.name, errors.ErrUnsupported)
+	}
+	if err := f.e.maybe(OpWrite, f.name); err != nil {
+		return 0, err
+	}
+	return wa.WriteAt(p, off)
 }
 
 func (f *errorFile) Sync() error {

@@ -1,12 +1,14 @@
 package vfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -253,11 +255,23 @@ func (m *MemFS) CrashCloneKeeping(keep func(name string, unsynced int) int) *Mem
 	for name, n := range m.durable {
 		n.mu.Lock()
 		data := append([]byte(nil), n.synced...)
-		// Files are written from the start and only appended to, so the
-		// synced bytes are a prefix of the current ones.
-		if extra := len(n.data) - len(n.synced); keep != nil && extra > 0 {
+		// What was not synced is what follows the first byte that differs
+		// from the synced contents (a write into zeros written ahead
+		// changes bytes in place; an append adds them): of it, a prefix
+		// reaches the disk.
+		from, same := 0, min(len(n.synced), len(n.data))
+		for from+4096 <= same && bytes.Equal(n.synced[from:from+4096], n.data[from:from+4096]) {
+			from += 4096
+		}
+		for from < same && n.synced[from] == n.data[from] {
+			from++
+		}
+		if extra := len(n.data) - from; keep != nil && extra > 0 {
 			k := min(max(keep(name, extra), 0), extra)
-			data = append(data, n.data[len(n.synced):len(n.synced)+k]...)
+			if from+k > len(data) {
+				data = append(data, make([]byte, from+k-len(data))...)
+			}
+			copy(data[from:], n.data[from:from+k])
 		}
 		n.mu.Unlock()
 		node := &memNode{data: data, synced: append([]byte(nil), data...)}
@@ -273,7 +287,8 @@ type memFile struct {
 	node     *memNode
 	name     string
 	writable bool
-	pos      int64
+	pos      int64 // where Read reads
+	wpos     int64 // where Write writes
 	closed   bool
 }
 
@@ -321,12 +336,29 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (f *memFile) Write(p []byte) (int, error) {
+	n, err := f.WriteAt(p, f.wpos)
+	f.wpos += int64(n)
+	return n, err
+}
+
+// WriteAt implements io.WriterAt: it writes p at off, extending the file
+// with zeros up to off if it ends before.
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	if err := f.check("write", true); err != nil {
 		return 0, err
 	}
+	if off < 0 {
+		return 0, &os.PathError{Op: "writeat", Path: f.name, Err: errors.New("negative offset")}
+	}
 	f.node.mu.Lock()
 	defer f.node.mu.Unlock()
-	f.node.data = append(f.node.data, p...)
+	d := f.node.data
+	if end := int(off) + len(p); end > len(d) {
+		d = slices.Grow(d, end-len(d))[:end]
+		clear(d[len(f.node.data):off])
+	}
+	copy(d[off:], p)
+	f.node.data = d
 	return len(p), nil
 }
 

@@ -16,7 +16,11 @@ import (
 	"syscall"
 )
 
-// File is an open file.
+// File is an open file. A file open for writing may also implement
+// io.WriterAt, writing at an offset without moving the offset Write writes
+// at, and extending the file with zeros when the offset is past its end: a
+// write-ahead log then writes zeros ahead of its records, so that a sync
+// after a record commits data without the file's growth.
 type File interface {
 	io.Reader
 	io.ReaderAt

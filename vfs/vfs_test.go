@@ -240,3 +240,75 @@ func TestErrorFS(t *testing.T) {
 		}
 	}
 }
+
+// writeAtConformance: WriteAt past the end extends the file with zeros and
+// leaves the offset Write writes at where it was.
+func writeAtConformance(t *testing.T, fsys FS, dir string) {
+	f, err := fsys.Create(Join(dir, "prepared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	wa, ok := f.(io.WriterAt)
+	if !ok {
+		t.Fatalf("%T does not implement io.WriterAt", f)
+	}
+	if _, err := f.Write([]byte("head")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wa.WriteAt([]byte("zz"), 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("+tail")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 12)
+	if _, err := f.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if want := "head+tail\x00zz"; string(got) != want {
+		t.Fatalf("contents %q, want %q", got, want)
+	}
+	if n, err := f.Size(); err != nil || n != 12 {
+		t.Fatalf("Size = %d, %v", n, err)
+	}
+}
+
+func TestOSWriteAt(t *testing.T)  { writeAtConformance(t, Default, t.TempDir()) }
+func TestMemWriteAt(t *testing.T) { writeAtConformance(t, NewMem(), "/") }
+
+// TestMemCrashKeepingInPlace: writes into zeros written and synced ahead
+// change bytes in place; a crash keeps a prefix of them.
+func TestMemCrashKeepingInPlace(t *testing.T) {
+	m := NewMem()
+	m.MkdirAll("/db")
+	f := write(t, m, "/db/log", "synced", true)
+	f.(io.WriterAt).WriteAt(make([]byte, 8), 6)
+	f.Sync()
+	f.Write([]byte("+new"))
+	m.SyncDir("/db")
+	for keep, want := range map[int]string{0: "synced\x00\x00\x00\x00\x00\x00\x00\x00", 2: "synced+n\x00\x00\x00\x00\x00\x00", 4: "synced+new\x00\x00\x00\x00"} {
+		c := m.CrashCloneKeeping(func(string, int) int { return keep })
+		if got, _ := contents(t, c, "/db/log"); got != want {
+			t.Errorf("keeping %d: %q, want %q", keep, got, want)
+		}
+	}
+}
+
+// TestErrorFSWriteAt: WriteAt passes through and fails as a write does.
+func TestErrorFSWriteAt(t *testing.T) {
+	e := NewErrorFS(NewMem())
+	f, err := e.Create("/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wa := f.(io.WriterAt)
+	if _, err := wa.WriteAt([]byte("a"), 3); err != nil {
+		t.Fatal(err)
+	}
+	op := OpWrite
+	e.SetInjector(FailOnce(&op, 0))
+	if _, err := wa.WriteAt([]byte("a"), 5); !errors.Is(err, ErrInjected) {
+		t.Fatalf("injected write error: %v", err)
+	}
+}

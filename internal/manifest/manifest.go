@@ -71,9 +71,12 @@ const (
 	FormatVersioned = 2
 	// FormatIngest adds tagNewFileOverride.
 	FormatIngest = 3
+	// FormatWALSyncOffsets adds no tag: it is the write-ahead logs'
+	// format that changes (bloomkv.FormatWALSyncOffsets).
+	FormatWALSyncOffsets = 4
 	// NewestFormat is the newest format version whose edits this package
 	// decodes.
-	NewestFormat = FormatIngest
+	NewestFormat = FormatWALSyncOffsets
 )
 
 // UnsupportedFormatError reports an edit that records a format version

@@ -17,6 +17,14 @@
 // the offset up to which the writer had synced the log. Pebble ends a log it
 // closes with an EOF trailer: an empty recyclable chunk of the next log
 // number.
+//
+// A Writer made with WriterOptions.SyncOffsets writes WAL-sync chunks, so
+// that its log may be written into zeroed space prepared ahead of it. Only
+// what was synced must survive a crash, and in prepared space the disk may
+// keep a later unsynced write and lose an earlier one; each chunk's synced
+// offset lets the reader tell such a tail (damage past every offset synced)
+// from corruption (damage before one), and zeroed space with nothing synced
+// after it is the log's end.
 package record
 
 import (
@@ -42,6 +50,7 @@ const (
 	// Pebble's chunk types: the recyclable ones (5-8) and the WAL-sync
 	// ones (9-12) are the four above plus 4 and 8, with longer headers.
 	typeRecyclableFull = 5
+	typeWALSyncFull    = 9
 	typeMaxPebble      = 12
 	recyclableHeader   = HeaderSize + 4 // and the log number
 	walSyncHeader      = recyclableHeader + 8
@@ -66,12 +75,17 @@ func maskedCRC(b []byte) uint32 {
 	return (c>>15 | c<<17) + 0xa282ead8
 }
 
-// chunkCRC is the masked CRC32C of a chunk's type byte and payload.
-func chunkCRC(typ byte, payload []byte) uint32 {
+// chunkCRC is the masked CRC32C of a chunk's header past its checksum and
+// length (its type, and its log number and synced offset where present)
+// followed by its payload.
+func chunkCRC(head, payload []byte) uint32 {
+	// The header bytes byte by byte: handing crc32 the header array would
+	// move it to the heap.
 	c := ^uint32(0)
-	c = crcTable[byte(c)^typ] ^ c>>8
-	c = ^c
-	c = crc32.Update(c, crcTable, payload)
+	for _, b := range head {
+		c = crcTable[byte(c)^b] ^ c>>8
+	}
+	c = crc32.Update(^c, crcTable, payload)
 	return (c>>15 | c<<17) + 0xa282ead8
 }
 
@@ -84,13 +98,36 @@ type Writer struct {
 	off     int64  // file offset of buf[0]
 	blockAt int    // offset within the current block of the next byte
 	err     error
+	opts    WriterOptions
+	synced  int64 // SetSynced's offset, written into WAL-sync chunks
+}
+
+// WriterOptions configure a Writer.
+type WriterOptions struct {
+	// SyncOffsets writes WAL-sync chunks (Pebble's types 9 to 12): each
+	// header also holds the low 32 bits of LogNum and the offset through
+	// which the log was synced when the chunk was written (SetSynced).
+	// Readers need Options.Pebble.
+	SyncOffsets bool
+	// LogNum is the log's file number.
+	LogNum uint64
 }
 
 // NewWriter returns a Writer that appends to w, which holds size bytes of a
 // log already (0 for a new one).
 func NewWriter(w io.Writer, size int64) *Writer {
-	return &Writer{w: w, off: size, blockAt: int(size % BlockSize)}
+	return NewWriterOptions(w, size, WriterOptions{})
 }
+
+// NewWriterOptions returns a Writer configured by o that appends to w,
+// which holds size bytes of a log already (0 for a new one).
+func NewWriterOptions(w io.Writer, size int64, o WriterOptions) *Writer {
+	return &Writer{w: w, off: size, blockAt: int(size % BlockSize), opts: o}
+}
+
+// SetSynced records that the log is durable through offset off: chunks
+// written from now on say so (WriterOptions.SyncOffsets).
+func (w *Writer) SetSynced(off int64) { w.synced = max(w.synced, off) }
 
 // Write appends rec as one record and returns the file offset at which it
 // begins. The record is in the Writer's buffer until Flush.
@@ -100,12 +137,16 @@ func (w *Writer) Write(rec []byte) (int64, error) {
 	}
 	start := w.off + int64(len(w.buf))
 	first := true
+	hl := HeaderSize
+	if w.opts.SyncOffsets {
+		hl = walSyncHeader
+	}
 	for {
-		if left := BlockSize - w.blockAt; left < HeaderSize {
+		if left := BlockSize - w.blockAt; left < hl {
 			w.buf = append(w.buf, make([]byte, left)...) // pad the block
 			w.blockAt = 0
 		}
-		avail := BlockSize - w.blockAt - HeaderSize
+		avail := BlockSize - w.blockAt - hl
 		n := min(len(rec), avail)
 		last := n == len(rec)
 		var typ byte
@@ -119,12 +160,17 @@ func (w *Writer) Write(rec []byte) (int64, error) {
 		default:
 			typ = typeMiddle
 		}
-		var h [HeaderSize]byte
-		binary.LittleEndian.PutUint32(h[0:], chunkCRC(typ, rec[:n]))
+		var h [walSyncHeader]byte
 		binary.LittleEndian.PutUint16(h[4:], uint16(n))
+		if w.opts.SyncOffsets {
+			typ += typeWALSyncFull - typeFull
+			binary.LittleEndian.PutUint32(h[HeaderSize:], uint32(w.opts.LogNum))
+			binary.LittleEndian.PutUint64(h[recyclableHeader:], uint64(w.synced))
+		}
 		h[6] = typ
-		w.buf = append(append(w.buf, h[:]...), rec[:n]...)
-		w.blockAt += HeaderSize + n
+		binary.LittleEndian.PutUint32(h[0:], chunkCRC(h[6:hl], rec[:n]))
+		w.buf = append(append(w.buf, h[:hl]...), rec[:n]...)
+		w.blockAt += hl + n
 		rec = rec[n:]
 		first = false
 		if last {
@@ -174,6 +220,16 @@ type Reader struct {
 	logNum   uint32 // the low 32 bits of opts.LogNum, or the first recyclable chunk's
 	haveNum  bool
 	trailer  bool // the log ended at Pebble's EOF trailer
+	// synced is the highest synced offset a WAL-sync chunk read so far
+	// holds; sawSync says one was read.
+	synced  int64
+	sawSync bool
+	// zeroAt is where zeroed space ended the log (zeroEnd).
+	zeroAt  int64
+	zeroEnd bool
+	// chunksAfter says valid chunks follow the torn tail: unsynced
+	// writes a crash kept past a lost one.
+	chunksAfter bool
 }
 
 // NewReader returns a Reader of the log r, named name in errors. It reads the
@@ -200,6 +256,24 @@ func (r *Reader) EOFTrailer() bool { return r.trailer }
 // a crash), at which offset, and why the tail was not a record.
 func (r *Reader) TornTail() (offset int64, why string, torn bool) {
 	return r.tornAt, r.tornWhy, r.torn
+}
+
+// ZeroedTail reports whether the log ended at zeroed space (space prepared
+// ahead of a WAL-sync log's writes, with nothing synced after it), and at
+// which offset. That is the log's clean end, not a torn tail.
+func (r *Reader) ZeroedTail() (offset int64, ok bool) { return r.zeroAt, r.zeroEnd }
+
+// End returns the offset at which the log's records end once Next has
+// returned io.EOF: where a torn tail or zeroed space begins, or the end of
+// the file.
+func (r *Reader) End() int64 {
+	switch {
+	case r.torn:
+		return r.tornAt
+	case r.zeroEnd:
+		return r.zeroAt
+	}
+	return int64(len(r.data))
 }
 
 // Offset returns the file offset at which the record Next last returned
@@ -232,7 +306,18 @@ func (r *Reader) Next() ([]byte, error) {
 			return nil, io.EOF
 		}
 		if c.bad != "" {
-			return nil, r.tear(c.at, c.bad)
+			err := r.tear(c.at, c.bad)
+			if err == io.EOF && c.zeroed && !inRecord && r.sawSync && !r.chunksAfter {
+				// Space prepared ahead of the writes, which no write
+				// reached: the log's end.
+				r.torn, r.tornAt, r.tornWhy = false, 0, ""
+				r.zeroAt, r.zeroEnd = int64(c.at), true
+			}
+			return nil, err
+		}
+		if c.hasSync {
+			r.sawSync = true
+			r.synced = max(r.synced, c.synced)
 		}
 		if c.typ >= typeRecyclableFull {
 			c.typ = (c.typ-1)%4 + 1 // Pebble's: as LevelDB's of the same position
@@ -269,6 +354,10 @@ type chunk struct {
 	eof     bool
 	trailer bool // Pebble's EOF trailer
 	bad     string
+	zeroed  bool // bad: an all-zero header
+	// synced is a WAL-sync chunk's synced offset (hasSync).
+	synced  int64
+	hasSync bool
 }
 
 // chunk reads the chunk at r.off, skipping block padding.
@@ -286,6 +375,9 @@ func (r *Reader) chunk() (chunk, error) {
 			continue
 		}
 		if len(r.data)-r.off < HeaderSize {
+			if allZero(r.data[r.off:]) {
+				return chunk{at: r.off, bad: "zeroed space", zeroed: true}, nil
+			}
 			return chunk{at: r.off, bad: "truncated chunk header"}, nil
 		}
 		h := r.data[r.off : r.off+HeaderSize]
@@ -294,7 +386,7 @@ func (r *Reader) chunk() (chunk, error) {
 		if typ == 0 && n == 0 && binary.LittleEndian.Uint32(h) == 0 {
 			// Zeros: preallocated or padded space. The log ends here
 			// unless a chunk follows.
-			return chunk{at: r.off, bad: "zeroed space"}, nil
+			return chunk{at: r.off, bad: "zeroed space", zeroed: true}, nil
 		}
 		hl := HeaderSize
 		switch {
@@ -332,29 +424,63 @@ func (r *Reader) chunk() (chunk, error) {
 			return chunk{at: r.off, bad: "checksum mismatch"}, nil
 		}
 		c := chunk{typ: typ, payload: r.data[r.off+hl : r.off+hl+n], at: r.off}
+		if hl == walSyncHeader {
+			c.synced, c.hasSync = int64(binary.LittleEndian.Uint64(r.data[r.off+recyclableHeader:])), true
+		}
 		r.off += hl + n
 		return c, nil
 	}
 }
 
 // tear ends the log at off when nothing valid follows it (a torn tail), and
-// reports corruption otherwise.
+// reports corruption otherwise: when a WAL-sync chunk read says the log was
+// synced past off, or a chunk after off is valid. Of the WAL-sync chunks
+// after off only those that say so count: the others are writes that were
+// never synced, which a crash may keep while losing earlier ones.
 func (r *Reader) tear(off int, why string) error {
-	if at, ok := r.validChunkAfter(off); ok {
+	if r.synced > int64(off) {
+		return base.CorruptionErrorf("record: %s: %s at offset %d, but the log was synced through offset %d", r.name, why, off, r.synced)
+	}
+	at, vouches, found := r.validChunkAfter(off)
+	if vouches && r.chunkSynced(at) > int64(off) {
+		return base.CorruptionErrorf("record: %s: %s at offset %d, but the chunk at offset %d says the log was synced through offset %d",
+			r.name, why, off, at, r.chunkSynced(at))
+	}
+	if vouches {
 		return base.CorruptionErrorf("record: %s: %s at offset %d, but a valid chunk follows at offset %d", r.name, why, off, at)
 	}
-	r.torn, r.tornAt, r.tornWhy, r.finished = true, int64(off), why, true
+	r.torn, r.tornAt, r.tornWhy, r.finished, r.chunksAfter = true, int64(off), why, true, found
 	return io.EOF
 }
 
-// validChunkAfter reports whether a chunk with a valid checksum starts after
-// off: at any later block boundary (every block that holds data begins with a
-// chunk), or at a plausible header later in off's own block.
-func (r *Reader) validChunkAfter(off int) (int, bool) {
+// chunkSynced returns the synced offset of the WAL-sync chunk at at, or 0.
+func (r *Reader) chunkSynced(at int) int64 {
+	probe := Reader{data: r.data, opts: r.opts, logNum: r.logNum, haveNum: r.haveNum, off: at}
+	c, _ := probe.chunk()
+	return c.synced
+}
+
+// validChunkAfter reports whether a chunk with a valid checksum that
+// vouches for off starts after off, and where: at a plausible header later
+// in off's own block, or in the chain of chunks that begins each later
+// block (every block that holds data begins with a chunk). A chunk vouches
+// unless it is a WAL-sync chunk whose synced offset is at most off; found
+// says whether a valid chunk was found at all.
+func (r *Reader) validChunkAfter(off int) (at int, vouches, found bool) {
 	probe := Reader{data: r.data, opts: r.opts, logNum: r.logNum, haveNum: r.haveNum}
 	maxType := byte(typeLast)
 	if r.opts.Pebble {
 		maxType = typeMaxPebble
+	}
+	// valid reports whether a valid chunk starts at at, and whether it
+	// vouches for off; probe.off is then past it.
+	valid := func(at int) (ok, vouches bool) {
+		probe.off = at
+		c, _ := probe.chunk()
+		if c.bad != "" || c.eof || c.at != at {
+			return false, false
+		}
+		return true, !c.hasSync || c.synced > int64(off)
 	}
 	blockEnd := (off/BlockSize + 1) * BlockSize
 	for at := off + 1; at+HeaderSize <= min(blockEnd, len(r.data)); at++ {
@@ -363,18 +489,25 @@ func (r *Reader) validChunkAfter(off int) (int, bool) {
 		if h[6] < typeFull || h[6] > maxType || at%BlockSize+HeaderSize+n > BlockSize || at+HeaderSize+n > len(r.data) {
 			continue // not a plausible header: skip the checksum
 		}
-		probe.off = at
-		if c, _ := probe.chunk(); c.bad == "" && !c.eof && c.at == at {
-			return at, true
+		ok, v := valid(at)
+		if v {
+			return at, true, true
+		}
+		found = found || ok
+	}
+	for b := blockEnd; b+HeaderSize <= len(r.data); b += BlockSize {
+		for at := b; at < min(b+BlockSize, len(r.data)); at = probe.off {
+			ok, v := valid(at)
+			if v {
+				return at, true, true
+			}
+			if !ok {
+				break
+			}
+			found = true
 		}
 	}
-	for at := blockEnd; at+HeaderSize <= len(r.data); at += BlockSize {
-		probe.off = at
-		if c, _ := probe.chunk(); c.bad == "" && !c.eof && c.at == at {
-			return at, true
-		}
-	}
-	return 0, false
+	return 0, false, found
 }
 
 func allZero(b []byte) bool {

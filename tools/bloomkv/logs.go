@@ -96,9 +96,12 @@ type logEndOut struct {
 	Records    int    `json:"records"`
 	TornAt     int64  `json:"torn_at,omitempty"`
 	TornWhy    string `json:"torn_why,omitempty"`
-	Entries    uint64 `json:"entries,omitempty"`
-	FirstSeq   uint64 `json:"first_seq,omitempty"`
-	LastSeq    uint64 `json:"last_seq,omitempty"`
+	// ZeroedAt is where zeros written ahead of a synced log's records
+	// begin, when the log ends there.
+	ZeroedAt int64  `json:"zeroed_at,omitempty"`
+	Entries  uint64 `json:"entries,omitempty"`
+	FirstSeq uint64 `json:"first_seq,omitempty"`
+	LastSeq  uint64 `json:"last_seq,omitempty"`
 }
 
 func (e *env) walDump(name string, fm *formats) error {
@@ -158,6 +161,9 @@ func (e *env) walDump(name string, fm *formats) error {
 		}
 		end.End, end.TornAt, end.TornWhy = "torn", off, why
 	}
+	if off, ok := r.ZeroedTail(); ok {
+		end.ZeroedAt = off
+	}
 	if e.json {
 		e.emit(end)
 		return nil
@@ -168,6 +174,9 @@ func (e *env) walDump(name string, fm *formats) error {
 	}
 	if end.End == "torn" {
 		e.printf(" at offset %d (%s): recovery drops the tail", end.TornAt, end.TornWhy)
+	}
+	if end.ZeroedAt > 0 {
+		e.printf(" at offset %d (zeros written ahead follow)", end.ZeroedAt)
 	}
 	e.printf("\n  %s, %s", plural(end.Records, "record"), plural(end.Entries, "entry"))
 	if end.Entries > 0 {
