@@ -99,6 +99,13 @@ func (d *DB) rotateLocked() error {
 		d.wal, d.walW = old, oldW
 		return &logFailure{fmt.Errorf("starting %s: %w", d.path(logName(num)), err)}
 	}
+	// The old log, replaced, ends with a mark before the new log's writer
+	// syncs and closes it: zeros written ahead end a log too, and only
+	// the mark tells its end from lost writes (replayWALs). An error here
+	// is the old log's, which its sync reports to the new one.
+	if oldW.WriteEOFTrailer() == nil {
+		oldW.Flush()
+	}
 	d.wal.recycle(old)
 	d.mu.mem.logSize = oldW.Size()
 	d.mu.imm = append(d.mu.imm, d.mu.mem)

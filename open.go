@@ -285,6 +285,10 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 	}
 	mem := d.newMemTable()
 	tornIn := "" // a log that ended torn; only later logs without records may follow
+	// unmarked is a WAL-sync log that ended without the mark rotateLocked
+	// gives a replaced log (its zeros, or its end, may hide lost writes);
+	// only later logs without records may follow it too.
+	unmarked := ""
 	for _, num := range logs {
 		name := d.path(logName(num))
 		f, err := d.fs.Open(name)
@@ -324,6 +328,9 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 			if tornIn != "" {
 				return nil, base.CorruptionErrorf("bloomkv: %s ends torn but a later log, %s, holds records", tornIn, name)
 			}
+			if unmarked != "" {
+				return nil, base.CorruptionErrorf("bloomkv: %s ends without the mark of a replaced log, but a later log, %s, holds records: writes at its end are lost", unmarked, name)
+			}
 			seq, count, err := batchrepr.Decode(rec, nil)
 			if err != nil {
 				return nil, fmt.Errorf("bloomkv: %s: %w", name, err)
@@ -348,6 +355,9 @@ func (d *DB) replayWALs() (*memtable.MemTable, error) {
 			// Zeros written ahead end a log, but not before the size it
 			// had when the store closed cleanly.
 			return nil, base.CorruptionErrorf("bloomkv: %s: zeroed space at offset %d in a log the store closed cleanly at %d bytes: synced writes are lost", name, off, closedSize)
+		}
+		if r.WALSync() && !r.EOFTrailer() {
+			unmarked = name
 		}
 	}
 	return mem, nil

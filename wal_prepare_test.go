@@ -277,3 +277,125 @@ func readLegacyLog(data []byte) (int, *record.Reader, error) {
 		n++
 	}
 }
+
+// TestWALRecordAcrossThePreparedEnd: a record longer than the zeros left
+// ahead writes past their end.
+func TestWALRecordAcrossThePreparedEnd(t *testing.T) {
+	fs := vfs.NewMem()
+	o := memOpts(fs)
+	o.MemTableSize = 16 << 20
+	d := mustOpen(t, "/db", o)
+	defer d.Close()
+	big := bytes.Repeat([]byte("x"), 3*logPrepareBytes/2)
+	for i := range 3 {
+		if err := d.Set([]byte(fmt.Sprintf("big%d", i)), big, Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := mustOpen(t, "/db", memOpts(fs.CrashClone()))
+	defer c.Close()
+	for i := range 3 {
+		if v, err := c.Get([]byte(fmt.Sprintf("big%d", i))); err != nil || !bytes.Equal(v, big) {
+			t.Fatalf("big%d after a crash: %d bytes, %v", i, len(v), err)
+		}
+	}
+}
+
+// TestReplacedWALWithoutItsMark: a WAL-sync log followed by a log holding
+// records must end with the mark a replaced log gets; ending in zeros
+// instead, its end may hide lost writes.
+func TestReplacedWALWithoutItsMark(t *testing.T) {
+	fs := vfs.NewMem()
+	d := mustOpen(t, "/db", memOpts(fs))
+	for i := range 10 {
+		d.Set([]byte(fmt.Sprintf("k%d", i)), []byte("v"), Sync)
+	}
+	name, num := d.wal.name, d.mu.mem.logNum
+	img := fs.CrashClone()
+	d.Close()
+	r, err := record.NewReaderOptions(bytes.NewReader(readFile(t, img, name)), name, record.Options{Pebble: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs [][]byte
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, bytes.Clone(rec))
+	}
+	// logData writes recs as WAL-sync log n, with the mark if marked,
+	// followed by zeros.
+	logData := func(n uint64, recs [][]byte, marked bool) []byte {
+		var buf bytes.Buffer
+		w := record.NewWriterOptions(&buf, 0, record.WriterOptions{SyncOffsets: true, LogNum: n})
+		for _, rec := range recs {
+			w.Write(rec)
+		}
+		if marked {
+			w.WriteEOFTrailer()
+		}
+		w.Flush()
+		return append(buf.Bytes(), make([]byte, 64<<10)...)
+	}
+	for _, marked := range []bool{true, false} {
+		c := img.CrashClone()
+		rewrite(t, c, name, logData(num, recs[:5], marked))
+		rewrite(t, c, d.path(logName(num+1)), logData(num+1, recs[5:], false))
+		got, err := Open("/db", memOpts(c))
+		if !marked {
+			if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "mark") {
+				t.Fatalf("an unmarked log before one with records: %v, want ErrCorruption naming %s", err, name)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("a marked log before one with records: %v", err)
+		}
+		for i := range 10 {
+			expect(t, got, fmt.Sprintf("k%d", i), "v")
+		}
+		got.Close()
+	}
+}
+
+// TestRotatedWALsEndMarked: a log the store replaced ends with its mark.
+func TestRotatedWALsEndMarked(t *testing.T) {
+	fs := vfs.NewMem()
+	o := memOpts(fs)
+	hold := make(chan struct{}) // the flush, which would remove the old log, waits
+	o.EventListener.FlushBegin = func(FlushInfo) { <-hold }
+	d := mustOpen(t, "/db", o)
+	defer d.Close()
+	defer close(hold)
+	for i := range 5 {
+		d.Set([]byte(fmt.Sprintf("k%d", i)), []byte("v"), Sync)
+	}
+	old := d.wal.name
+	d.mu.Lock()
+	err := d.rotateLocked()
+	d.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Set([]byte("after"), []byte("v"), Sync) // the new log syncs and closes the old first
+	r, err := record.NewReaderOptions(bytes.NewReader(readFile(t, fs, old)), old, record.Options{Pebble: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		if _, err := r.Next(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 5 || !r.EOFTrailer() {
+		t.Fatalf("the replaced log: %d records, mark %v", n, r.EOFTrailer())
+	}
+}

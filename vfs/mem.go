@@ -355,7 +355,9 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	d := f.node.data
 	if end := int(off) + len(p); end > len(d) {
 		d = slices.Grow(d, end-len(d))[:end]
-		clear(d[len(f.node.data):off])
+		if gap := len(f.node.data); int(off) > gap {
+			clear(d[gap:off]) // the gap between the old end and off
+		}
 	}
 	copy(d[off:], p)
 	f.node.data = d

@@ -180,6 +180,31 @@ func (w *Writer) Write(rec []byte) (int64, error) {
 	return start, nil
 }
 
+// WriteEOFTrailer ends a WAL-sync log (WriterOptions.SyncOffsets) with
+// Pebble's EOF trailer, an empty recyclable chunk of the next log number:
+// the mark that the log ended there when a later log replaced it, which
+// zeros after it cannot give. Nothing may be written after it. It does
+// nothing for other logs.
+func (w *Writer) WriteEOFTrailer() error {
+	if w.err != nil {
+		return w.err
+	}
+	if !w.opts.SyncOffsets {
+		return nil
+	}
+	if left := BlockSize - w.blockAt; left < walSyncHeader {
+		w.buf = append(w.buf, make([]byte, left)...) // pad as chunks do
+		w.blockAt = 0
+	}
+	var h [recyclableHeader]byte
+	h[6] = typeRecyclableFull
+	binary.LittleEndian.PutUint32(h[HeaderSize:], uint32(w.opts.LogNum+1))
+	binary.LittleEndian.PutUint32(h[0:], chunkCRC(h[6:], nil))
+	w.buf = append(w.buf, h[:]...)
+	w.blockAt += recyclableHeader
+	return nil
+}
+
 // Flush writes the buffered records to the file. An error sticks: the log
 // cannot be appended to after a failed write.
 func (w *Writer) Flush() error {
@@ -257,6 +282,10 @@ func (r *Reader) EOFTrailer() bool { return r.trailer }
 func (r *Reader) TornTail() (offset int64, why string, torn bool) {
 	return r.tornAt, r.tornWhy, r.torn
 }
+
+// WALSync reports whether the log holds WAL-sync chunks
+// (WriterOptions.SyncOffsets), as far as it was read.
+func (r *Reader) WALSync() bool { return r.sawSync }
 
 // ZeroedTail reports whether the log ended at zeroed space (space prepared
 // ahead of a WAL-sync log's writes, with nothing synced after it), and at
@@ -408,7 +437,9 @@ func (r *Reader) chunk() (chunk, error) {
 				r.logNum, r.haveNum = num, true
 			}
 			if num != r.logNum {
-				if num == r.logNum+1 && n == 0 && typ == typeRecyclableFull {
+				// Pebble writes its trailer with a zero checksum, the
+				// Writer with the header's.
+				if crc := binary.LittleEndian.Uint32(h); num == r.logNum+1 && n == 0 && typ == typeRecyclableFull && (crc == 0 || crc == maskedCRC(r.data[r.off+6:r.off+hl])) {
 					return chunk{at: r.off, trailer: true, eof: true}, nil
 				}
 				return chunk{at: r.off, bad: fmt.Sprintf("chunk of log %d, not %d (the file's previous use)", num, r.logNum)}, nil
@@ -480,7 +511,12 @@ func (r *Reader) validChunkAfter(off int) (at int, vouches, found bool) {
 		if c.bad != "" || c.eof || c.at != at {
 			return false, false
 		}
-		return true, !c.hasSync || c.synced > int64(off)
+		// In a log known to hold WAL-sync chunks only they can vouch:
+		// the writer wrote no other kind.
+		if c.hasSync {
+			return true, c.synced > int64(off)
+		}
+		return true, !r.sawSync
 	}
 	blockEnd := (off/BlockSize + 1) * BlockSize
 	for at := off + 1; at+HeaderSize <= min(blockEnd, len(r.data)); at++ {
