@@ -107,7 +107,7 @@ type raftReport struct {
 
 // raftRow is one figure of one subject (a store, a stack), per run.
 type raftRow struct {
-	Section string    `json:"section"` // "log", "disk", "cluster" or "compare"
+	Section string    `json:"section"` // "log", "disk", "cluster", "compare" or "catchup"
 	Subject string    `json:"subject"`
 	Measure string    `json:"measure"`
 	Values  []float64 `json:"values"`
@@ -896,6 +896,10 @@ func (r *raftReport) benchCompare(dir string, cfg *config, f *raftFigures) (err 
 	if err := loadCompareState(stateDirs, r.CompareKeys, cfg); err != nil {
 		return err
 	}
+	copySecs, err := checkpointCopy(stateDirs[0], filepath.Join(dir, "checkpoint"), filepath.Join(dir, "copy"))
+	if err != nil {
+		return fmt.Errorf("checkpoint copy: %w", err)
+	}
 
 	var nodes []*raftstore.Node
 	defer func() {
@@ -906,8 +910,11 @@ func (r *raftReport) benchCompare(dir string, cfg *config, f *raftFigures) (err 
 		}
 	}()
 	for i := range 3 {
+		// Few trailing entries: after a snapshot a joining node cannot be
+		// sent the log (which lacks the state loaded beside raft), only the
+		// snapshot.
 		o := raftstore.Options{ID: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Bootstrap: i == 0, LogLevel: "error"}
+			RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Bootstrap: i == 0, LogLevel: "error", TrailingLogs: 16}
 		if i > 0 {
 			o.Join = nodes[0].URL()
 		}
@@ -935,7 +942,128 @@ func (r *raftReport) benchCompare(dir string, cfg *config, f *raftFigures) (err 
 	f.add("compare", "bloomkv", "bytes of the keys", keys)
 	f.add("compare", "bloomkv", "shipped / keys", shipped/keys)
 	f.add("compare", "bloomkv", "seconds", el)
+
+	catchUp, err := joinBySnapshot(ctx, nodes[0], filepath.Join(dir, "n4"), r.CompareKeys)
+	if err != nil {
+		return fmt.Errorf("join by snapshot: %w", err)
+	}
+	f.add("catchup", "bloomkv", "snapshot and join s", catchUp)
+	f.add("catchup", "bloomkv", "checkpoint and copy s", copySecs)
 	return nil
+}
+
+// joinBySnapshot times a fourth node's catching up with leader, whose
+// state (n keys) was loaded beside raft: a snapshot of the leader, which
+// truncates its log, then the node's joining until it has applied the
+// leader's last index and serves the keys. The node is closed after.
+func joinBySnapshot(ctx context.Context, leader *raftstore.Node, dir string, n int) (float64, error) {
+	// More entries than the log keeps after a snapshot, so that the
+	// snapshot truncates it.
+	for i := range 64 {
+		b := &raftstore.Batch{}
+		b.Set([]byte(fmt.Sprintf("catch-up-%02d", i)), []byte("mark"))
+		if err := leader.Apply(ctx, b); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	if err := leader.Raft().Snapshot().Error(); err != nil {
+		return 0, fmt.Errorf("snapshot: %w", err)
+	}
+	target := leader.Raft().AppliedIndex()
+	node, err := raftstore.Open(raftstore.Options{ID: "n4", Dir: dir, RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		Join: leader.URL(), LogLevel: "error"})
+	if err != nil {
+		return 0, err
+	}
+	defer node.Close()
+	for node.Raft().AppliedIndex() < target {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("node n4 at applied index %d of %d: %w", node.Raft().AppliedIndex(), target, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	el := time.Since(start).Seconds()
+	var key [benchutil.KeyLen]byte // (the FSM's user key, u+key, as loaded)
+	benchutil.MakeKey(key[:], uint64(n-1))
+	if _, err := node.Get(ctx, key[:], raftstore.Stale); err != nil {
+		return 0, fmt.Errorf("node n4, caught up, lacks key %q: %w", key, err)
+	}
+	if st, err := node.Status(ctx); err != nil || st.Snapshot == "" {
+		return 0, fmt.Errorf("node n4 did not install a snapshot (%+v, %v)", st, err)
+	}
+	return el, nil
+}
+
+// checkpointCopy times what a new replica costs without raft: a Checkpoint
+// of the store in dir into ckpt, and a copy of its files into dst, each
+// file synced, then the directory.
+func checkpointCopy(dir, ckpt, dst string) (float64, error) {
+	db, err := bloomkv.Open(dir, nil)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	err = db.Checkpoint(ckpt)
+	el := time.Since(start)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	start = time.Now()
+	if err := copyDir(ckpt, dst); err != nil {
+		return 0, err
+	}
+	return (el + time.Since(start)).Seconds(), nil
+}
+
+// copyDir copies the files of src into a new directory dst, syncing each
+// and then dst.
+func copyDir(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if err := copyFileSync(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			return err
+		}
+	}
+	d, err := os.Open(dst)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func copyFileSync(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // loadCompareState writes n keys with values into the first state
@@ -1043,6 +1171,7 @@ func (r *raftReport) checkGoals() {
 	ratio("cluster writes/s, bloomkv / consul-style", 2, false, r.row("cluster", "bloomkv", "writes/s"), r.row("cluster", "consul-style", "writes/s"))
 	ratio("cluster write p99, bloomkv / consul-style", 1, true, r.row("cluster", "bloomkv", "write p99 ms"), r.row("cluster", "consul-style", "write p99 ms"))
 	ratio("Compare bytes / shipping the keys", 0.01, true, r.row("compare", "bloomkv", "shipped / keys"), one)
+	ratio("join by snapshot / Checkpoint and copy, seconds", 2, true, r.row("catchup", "bloomkv", "snapshot and join s"), r.row("catchup", "bloomkv", "checkpoint and copy s"))
 }
 
 // fig formats a row's median, with its range over several runs.
@@ -1140,6 +1269,13 @@ func (r *raftReport) table() string {
 		r.fig(r.row("compare", "bloomkv", "bytes shipped"), byteCount), r.fig(r.row("compare", "bloomkv", "bytes of the keys"), byteCount),
 		r.fig(r.row("compare", "bloomkv", "shipped / keys"), func(v float64) string { return fmt.Sprintf("%.6f", v) }),
 		r.fig(r.row("compare", "bloomkv", "seconds"), ms))
+	tw.Flush()
+
+	fmt.Fprintf(&b, "\nraft catch-up: a node joins a cluster whose leader holds %s keys, by a snapshot (taken at the join: the leader's log keeps 16 entries); "+
+		"against a Checkpoint of the same store and a copy of its files, each synced; %s\n", commas(float64(r.CompareKeys)), runs)
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "snapshot and join s\tcheckpoint and copy s\t\n")
+	fmt.Fprintf(tw, "%s\t%s\t\n", r.fig(r.row("catchup", "bloomkv", "snapshot and join s"), ms), r.fig(r.row("catchup", "bloomkv", "checkpoint and copy s"), ms))
 	tw.Flush()
 
 	b.WriteString("raft goals:\n")
