@@ -32,13 +32,17 @@ const applyBatchBytes = 64 << 20
 // of its own. Commands are batches (Batch.Bytes); each entry's changes and
 // the applied index go into the DB in one atomic batch, and entries at or
 // below the applied index are skipped, so a restart neither applies an
-// entry twice nor skips one. Snapshots are sstables; Restore ingests them
-// into a new DB and swaps it in.
+// entry twice nor skips one. A snapshot is a Checkpoint of the DB, shipped
+// as its files (sstables, manifest, logs); Restore opens them as a new DB
+// and swaps it in.
 type FSM struct {
 	dir  string
 	opts *bloomkv.Options
-	// tableSize is the size past which a snapshot starts a new table.
-	tableSize uint64
+	// store is the node's snapshot store, whose own snapshots Restore
+	// links instead of reading (nil outside a Node).
+	store *snapshotStore
+	// snapshots counts the snapshots taken, to name their checkpoints.
+	snapshots atomic.Uint64
 
 	// mu guards db and seq: readers hold it shared while they use db,
 	// Restore exclusively while it swaps a new DB in.
@@ -62,7 +66,7 @@ var _ raft.BatchingFSM = (*FSM)(nil)
 // nil for bloomkv's defaults; its FS must be nil (the FSM renames
 // directories on the OS's file system).
 func OpenFSM(dir string, opts *bloomkv.Options) (*FSM, error) {
-	f := &FSM{dir: dir, opts: opts, tableSize: 64 << 20, marks: map[string]chan markedSnapshot{}}
+	f := &FSM{dir: dir, opts: opts, marks: map[string]chan markedSnapshot{}}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raftstore: create FSM directory: %w", err)
 	}
@@ -141,7 +145,7 @@ func (f *FSM) removeStale(seq int) error {
 	keep := filepath.Base(f.statePath(seq))
 	for _, e := range ents {
 		n := e.Name()
-		if (strings.HasPrefix(n, statePrefix) && n != keep) || strings.HasPrefix(n, restorePrefix) {
+		if (strings.HasPrefix(n, statePrefix) && n != keep) || strings.HasPrefix(n, restorePrefix) || strings.HasPrefix(n, checkpointPrefix) {
 			if err := os.RemoveAll(filepath.Join(f.dir, n)); err != nil {
 				return fmt.Errorf("raftstore: remove stale %s: %w", n, err)
 			}
@@ -327,22 +331,30 @@ func (f *FSM) takeMark(token string) chan markedSnapshot {
 	return ch
 }
 
-// Snapshot returns a snapshot of the state (raft.FSM). It pins a bloomkv
-// snapshot; Persist writes it as sstables.
+// Snapshot returns a snapshot of the state (raft.FSM): a Checkpoint of the
+// DB (its tables linked, not copied), which Persist ships as files.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	snap, err := f.db.NewSnapshot()
-	if err != nil {
+	dir := filepath.Join(f.dir, fmt.Sprintf("%s%06d-%d", checkpointPrefix, f.seq, f.snapshots.Add(1)))
+	if err := f.db.Checkpoint(dir); err != nil {
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("raftstore: snapshot: %w", err)
 	}
-	return &fsmSnapshot{snap: snap, applied: f.applied.Load(), tableSize: f.tableSize}, nil
+	files, err := listFiles(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("raftstore: snapshot: %w", err)
+	}
+	return &fsmSnapshot{dir: dir, files: files, applied: f.applied.Load()}, nil
 }
 
-// Restore replaces the state with the snapshot read from rc (raft.FSM):
-// the tables are written to a new directory, checked against the stream's
-// checksums, ingested into a new DB, and the DB swapped in. On any failure
-// the state in service stays as it was.
+// Restore replaces the state with the snapshot read from rc (raft.FSM).
+// The store's files are written to a new state directory, checked against
+// the stream's checksums (or, for a snapshot of the node's own store,
+// linked from it), the store opened, and swapped in; a version 1 stream's
+// tables are ingested into a new store instead. On any failure the state in
+// service stays as it was.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.mu.RLock()
@@ -355,25 +367,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		os.RemoveAll(newDir)
 	}
 	cleanup()
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return fmt.Errorf("raftstore: restore: %w", err)
-	}
-	paths, applied, err := readSnapshotStream(rc, tmp)
+	db, applied, err := f.restoreInto(rc, newDir, tmp)
 	if err != nil {
 		cleanup()
 		return fmt.Errorf("raftstore: restore: %w", err)
-	}
-	db, err := bloomkv.Open(newDir, f.opts)
-	if err != nil {
-		cleanup()
-		return fmt.Errorf("raftstore: restore: open new store: %w", err)
-	}
-	if len(paths) > 0 {
-		if err := db.Ingest(paths); err != nil {
-			db.Close()
-			cleanup()
-			return fmt.Errorf("raftstore: restore: ingest snapshot tables: %w", err)
-		}
 	}
 	got, err := readApplied(db)
 	if err == nil && got != applied {
@@ -404,4 +401,106 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("raftstore: restore: remove replaced store: %w", err)
 	}
 	return nil
+}
+
+// restoreInto reads the stream r into a store in newDir (tables of a
+// version 1 stream go through tmp) and opens it; it returns the store and
+// the applied index the stream names.
+func (f *FSM) restoreInto(r io.Reader, newDir, tmp string) (*bloomkv.DB, uint64, error) {
+	fr, h, err := readStreamHeader(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	if h.version == streamTables {
+		if err := os.MkdirAll(tmp, 0o755); err != nil {
+			return nil, 0, err
+		}
+		paths, err := fr.readTables(tmp)
+		if err != nil {
+			return nil, 0, err
+		}
+		db, err := bloomkv.Open(newDir, f.opts)
+		if err != nil {
+			return nil, 0, fmt.Errorf("open new store: %w", err)
+		}
+		if len(paths) > 0 {
+			if err := db.Ingest(paths); err != nil {
+				db.Close()
+				return nil, 0, fmt.Errorf("ingest snapshot tables: %w", err)
+			}
+		}
+		return db, h.applied, nil
+	}
+	if err := os.MkdirAll(newDir, 0o755); err != nil {
+		return nil, 0, err
+	}
+	if m, dir, ok := f.local(h.token); ok && m.Applied == h.applied {
+		err = linkFiles(dir, newDir, m.Files)
+	} else {
+		_, err = fr.readFiles(newDir)
+	}
+	if err == nil {
+		err = vfs.Default.SyncDir(newDir)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	db, err := bloomkv.Open(newDir, f.opts)
+	if err != nil {
+		return nil, 0, fmt.Errorf("open the snapshot's store: %w", err)
+	}
+	return db, h.applied, nil
+}
+
+// local returns the snapshot of the node's own snapshot store a stream's
+// token names, if any.
+func (f *FSM) local(token [tokenLen]byte) (*snapMeta, string, bool) {
+	if f.store == nil || token == ([tokenLen]byte{}) {
+		return nil, "", false
+	}
+	return f.store.local(token)
+}
+
+// linkFiles gives dst the files of a local snapshot in src: its tables as
+// links (a store never writes a table again), the rest as synced copies,
+// each checked against the length listed.
+func linkFiles(src, dst string, files []snapFile) error {
+	for _, sf := range files {
+		from, to := filepath.Join(src, sf.Name), filepath.Join(dst, sf.Name)
+		var err error
+		if strings.HasSuffix(sf.Name, ".sst") {
+			err = vfs.LinkOrCopy(vfs.Default, from, to)
+		} else {
+			err = copyFileSync(from, to)
+		}
+		if err != nil {
+			return fmt.Errorf("link snapshot file %s: %w", from, err)
+		}
+		if info, err := os.Stat(to); err != nil || info.Size() != sf.Size {
+			return fmt.Errorf("snapshot file %s: %v, not %d bytes: %w", from, err, sf.Size, ErrCorruption)
+		}
+	}
+	return nil
+}
+
+// copyFileSync copies the file src to a new file dst, synced.
+func copyFileSync(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bloomkv/bloomkv"
@@ -207,17 +209,31 @@ func snapshotOf(t *testing.T, f *FSM) *bufSink {
 func TestFSMSnapshotRestore(t *testing.T) {
 	src := openTestFSM(t, t.TempDir())
 	defer src.Close()
-	src.tableSize = 8 << 10 // several tables
 	fillFSM(t, src, 5000)
+	if err := src.db.Flush(); err != nil { // a table and a log to ship
+		t.Fatal(err)
+	}
+	if r := src.Apply(cmdLog(src.Applied()+1, setBatch("in-log", "yes"))); r != nil {
+		t.Fatal(r)
+	}
 	sink := snapshotOf(t, src)
 	// Writes after the snapshot are not in it.
 	if r := src.Apply(cmdLog(src.Applied()+1, setBatch("late", "x"))); r != nil {
 		t.Fatal(r)
 	}
-	paths, applied, err := readSnapshotStream(sink.Reader(), t.TempDir())
-	if err != nil || len(paths) < 3 || applied != 50 {
-		t.Fatalf("stream of %d tables at applied %d, %v; want 3 or more at 50", len(paths), applied, err)
+	fr, h, err := readStreamHeader(sink.Reader())
+	if err != nil || h.version != streamFiles || h.applied != src.Applied()-1 {
+		t.Fatalf("stream version %d at applied %d, %v; want version %d at %d", h.version, h.applied, err, streamFiles, src.Applied()-1)
 	}
+	files, err := fr.readFiles(t.TempDir())
+	if err != nil || !slices.ContainsFunc(files, func(f snapFile) bool { return strings.HasSuffix(f.Name, ".sst") }) ||
+		!slices.ContainsFunc(files, func(f snapFile) bool { return strings.HasSuffix(f.Name, ".log") }) {
+		t.Fatalf("stream of files %v, %v; want tables and a log", files, err)
+	}
+	if got := int64(len(sink.Bytes())); got != streamSize(files) {
+		t.Fatalf("stream of %d bytes, streamSize says %d", got, streamSize(files))
+	}
+	applied := h.applied
 
 	dir := t.TempDir()
 	dst := openTestFSM(t, dir)
@@ -228,11 +244,12 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	if err := dst.Restore(io.NopCloser(sink.Reader())); err != nil {
 		t.Fatal(err)
 	}
-	if dst.Applied() != 50 {
-		t.Fatalf("applied %d after restore, want 50", dst.Applied())
+	if dst.Applied() != applied {
+		t.Fatalf("applied %d after restore, want %d", dst.Applied(), applied)
 	}
 	wantValue(t, dst, "old-only", "")
 	wantValue(t, dst, "late", "")
+	wantValue(t, dst, "in-log", "yes")
 	for _, k := range []int{0, 1234, 4999} {
 		wantValue(t, dst, fmt.Sprintf("key%06d", k), fmt.Sprintf("value%06d-%s", k, bytes.Repeat([]byte{'v'}, 50)))
 	}
@@ -242,8 +259,8 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	// The restored state is the one a restart opens; the replaced one is gone.
 	dst = openTestFSM(t, dir)
 	defer dst.Close()
-	if dst.Applied() != 50 {
-		t.Fatalf("applied %d after restart, want 50", dst.Applied())
+	if dst.Applied() != applied {
+		t.Fatalf("applied %d after restart, want %d", dst.Applied(), applied)
 	}
 	wantValue(t, dst, "key004999", fmt.Sprintf("value%06d-%s", 4999, bytes.Repeat([]byte{'v'}, 50)))
 	ents, _ := os.ReadDir(dir)
@@ -255,7 +272,6 @@ func TestFSMSnapshotRestore(t *testing.T) {
 func TestFSMRestoreBadStream(t *testing.T) {
 	src := openTestFSM(t, t.TempDir())
 	defer src.Close()
-	src.tableSize = 32 << 10
 	fillFSM(t, src, 3000)
 	stream := snapshotOf(t, src).Bytes()
 

@@ -99,7 +99,7 @@ type Node struct {
 	opts   Options
 	logs   *LogStore
 	fsm    *FSM
-	snaps  *raft.FileSnapshotStore
+	snaps  *snapshotStore
 	trans  raft.Transport
 	raft   *raft.Raft
 	ln     net.Listener
@@ -148,9 +148,10 @@ func Open(opts Options) (*Node, error) {
 		level = "warn"
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "raft-" + opts.ID, Output: logOut, Level: hclog.LevelFromString(level)})
-	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(filepath.Join(opts.Dir, "snapshots"), 2, logger); err != nil {
-		return nil, fmt.Errorf("raftstore: open snapshot store: %w", err)
+	if n.snaps, err = openSnapshotStore(filepath.Join(opts.Dir, "snapshots"), 2); err != nil {
+		return nil, err
 	}
+	n.fsm.store = n.snaps
 	tcp, err := raft.NewTCPTransportWithLogger(opts.RaftAddr, nil, 3, 10*time.Second, logger)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: raft transport on %s: %w", opts.RaftAddr, err)

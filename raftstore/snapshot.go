@@ -1,18 +1,24 @@
 package raftstore
 
-// The snapshot stream: a DB's keys as sstables in framed, checksummed
-// chunks.
+// The snapshot stream: the files of a bloomkv store (a Checkpoint of the
+// FSM's DB) in framed, checksummed chunks.
 //
 //	stream  = magic frame* trailer-frame
 //	magic   = "BKVRAFT1"
 //	frame   = kind(1) length(4, big-endian) payload crc32c(4)
 //
 // The checksum covers kind, length and payload. Frames of kind 'H' (first,
-// once) carry the format version and the applied index (8 bytes); 'T' a
-// chunk of the current table's bytes; 'E' the end of a table: its name, its
-// length (8 bytes) and the crc32c of its bytes; 'Z' (last) the number of
-// tables (4 bytes) and their total length (8 bytes). Anything after the
-// trailer, a missing trailer, or a failed check is an error.
+// once) carry the stream's version (1 byte), the applied index (8 bytes)
+// and, in version 2, a token (16 bytes) naming the snapshot store's reader
+// the stream came from, zero otherwise; 'F' starts a file and carries its
+// name; 'T' a chunk of the current file's bytes; 'E' the end of a file: its
+// name, its length (8 bytes) and the crc32c of its bytes; 'Z' (last) the
+// number of files (4 bytes) and their total length (8 bytes). Anything
+// after the trailer, a missing trailer, or a failed check is an error.
+//
+// Version 1 streams, which earlier builds wrote, hold sstables without 'F'
+// frames (a table starts with its first chunk) that Restore ingests into a
+// new store; they are still read.
 
 import (
 	"bufio"
@@ -23,27 +29,36 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
-	"github.com/bloomkv/bloomkv"
-	"github.com/bloomkv/bloomkv/sstable"
 	"github.com/hashicorp/raft"
 )
 
 const (
-	snapshotMagic   = "BKVRAFT1"
-	snapshotVersion = 1
+	snapshotMagic = "BKVRAFT1"
+	// streamTables is the version of streams of sstables to ingest;
+	// streamFiles of streams of a store's files.
+	streamTables = 1
+	streamFiles  = 2
+	tokenLen     = 16
 	// maxFrame bounds a frame's payload, so that a damaged length cannot
 	// make the reader allocate without limit.
 	maxFrame = 4 << 20
-	// chunkSize is the payload of the table chunks Persist writes.
+	// chunkSize is the payload of the chunks a stream is written in.
 	chunkSize = 1 << 20
+	// frameOverhead is a frame's bytes besides its payload.
+	frameOverhead = 9
 	// restorePrefix starts the names of the directories Restore writes
-	// tables into.
-	restorePrefix = "restore-"
+	// version 1 tables into; checkpointPrefix those of the checkpoints
+	// snapshots are taken as.
+	restorePrefix    = "restore-"
+	checkpointPrefix = "snapshot-"
 )
 
 const (
 	frameHeader  = 'H'
+	frameFile    = 'F'
 	frameChunk   = 'T'
 	frameEnd     = 'E'
 	frameTrailer = 'Z'
@@ -55,25 +70,76 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // before its trailer.
 var ErrSnapshotCut = errors.New("raftstore: snapshot stream cut short")
 
-// fsmSnapshot is a raft.FSMSnapshot of a pinned bloomkv snapshot.
-type fsmSnapshot struct {
-	snap      *bloomkv.Snapshot
-	applied   uint64
-	tableSize uint64
+// snapFile is a file of a snapshot: its name, its length and, where known,
+// the crc32c of its bytes.
+type snapFile struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+	CRC  uint32 `json:"crc32c"`
 }
 
-// Persist writes the snapshot to sink as sstables (raft.FSMSnapshot),
-// cancelling the sink on failure.
+// fsmSnapshot is a raft.FSMSnapshot: a Checkpoint of the FSM's DB in dir.
+type fsmSnapshot struct {
+	dir     string
+	files   []snapFile
+	applied uint64
+}
+
+// Persist writes the snapshot to sink (raft.FSMSnapshot), cancelling the
+// sink on failure. A sink of the node's own snapshot store takes the files
+// as links; any other gets the stream.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.write(sink); err != nil {
+	var err error
+	if ls, ok := sink.(*storeSink); ok {
+		err = ls.link(s.dir, s.files, s.applied)
+	} else {
+		err = writeFileStream(sink, s.dir, s.files, s.applied, [tokenLen]byte{})
+	}
+	if err != nil {
 		sink.Cancel()
 		return fmt.Errorf("raftstore: persist snapshot at %d: %w", s.applied, err)
 	}
 	return sink.Close()
 }
 
-// Release unpins the bloomkv snapshot (raft.FSMSnapshot).
-func (s *fsmSnapshot) Release() { s.snap.Close() }
+// Release removes the checkpoint (raft.FSMSnapshot).
+func (s *fsmSnapshot) Release() { os.RemoveAll(s.dir) }
+
+// listFiles returns the regular files of dir, by name, with their sizes.
+func listFiles(dir string) ([]snapFile, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []snapFile
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, snapFile{Name: e.Name(), Size: info.Size()})
+	}
+	return files, nil
+}
+
+// validFileName reports whether name, read from a stream, may name a file
+// in the directory being written: one plain name, nothing of a path.
+func validFileName(name string) bool {
+	return name != "" && len(name) <= 255 && name != "." && name != ".." && !strings.ContainsAny(name, "/\\\x00")
+}
+
+// streamSize is the length of the version 2 stream of files.
+func streamSize(files []snapFile) int64 {
+	n := int64(len(snapshotMagic)) + frameOverhead + 1 + 8 + tokenLen
+	for _, f := range files {
+		chunks := (f.Size + chunkSize - 1) / chunkSize
+		n += frameOverhead + int64(len(f.Name)) + chunks*frameOverhead + f.Size + frameOverhead + int64(len(f.Name)) + 12
+	}
+	return n + frameOverhead + 12
+}
 
 // frameWriter writes frames to a buffered writer.
 type frameWriter struct {
@@ -99,125 +165,82 @@ func (fw *frameWriter) frame(kind byte, payload []byte) {
 	}
 }
 
-// tableStream is the io.Writer an sstable.Writer writes a table to: it
-// sends the bytes as chunk frames and keeps the table's length and crc.
-type tableStream struct {
-	fw   *frameWriter
-	buf  []byte
-	n    uint64
-	crc  uint32
-	name string
+// endPayload is an 'E' frame's payload.
+func endPayload(name string, n uint64, crc uint32) []byte {
+	p := append([]byte(name), make([]byte, 12)...)
+	binary.BigEndian.PutUint64(p[len(name):], n)
+	binary.BigEndian.PutUint32(p[len(name)+8:], crc)
+	return p
 }
 
-func (t *tableStream) Write(p []byte) (int, error) {
-	written := len(p)
-	t.n += uint64(len(p))
-	t.crc = crc32.Update(t.crc, castagnoli, p)
-	for len(p) > 0 {
-		k := min(len(p), chunkSize-len(t.buf))
-		t.buf = append(t.buf, p[:k]...)
-		p = p[k:]
-		if len(t.buf) == chunkSize {
-			t.flush()
-		}
-	}
-	if t.fw.err != nil {
-		return 0, t.fw.err
-	}
-	return written, nil
-}
-
-func (t *tableStream) flush() {
-	if len(t.buf) > 0 {
-		t.fw.frame(frameChunk, t.buf)
-		t.buf = t.buf[:0]
-	}
-}
-
-// end finishes the table with its end frame.
-func (t *tableStream) end() error {
-	t.flush()
-	p := append([]byte(t.name), make([]byte, 12)...)
-	binary.BigEndian.PutUint64(p[len(t.name):], t.n)
-	binary.BigEndian.PutUint32(p[len(t.name)+8:], t.crc)
-	t.fw.frame(frameEnd, p)
-	return t.fw.err
-}
-
-func (s *fsmSnapshot) write(w io.Writer) error {
+// writeFileStream writes the files of dir as a version 2 stream. A file
+// whose length differs from the one listed, or whose crc32c differs from a
+// non-zero one listed, fails it with ErrCorruption.
+func writeFileStream(w io.Writer, dir string, files []snapFile, applied uint64, token [tokenLen]byte) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	if _, err := bw.WriteString(snapshotMagic); err != nil {
 		return err
 	}
 	fw := &frameWriter{w: bw}
-	var hdr [9]byte
-	hdr[0] = snapshotVersion
-	binary.BigEndian.PutUint64(hdr[1:], s.applied)
+	var hdr [1 + 8 + tokenLen]byte
+	hdr[0] = streamFiles
+	binary.BigEndian.PutUint64(hdr[1:], applied)
+	copy(hdr[9:], token[:])
 	fw.frame(frameHeader, hdr[:])
-
-	it, err := s.snap.NewIter(nil)
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	var (
-		tables int
-		total  uint64
-		tw     *sstable.Writer
-		ts     *tableStream
-	)
-	finish := func() error {
-		if err := tw.Close(); err != nil {
-			return fmt.Errorf("write table %s: %w", ts.name, err)
-		}
-		if err := ts.end(); err != nil {
+	buf := make([]byte, chunkSize)
+	var total uint64
+	for _, sf := range files {
+		fw.frame(frameFile, []byte(sf.Name))
+		n, crc, err := streamFile(fw, filepath.Join(dir, sf.Name), buf)
+		if err != nil {
 			return err
 		}
-		tables++
-		total += ts.n
-		tw = nil
-		return nil
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		if tw == nil {
-			ts = &tableStream{fw: fw, name: fmt.Sprintf("%06d.sst", tables+1)}
-			if tw, err = sstable.NewWriter(ts, sstable.WriterOptions{}); err != nil {
-				return err
-			}
+		if int64(n) != sf.Size || sf.CRC != 0 && crc != sf.CRC {
+			return fmt.Errorf("snapshot file %s holds %d bytes of crc32c %08x, its listing %d of %08x: %w",
+				filepath.Join(dir, sf.Name), n, crc, sf.Size, sf.CRC, ErrCorruption)
 		}
-		if err := tw.Set(it.Key(), it.Value()); err != nil {
-			tw.Abort()
-			return fmt.Errorf("write table %s: %w", ts.name, err)
-		}
-		if fw.err != nil {
-			tw.Abort()
-			return fw.err
-		}
-		if tw.Size() >= s.tableSize {
-			if err := finish(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := it.Error(); err != nil {
-		if tw != nil {
-			tw.Abort()
-		}
-		return fmt.Errorf("read snapshot: %w", err)
-	}
-	if tw != nil {
-		if err := finish(); err != nil {
-			return err
-		}
+		fw.frame(frameEnd, endPayload(sf.Name, n, crc))
+		total += n
 	}
 	var tr [12]byte
-	binary.BigEndian.PutUint32(tr[:4], uint32(tables))
+	binary.BigEndian.PutUint32(tr[:4], uint32(len(files)))
 	binary.BigEndian.PutUint64(tr[4:], total)
 	fw.frame(frameTrailer, tr[:])
 	if fw.err != nil {
 		return fw.err
 	}
 	return bw.Flush()
+}
+
+// streamFile writes the file at path as chunk frames, and returns its
+// length and crc32c.
+func streamFile(fw *frameWriter, path string, buf []byte) (uint64, uint32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	var (
+		n   uint64
+		crc uint32
+	)
+	for {
+		k, err := io.ReadFull(f, buf)
+		if k > 0 {
+			n += uint64(k)
+			crc = crc32.Update(crc, castagnoli, buf[:k])
+			fw.frame(frameChunk, buf[:k])
+			if fw.err != nil {
+				return 0, 0, fw.err
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return n, crc, nil
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
 }
 
 // frameReader reads and checks frames.
@@ -248,7 +271,7 @@ func (fr *frameReader) next() (byte, []byte, error) {
 	if crc != binary.BigEndian.Uint32(b[n:]) {
 		return 0, nil, fmt.Errorf("frame at offset %d fails its checksum: %w", fr.off, ErrCorruption)
 	}
-	fr.off += int64(n) + 9
+	fr.off += int64(n) + frameOverhead
 	return hdr[0], b[:n], nil
 }
 
@@ -259,89 +282,180 @@ func (fr *frameReader) cut(err error) error {
 	return fmt.Errorf("read snapshot stream at offset %d: %w", fr.off, err)
 }
 
-// readSnapshotStream reads a stream of fsmSnapshot.write, writing its
-// tables into dir, synced; it returns their paths and the applied index.
-func readSnapshotStream(r io.Reader, dir string) (paths []string, applied uint64, err error) {
+// streamHeader is a stream's header frame.
+type streamHeader struct {
+	version byte
+	applied uint64
+	token   [tokenLen]byte
+}
+
+// readStreamHeader reads a stream's magic and header frame.
+func readStreamHeader(r io.Reader) (*frameReader, streamHeader, error) {
 	br := bufio.NewReaderSize(r, 256<<10)
+	var h streamHeader
 	var magic [len(snapshotMagic)]byte
 	if _, err := io.ReadFull(br, magic[:]); err != nil {
-		return nil, 0, fmt.Errorf("%w: no magic", ErrSnapshotCut)
+		return nil, h, fmt.Errorf("%w: no magic", ErrSnapshotCut)
 	}
 	if string(magic[:]) != snapshotMagic {
-		return nil, 0, fmt.Errorf("stream starts with %q, not %q: %w", magic[:], snapshotMagic, ErrCorruption)
+		return nil, h, fmt.Errorf("stream starts with %q, not %q: %w", magic[:], snapshotMagic, ErrCorruption)
 	}
 	fr := &frameReader{r: br, off: int64(len(snapshotMagic))}
 	kind, p, err := fr.next()
 	if err != nil {
-		return nil, 0, err
+		return nil, h, err
 	}
-	if kind != frameHeader || len(p) != 9 || p[0] != snapshotVersion {
-		return nil, 0, fmt.Errorf("snapshot header frame of kind %q, %d bytes: %w", kind, len(p), ErrCorruption)
+	switch {
+	case kind == frameHeader && len(p) == 9 && p[0] == streamTables:
+	case kind == frameHeader && len(p) == 9+tokenLen && p[0] == streamFiles:
+		copy(h.token[:], p[9:])
+	default:
+		return nil, h, fmt.Errorf("snapshot header frame of kind %q, %d bytes: %w", kind, len(p), ErrCorruption)
 	}
-	applied = binary.BigEndian.Uint64(p[1:])
+	h.version, h.applied = p[0], binary.BigEndian.Uint64(p[1:])
+	return fr, h, nil
+}
 
-	var (
-		f     *os.File
-		n     uint64
-		crc   uint32
-		total uint64
-	)
+// fileWriter writes a stream's file into a directory.
+type fileWriter struct {
+	f    *os.File
+	name string
+	n    uint64
+	crc  uint32
+}
+
+func (w *fileWriter) write(p []byte) error {
+	if _, err := w.f.Write(p); err != nil {
+		return err
+	}
+	w.n += uint64(len(p))
+	w.crc = crc32.Update(w.crc, castagnoli, p)
+	return nil
+}
+
+// end checks the file against its end frame's payload p, and syncs and
+// closes it.
+func (w *fileWriter) end(fr *frameReader, p []byte) error {
+	if len(p) < 12 {
+		return fmt.Errorf("end frame at offset %d of %d bytes: %w", fr.off, len(p), ErrCorruption)
+	}
+	name := string(p[:len(p)-12])
+	wantN := binary.BigEndian.Uint64(p[len(p)-12:])
+	wantCRC := binary.BigEndian.Uint32(p[len(p)-4:])
+	if (w.name != "" && name != w.name) || w.n != wantN || w.crc != wantCRC {
+		return fmt.Errorf("file %s: %d bytes of crc32c %08x, its end frame says %s, %d bytes of %08x: %w", w.name, w.n, w.crc, name, wantN, wantCRC, ErrCorruption)
+	}
+	if err := w.f.Sync(); err != nil {
+		return err
+	}
+	return w.f.Close()
+}
+
+// readFiles reads the rest of a version 2 stream, writing its files into
+// dir, each synced; it returns them with their crc32c.
+func (fr *frameReader) readFiles(dir string) (files []snapFile, err error) {
+	var cur *fileWriter
 	defer func() {
-		if f != nil {
-			f.Close()
+		if cur != nil {
+			cur.f.Close()
 		}
 	}()
+	var total uint64
 	for {
 		kind, p, err := fr.next()
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		switch kind {
-		case frameChunk:
-			if f == nil {
-				path := filepath.Join(dir, fmt.Sprintf("%06d.sst", len(paths)+1))
-				if f, err = os.Create(path); err != nil {
-					return nil, 0, err
-				}
-				paths = append(paths, path)
-				n, crc = 0, 0
+		switch {
+		case kind == frameFile && cur == nil:
+			name := string(p)
+			if !validFileName(name) || slices.ContainsFunc(files, func(f snapFile) bool { return f.Name == name }) {
+				return nil, fmt.Errorf("file frame at offset %d names %q, not a new plain file name: %w", fr.off, name, ErrCorruption)
 			}
-			if _, err := f.Write(p); err != nil {
-				return nil, 0, err
+			f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if err != nil {
+				return nil, err
 			}
-			n += uint64(len(p))
-			crc = crc32.Update(crc, castagnoli, p)
-		case frameEnd:
-			if f == nil || len(p) < 12 {
-				return nil, 0, fmt.Errorf("table end frame at offset %d without a table: %w", fr.off, ErrCorruption)
+			cur = &fileWriter{f: f, name: name}
+		case kind == frameChunk && cur != nil:
+			if err := cur.write(p); err != nil {
+				return nil, err
 			}
-			name := string(p[:len(p)-12])
-			wantN := binary.BigEndian.Uint64(p[len(p)-12:])
-			wantCRC := binary.BigEndian.Uint32(p[len(p)-4:])
-			if n != wantN || crc != wantCRC {
-				return nil, 0, fmt.Errorf("table %s: %d bytes of crc32c %08x, its end frame says %d bytes of %08x: %w", name, n, crc, wantN, wantCRC, ErrCorruption)
+		case kind == frameEnd && cur != nil:
+			if err := cur.end(fr, p); err != nil {
+				return nil, err
 			}
-			if err := f.Sync(); err != nil {
-				return nil, 0, err
+			files = append(files, snapFile{Name: cur.name, Size: int64(cur.n), CRC: cur.crc})
+			total += cur.n
+			cur = nil
+		case kind == frameTrailer && cur == nil:
+			if err := fr.trailer(p, len(files), total); err != nil {
+				return nil, err
 			}
-			if err := f.Close(); err != nil {
-				return nil, 0, err
-			}
-			f = nil
-			total += n
-		case frameTrailer:
-			if f != nil || len(p) != 12 {
-				return nil, 0, fmt.Errorf("trailer at offset %d inside a table or of %d bytes: %w", fr.off, len(p), ErrCorruption)
-			}
-			if c, t := binary.BigEndian.Uint32(p), binary.BigEndian.Uint64(p[4:]); int(c) != len(paths) || t != total {
-				return nil, 0, fmt.Errorf("trailer counts %d tables of %d bytes, the stream held %d of %d: %w", c, t, len(paths), total, ErrCorruption)
-			}
-			if _, err := br.ReadByte(); err != io.EOF {
-				return nil, 0, fmt.Errorf("data after the snapshot's trailer: %w", ErrCorruption)
-			}
-			return paths, applied, nil
+			return files, nil
 		default:
-			return nil, 0, fmt.Errorf("frame of unknown kind %q at offset %d: %w", kind, fr.off, ErrCorruption)
+			return nil, fmt.Errorf("frame of kind %q at offset %d out of place: %w", kind, fr.off, ErrCorruption)
 		}
 	}
+}
+
+// readTables reads the rest of a version 1 stream, writing its tables into
+// dir, each synced; it returns their paths.
+func (fr *frameReader) readTables(dir string) (paths []string, err error) {
+	var cur *fileWriter
+	defer func() {
+		if cur != nil {
+			cur.f.Close()
+		}
+	}()
+	var total uint64
+	for {
+		kind, p, err := fr.next()
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case kind == frameChunk:
+			if cur == nil {
+				path := filepath.Join(dir, fmt.Sprintf("%06d.sst", len(paths)+1))
+				f, err := os.Create(path)
+				if err != nil {
+					return nil, err
+				}
+				cur = &fileWriter{f: f}
+				paths = append(paths, path)
+			}
+			if err := cur.write(p); err != nil {
+				return nil, err
+			}
+		case kind == frameEnd && cur != nil:
+			if err := cur.end(fr, p); err != nil {
+				return nil, err
+			}
+			total += cur.n
+			cur = nil
+		case kind == frameTrailer && cur == nil:
+			if err := fr.trailer(p, len(paths), total); err != nil {
+				return nil, err
+			}
+			return paths, nil
+		default:
+			return nil, fmt.Errorf("frame of kind %q at offset %d out of place: %w", kind, fr.off, ErrCorruption)
+		}
+	}
+}
+
+// trailer checks the trailer's payload p against the files read, and that
+// nothing follows it.
+func (fr *frameReader) trailer(p []byte, files int, total uint64) error {
+	if len(p) != 12 {
+		return fmt.Errorf("trailer at offset %d of %d bytes: %w", fr.off, len(p), ErrCorruption)
+	}
+	if c, t := binary.BigEndian.Uint32(p), binary.BigEndian.Uint64(p[4:]); int(c) != files || t != total {
+		return fmt.Errorf("trailer counts %d files of %d bytes, the stream held %d of %d: %w", c, t, files, total, ErrCorruption)
+	}
+	if _, err := fr.r.ReadByte(); err != io.EOF {
+		return fmt.Errorf("data after the snapshot's trailer: %w", ErrCorruption)
+	}
+	return nil
 }
