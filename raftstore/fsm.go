@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -462,16 +463,20 @@ func (f *FSM) local(token [tokenLen]byte) (*snapMeta, string, bool) {
 }
 
 // linkFiles gives dst the files of a local snapshot in src: its tables as
-// links (a store never writes a table again), the rest as synced copies,
-// each checked against the length listed.
+// links (a store never writes a table again; each block carries its own
+// checksum), each checked against the length listed, and the rest as
+// synced copies, checked against the crc32c listed too.
 func linkFiles(src, dst string, files []snapFile) error {
 	for _, sf := range files {
 		from, to := filepath.Join(src, sf.Name), filepath.Join(dst, sf.Name)
-		var err error
+		var (
+			crc uint32
+			err error
+		)
 		if strings.HasSuffix(sf.Name, ".sst") {
 			err = vfs.LinkOrCopy(vfs.Default, from, to)
 		} else {
-			err = copyFileSync(from, to)
+			crc, err = copyFileSync(from, to)
 		}
 		if err != nil {
 			return fmt.Errorf("link snapshot file %s: %w", from, err)
@@ -479,28 +484,33 @@ func linkFiles(src, dst string, files []snapFile) error {
 		if info, err := os.Stat(to); err != nil || info.Size() != sf.Size {
 			return fmt.Errorf("snapshot file %s: %v, not %d bytes: %w", from, err, sf.Size, ErrCorruption)
 		}
+		if !strings.HasSuffix(sf.Name, ".sst") && sf.CRC != 0 && crc != sf.CRC {
+			return fmt.Errorf("snapshot file %s of crc32c %08x, listed as %08x: %w", from, crc, sf.CRC, ErrCorruption)
+		}
 	}
 	return nil
 }
 
-// copyFileSync copies the file src to a new file dst, synced.
-func copyFileSync(src, dst string) error {
+// copyFileSync copies the file src to a new file dst, synced, and returns
+// the crc32c of the bytes copied.
+func copyFileSync(src, dst string) (uint32, error) {
 	in, err := os.Open(src)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	h := crc32.New(castagnoli)
+	if _, err := io.Copy(io.MultiWriter(out, h), in); err != nil {
 		out.Close()
-		return err
+		return 0, err
 	}
 	if err := out.Sync(); err != nil {
 		out.Close()
-		return err
+		return 0, err
 	}
-	return out.Close()
+	return h.Sum32(), out.Close()
 }

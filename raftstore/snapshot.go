@@ -29,7 +29,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/hashicorp/raft"
@@ -47,6 +46,8 @@ const (
 	maxFrame = 4 << 20
 	// chunkSize is the payload of the chunks a stream is written in.
 	chunkSize = 1 << 20
+	// maxFiles bounds the files of a stream read.
+	maxFiles = 1 << 20
 	// frameOverhead is a frame's bytes besides its payload.
 	frameOverhead = 9
 	// restorePrefix starts the names of the directories Restore writes
@@ -361,6 +362,7 @@ func (fr *frameReader) readFiles(dir string) (files []snapFile, err error) {
 		}
 	}()
 	var total uint64
+	seen := map[string]bool{}
 	for {
 		kind, p, err := fr.next()
 		if err != nil {
@@ -369,9 +371,10 @@ func (fr *frameReader) readFiles(dir string) (files []snapFile, err error) {
 		switch {
 		case kind == frameFile && cur == nil:
 			name := string(p)
-			if !validFileName(name) || slices.ContainsFunc(files, func(f snapFile) bool { return f.Name == name }) {
-				return nil, fmt.Errorf("file frame at offset %d names %q, not a new plain file name: %w", fr.off, name, ErrCorruption)
+			if !validFileName(name) || seen[name] || len(seen) >= maxFiles {
+				return nil, fmt.Errorf("file frame at offset %d names %q, not a new plain file name, or one past %d: %w", fr.off, name, maxFiles, ErrCorruption)
 			}
+			seen[name] = true
 			f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 			if err != nil {
 				return nil, err

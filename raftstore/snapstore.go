@@ -5,6 +5,7 @@ package raftstore
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,11 +22,17 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// A snapshot's directory holds meta.json and, in files, the store's files.
+// A snapshot's directory holds meta.json and, in files, the store's files;
+// or, for a version 1 stream (from a node of an earlier build), the
+// stream as it came, in stream; raft's own file snapshot store, which
+// earlier builds used, left state.bin, the same.
 const (
-	snapMetaFile = "meta.json"
-	snapFilesDir = "files"
-	snapTmpExt   = ".tmp"
+	snapMetaFile   = "meta.json"
+	snapFilesDir   = "files"
+	snapStreamFile = "stream"
+	snapLegacyFile = "state.bin"
+	snapTmpExt     = ".tmp"
+	snapDelExt     = ".del" + snapTmpExt
 )
 
 // snapMeta is a snapshot's meta.json: raft's metadata (whose Size is the
@@ -39,7 +46,21 @@ type snapMeta struct {
 	Files   []snapFile `json:"files"`
 }
 
-const snapFormat = "bloomkv-files-1"
+// The formats of a snapshot's directory: files, a stream kept whole, and
+// raft's file snapshot store's (no format recorded).
+const (
+	snapFormat       = "bloomkv-files-1"
+	snapFormatStream = "bloomkv-stream-1"
+	snapFormatRaft   = ""
+)
+
+// rawPath returns the stream file of a snapshot kept as its stream.
+func (m *snapMeta) rawPath(dir string) string {
+	if m.Format == snapFormatRaft {
+		return filepath.Join(dir, snapLegacyFile)
+	}
+	return filepath.Join(dir, snapStreamFile)
+}
 
 // snapshotStore is a raft.SnapshotStore keeping each snapshot as the files
 // of a Checkpoint of the FSM's DB, in a directory of its own, with the
@@ -91,7 +112,11 @@ func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 	}
 	id := fmt.Sprintf("%d-%d-%d", term, index, time.Now().UnixMilli())
 	tmp := filepath.Join(s.dir, id+snapTmpExt)
-	if err := os.MkdirAll(filepath.Join(tmp, snapFilesDir), 0o755); err != nil {
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("raftstore: create snapshot %s: %w", id, err)
+	}
+	if err := os.Mkdir(filepath.Join(tmp, snapFilesDir), 0o755); err != nil {
+		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("raftstore: create snapshot %s: %w", id, err)
 	}
 	return &storeSink{store: s, tmp: tmp, meta: snapMeta{Format: snapFormat, SnapshotMeta: raft.SnapshotMeta{
@@ -124,11 +149,11 @@ func (s *snapshotStore) all() ([]*snapMeta, error) {
 		if !e.IsDir() || strings.HasSuffix(e.Name(), snapTmpExt) {
 			continue
 		}
-		m, err := s.readMeta(e.Name())
-		if err != nil {
-			return nil, err
+		// A directory without a readable meta.json is one a crash caught
+		// being removed (reap): not a snapshot.
+		if m, err := s.readMeta(e.Name()); err == nil {
+			metas = append(metas, m)
 		}
-		metas = append(metas, m)
 	}
 	slices.SortFunc(metas, func(a, b *snapMeta) int {
 		switch {
@@ -159,9 +184,14 @@ func (s *snapshotStore) readMeta(id string) (*snapMeta, error) {
 	if err := json.Unmarshal(b, &m); err != nil || m.ID != id {
 		return nil, fmt.Errorf("raftstore: snapshot metadata %s unreadable (%v): %w", path, err, ErrCorruption)
 	}
-	if m.Format != snapFormat {
-		return nil, fmt.Errorf("raftstore: snapshot %s is of format %q, not %q (raft's file snapshot store, which earlier builds used, writes none): "+
-			"remove it to let the node catch up from the leader: %w", filepath.Join(s.dir, id), m.Format, snapFormat, ErrCorruption)
+	switch m.Format {
+	case snapFormat, snapFormatStream:
+	case snapFormatRaft:
+		if _, err := os.Stat(m.rawPath(filepath.Join(s.dir, id))); err != nil {
+			return nil, fmt.Errorf("raftstore: snapshot %s of raft's file store format: %w", id, err)
+		}
+	default:
+		return nil, fmt.Errorf("raftstore: snapshot %s is of format %q, which this build does not know: %w", filepath.Join(s.dir, id), m.Format, ErrCorruption)
 	}
 	return &m, nil
 }
@@ -170,17 +200,37 @@ func (s *snapshotStore) readMeta(id string) (*snapMeta, error) {
 // The stream is generated from the snapshot's files, each checked against
 // its length and checksum as it is read.
 func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	// In use before its metadata is read, so that reap leaves it.
+	s.mu.Lock()
+	s.inUse[id]++
+	s.mu.Unlock()
+	release := func() {
+		s.mu.Lock()
+		if s.inUse[id]--; s.inUse[id] <= 0 {
+			delete(s.inUse, id)
+		}
+		s.mu.Unlock()
+	}
 	m, err := s.readMeta(id)
 	if err != nil {
+		release()
 		return nil, nil, err
+	}
+	if m.Format != snapFormat {
+		f, err := os.Open(m.rawPath(filepath.Join(s.dir, id)))
+		if err != nil {
+			release()
+			return nil, nil, fmt.Errorf("raftstore: open snapshot %s: %w", id, err)
+		}
+		return &m.SnapshotMeta, &rawReader{File: f, release: release}, nil
 	}
 	var token [tokenLen]byte
 	if _, err := rand.Read(token[:]); err != nil {
+		release()
 		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: %w", id, err)
 	}
 	s.mu.Lock()
 	s.opened[token] = m
-	s.inUse[id]++
 	s.mu.Unlock()
 	pr, pw := io.Pipe()
 	r := &snapReader{store: s, token: token, id: id, pr: pr, done: make(chan struct{})}
@@ -203,8 +253,23 @@ func (s *snapshotStore) local(token [tokenLen]byte) (*snapMeta, string, bool) {
 	return m, filepath.Join(s.dir, m.ID, snapFilesDir), true
 }
 
+// rawReader is a snapshot kept as its stream, as Open gives it.
+type rawReader struct {
+	*os.File
+	release func()
+	once    sync.Once
+}
+
+func (r *rawReader) Close() error {
+	err := r.File.Close()
+	r.once.Do(r.release)
+	return err
+}
+
 // reap removes the snapshots past the newest retain, but none a reader
-// has open.
+// has open. Each is first renamed out of the listing (and the rename
+// synced), so that a crash part way through a removal leaves a directory
+// the next open removes, not a snapshot without its metadata.
 func (s *snapshotStore) reap() error {
 	metas, err := s.all()
 	if err != nil {
@@ -212,12 +277,26 @@ func (s *snapshotStore) reap() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var gone []string
 	for _, m := range metas[min(len(metas), s.retain):] {
 		if s.inUse[m.ID] > 0 {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(s.dir, m.ID)); err != nil {
+		del := filepath.Join(s.dir, m.ID+snapDelExt)
+		if err := os.Rename(filepath.Join(s.dir, m.ID), del); err != nil {
 			return fmt.Errorf("raftstore: remove old snapshot %s: %w", m.ID, err)
+		}
+		gone = append(gone, del)
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := vfs.Default.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("raftstore: remove old snapshots: %w", err)
+	}
+	for _, del := range gone {
+		if err := os.RemoveAll(del); err != nil {
+			return fmt.Errorf("raftstore: remove old snapshot %s: %w", del, err)
 		}
 	}
 	return nil
@@ -252,14 +331,17 @@ func (r *snapReader) Close() error {
 
 // storeSink is a raft.SnapshotSink of the store: the FSM links its files
 // in (link), or the stream written to it is parsed as it comes, its files
-// written into the snapshot's directory.
+// written into the snapshot's directory; a version 1 stream is kept as it
+// comes (raw).
 type storeSink struct {
 	store *snapshotStore
 	tmp   string
 	meta  snapMeta
 
+	head   []byte // a stream's first bytes, until its header frame is whole
 	pw     *io.PipeWriter
 	parsed chan error
+	raw    *os.File
 	linked bool
 	done   bool
 }
@@ -267,21 +349,66 @@ type storeSink struct {
 // ID returns the snapshot's ID (raft.SnapshotSink).
 func (k *storeSink) ID() string { return k.meta.ID }
 
-// Write takes the next bytes of a stream (io.Writer).
+// Write takes the next bytes of a stream (io.Writer). Its header frame
+// decides how: a version 1 stream is kept raw, any other parsed.
 func (k *storeSink) Write(p []byte) (int, error) {
 	if k.done || k.linked {
 		return 0, fmt.Errorf("raftstore: write to snapshot %s after its files were set or it was closed", k.meta.ID)
 	}
-	if k.pw == nil {
-		pr, pw := io.Pipe()
-		k.pw, k.parsed = pw, make(chan error, 1)
-		go func() {
-			err := k.parse(pr)
-			pr.CloseWithError(err) // a failed parse fails the writes
-			k.parsed <- err
-		}()
+	switch {
+	case k.raw != nil:
+		return k.raw.Write(p)
+	case k.pw != nil:
+		return k.pw.Write(p)
 	}
-	return k.pw.Write(p)
+	k.head = append(k.head, p...)
+	const at = len(snapshotMagic)
+	if len(k.head) < at+5 {
+		return len(p), nil
+	}
+	n := int(binary.BigEndian.Uint32(k.head[at+1:]))
+	if n <= maxFrame && len(k.head) < at+frameOverhead+n {
+		return len(p), nil
+	}
+	head := k.head
+	k.head = nil
+	if n == 9 && len(head) >= at+frameOverhead+n && head[at] == frameHeader && head[at+5] == streamTables {
+		if err := k.startRaw(binary.BigEndian.Uint64(head[at+6:])); err != nil {
+			return 0, err
+		}
+		if _, err := k.raw.Write(head); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	k.startParse()
+	if _, err := k.pw.Write(head); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// startParse starts parsing the stream, into the snapshot's files.
+func (k *storeSink) startParse() {
+	pr, pw := io.Pipe()
+	k.pw, k.parsed = pw, make(chan error, 1)
+	go func() {
+		err := k.parse(pr)
+		pr.CloseWithError(err) // a failed parse fails the writes
+		k.parsed <- err
+	}()
+}
+
+// startRaw starts keeping a version 1 stream of applied index applied as
+// it comes; its frames are checked when it is restored.
+func (k *storeSink) startRaw(applied uint64) error {
+	f, err := os.OpenFile(filepath.Join(k.tmp, snapStreamFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	k.raw = f
+	k.meta.Format, k.meta.Applied = snapFormatStream, applied
+	return nil
 }
 
 // parse reads a version 2 stream from r into the snapshot's directory.
@@ -291,7 +418,7 @@ func (k *storeSink) parse(r io.Reader) error {
 		return err
 	}
 	if h.version != streamFiles {
-		return fmt.Errorf("snapshot stream of version %d; this store keeps version %d: %w", h.version, streamFiles, ErrCorruption)
+		return fmt.Errorf("snapshot stream of version %d where version %d was expected: %w", h.version, streamFiles, ErrCorruption)
 	}
 	files, err := fr.readFiles(filepath.Join(k.tmp, snapFilesDir))
 	if err != nil {
@@ -304,7 +431,7 @@ func (k *storeSink) parse(r io.Reader) error {
 // link gives the snapshot the files of dir, as links where it can; it
 // reads each once for its checksum.
 func (k *storeSink) link(dir string, files []snapFile, applied uint64) error {
-	if k.pw != nil || k.done {
+	if k.pw != nil || k.raw != nil || k.head != nil || k.done {
 		return fmt.Errorf("raftstore: snapshot %s already written", k.meta.ID)
 	}
 	out := make([]snapFile, 0, len(files))
@@ -348,22 +475,48 @@ func (k *storeSink) Close() error {
 		return nil
 	}
 	k.done = true
-	if k.pw != nil {
+	if k.head != nil {
+		// A stream shorter than its header frame: the parse says so.
+		k.startParse()
+		k.pw.Write(k.head)
+		k.head = nil
+	}
+	switch {
+	case k.pw != nil:
 		k.pw.Close()
 		if err := <-k.parsed; err != nil {
 			os.RemoveAll(k.tmp)
 			return fmt.Errorf("raftstore: snapshot %s: %w", k.meta.ID, err)
 		}
-	} else if !k.linked {
+		k.meta.Size = streamSize(k.meta.Files)
+	case k.raw != nil:
+		err := k.raw.Sync()
+		if cerr := k.raw.Close(); err == nil {
+			err = cerr
+		}
+		var info os.FileInfo
+		if err == nil {
+			info, err = os.Stat(k.raw.Name())
+		}
+		if err != nil {
+			os.RemoveAll(k.tmp)
+			return fmt.Errorf("raftstore: snapshot %s: %w", k.meta.ID, err)
+		}
+		k.meta.Size = info.Size()
+	case k.linked:
+		k.meta.Size = streamSize(k.meta.Files)
+	default:
 		os.RemoveAll(k.tmp)
 		return fmt.Errorf("raftstore: snapshot %s closed with nothing written: %w", k.meta.ID, ErrSnapshotCut)
 	}
-	k.meta.Size = streamSize(k.meta.Files)
 	if err := k.finish(); err != nil {
 		os.RemoveAll(k.tmp)
 		return fmt.Errorf("raftstore: snapshot %s: %w", k.meta.ID, err)
 	}
-	return k.store.reap()
+	// The snapshot is in place; old ones that stay for a failed removal
+	// go at the next snapshot, or the next open.
+	k.store.reap()
+	return nil
 }
 
 func (k *storeSink) finish() error {
@@ -395,6 +548,9 @@ func (k *storeSink) Cancel() error {
 	if k.pw != nil {
 		k.pw.CloseWithError(errors.New("raftstore: snapshot cancelled"))
 		<-k.parsed
+	}
+	if k.raw != nil {
+		k.raw.Close()
 	}
 	return os.RemoveAll(k.tmp)
 }
