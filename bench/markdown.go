@@ -110,6 +110,11 @@ func (r *report) markdown(chart string) string {
 	if r.Semijoin != nil {
 		r.Semijoin.markdown(&b)
 	}
+	if r.Raft != nil {
+		// The raft tables as the text report prints them: their columns
+		// are per store and per stack, not per engine.
+		fmt.Fprintf(&b, "\n## Raft\n\n```\n%s```\n", strings.TrimLeft(r.Raft.table(), "\n"))
+	}
 	return b.String()
 }
 
