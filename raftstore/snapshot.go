@@ -334,8 +334,7 @@ func (w *fileWriter) write(p []byte) error {
 	return nil
 }
 
-// end checks the file against its end frame's payload p, and syncs and
-// closes it.
+// end checks the file against its end frame's payload p.
 func (w *fileWriter) end(fr *frameReader, p []byte) error {
 	if len(p) < 12 {
 		return fmt.Errorf("end frame at offset %d of %d bytes: %w", fr.off, len(p), ErrCorruption)
@@ -346,20 +345,59 @@ func (w *fileWriter) end(fr *frameReader, p []byte) error {
 	if (w.name != "" && name != w.name) || w.n != wantN || w.crc != wantCRC {
 		return fmt.Errorf("file %s: %d bytes of crc32c %08x, its end frame says %s, %d bytes of %08x: %w", w.name, w.n, w.crc, name, wantN, wantCRC, ErrCorruption)
 	}
-	if err := w.f.Sync(); err != nil {
-		return err
+	return nil
+}
+
+// syncer syncs and closes files on a goroutine of its own, so that a
+// stream's next file arrives while the last one's sync runs.
+type syncer struct {
+	files  chan *os.File
+	done   chan error
+	waited bool
+}
+
+func newSyncer() *syncer {
+	s := &syncer{files: make(chan *os.File, 64), done: make(chan error, 1)}
+	go func() {
+		var first error
+		for f := range s.files {
+			err := f.Sync()
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil && first == nil {
+				first = fmt.Errorf("sync %s: %w", f.Name(), err)
+			}
+		}
+		s.done <- first
+	}()
+	return s
+}
+
+// add hands f, whole, to the syncer.
+func (s *syncer) add(f *os.File) { s.files <- f }
+
+// wait returns once every file added is synced and closed, with the first
+// error.
+func (s *syncer) wait() error {
+	if s.waited {
+		return nil
 	}
-	return w.f.Close()
+	s.waited = true
+	close(s.files)
+	return <-s.done
 }
 
 // readFiles reads the rest of a version 2 stream, writing its files into
 // dir, each synced; it returns them with their crc32c.
 func (fr *frameReader) readFiles(dir string) (files []snapFile, err error) {
 	var cur *fileWriter
+	sy := newSyncer()
 	defer func() {
 		if cur != nil {
 			cur.f.Close()
 		}
+		sy.wait()
 	}()
 	var total uint64
 	seen := map[string]bool{}
@@ -388,11 +426,15 @@ func (fr *frameReader) readFiles(dir string) (files []snapFile, err error) {
 			if err := cur.end(fr, p); err != nil {
 				return nil, err
 			}
+			sy.add(cur.f)
 			files = append(files, snapFile{Name: cur.name, Size: int64(cur.n), CRC: cur.crc})
 			total += cur.n
 			cur = nil
 		case kind == frameTrailer && cur == nil:
 			if err := fr.trailer(p, len(files), total); err != nil {
+				return nil, err
+			}
+			if err := sy.wait(); err != nil {
 				return nil, err
 			}
 			return files, nil
@@ -406,10 +448,12 @@ func (fr *frameReader) readFiles(dir string) (files []snapFile, err error) {
 // dir, each synced; it returns their paths.
 func (fr *frameReader) readTables(dir string) (paths []string, err error) {
 	var cur *fileWriter
+	sy := newSyncer()
 	defer func() {
 		if cur != nil {
 			cur.f.Close()
 		}
+		sy.wait()
 	}()
 	var total uint64
 	for {
@@ -435,10 +479,14 @@ func (fr *frameReader) readTables(dir string) (paths []string, err error) {
 			if err := cur.end(fr, p); err != nil {
 				return nil, err
 			}
+			sy.add(cur.f)
 			total += cur.n
 			cur = nil
 		case kind == frameTrailer && cur == nil:
 			if err := fr.trailer(p, len(paths), total); err != nil {
+				return nil, err
+			}
+			if err := sy.wait(); err != nil {
 				return nil, err
 			}
 			return paths, nil
