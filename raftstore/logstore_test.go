@@ -285,3 +285,35 @@ func TestLogStoreDeleteRangeAcrossAGap(t *testing.T) {
 	defer s.Close()
 	checkBounds(t, s, 20, 30)
 }
+
+// TestLogStoreRecentFromMemtable: GetLog of an entry still in the memtable
+// reads no table: no filter probe, no block; an older, flushed one does.
+func TestLogStoreRecentFromMemtable(t *testing.T) {
+	s := openTestLogStore(t, t.TempDir())
+	defer s.Close()
+	storeRange(t, s, 1, 1000)
+	if err := s.DB().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	storeRange(t, s, 1001, 1064)
+	reads := func() uint64 {
+		m := s.DB().Metrics()
+		return m.FilterProbes + m.BlockCache.Hits + m.BlockCache.Misses
+	}
+	var l raft.Log
+	before := reads()
+	for i := uint64(1001); i <= 1064; i++ {
+		if err := s.GetLog(i, &l); err != nil || l.Index != i {
+			t.Fatalf("GetLog(%d) = %d, %v", i, l.Index, err)
+		}
+	}
+	if got := reads() - before; got != 0 {
+		t.Fatalf("GetLog of 64 entries in the memtable made %d filter probes and block reads", got)
+	}
+	if err := s.GetLog(500, &l); err != nil || l.Index != 500 {
+		t.Fatalf("GetLog(500) = %d, %v", l.Index, err)
+	}
+	if reads() == before {
+		t.Fatal("GetLog of a flushed entry read no table: the check above would pass vacuously")
+	}
+}
