@@ -57,15 +57,20 @@ func TestRaftWorkload(t *testing.T) {
 	if w := r.row("compare", "bloomkv", "differences found"); w == nil || w.Values[0] != raftDiffs {
 		t.Errorf("differences found: %+v", w)
 	}
-	if len(r.Goals) != 6 {
-		t.Errorf("%d goals, want 6: %+v", len(r.Goals), r.Goals)
+	for _, m := range []string{"snapshot and join s", "checkpoint and copy s"} {
+		if w := r.row("catchup", "bloomkv", m); w == nil || len(w.Values) != 1 || w.Values[0] <= 0 {
+			t.Errorf("catchup %s: %+v", m, w)
+		}
+	}
+	if len(r.Goals) != 7 {
+		t.Errorf("%d goals, want 7: %+v", len(r.Goals), r.Goals)
 	}
 	for _, op := range raftOps {
 		if !strings.Contains(text, "\n"+op+" ") {
 			t.Errorf("output lacks the %s rows", op)
 		}
 	}
-	for _, s := range append([]string{"raft log stores: 2,000 entries", "raft cluster: 3 nodes", "consul-style ", "raft compare:", "raft goals:",
+	for _, s := range append([]string{"raft log stores: 2,000 entries", "raft cluster: 3 nodes", "consul-style ", "raft compare:", "raft catch-up:", "raft goals:",
 		"disk           after truncation to 200"}, raftStores...) {
 		if !strings.Contains(text, s) {
 			t.Errorf("output lacks %q", s)
