@@ -95,16 +95,20 @@ func (d *DB) rotateLocked() error {
 	}
 	old, oldW := d.wal, d.walW
 	num := d.allocFileNumLocked()
-	if err := d.createWAL(num, old); err != nil {
+	// The old log, replaced, ends with a mark, queued once the new log's
+	// file exists (a log that failed to start leaves the old one taking
+	// records) and before the new log's writer syncs and closes the old
+	// one: zeros written ahead end a log too, and only the mark tells its
+	// end from lost writes (replayWALs). An error here is the old log's,
+	// which its sync reports to the new one.
+	seal := func() {
+		if oldW.WriteEOFTrailer() == nil {
+			oldW.Flush()
+		}
+	}
+	if err := d.createWAL(num, old, seal); err != nil {
 		d.wal, d.walW = old, oldW
 		return &logFailure{fmt.Errorf("starting %s: %w", d.path(logName(num)), err)}
-	}
-	// The old log, replaced, ends with a mark before the new log's writer
-	// syncs and closes it: zeros written ahead end a log too, and only
-	// the mark tells its end from lost writes (replayWALs). An error here
-	// is the old log's, which its sync reports to the new one.
-	if oldW.WriteEOFTrailer() == nil {
-		oldW.Flush()
 	}
 	d.wal.recycle(old)
 	d.mu.mem.logSize = oldW.Size()

@@ -177,7 +177,7 @@ func (d *DB) open() error {
 	if err := d.writeNewManifest(); err != nil {
 		return err
 	}
-	if err := d.createWAL(walNum, nil); err != nil {
+	if err := d.createWAL(walNum, nil, nil); err != nil {
 		return err
 	}
 	d.mu.mem = &memEntry{mt: d.newMemTable(), logNum: walNum}

@@ -13,13 +13,15 @@ import (
 
 // createWAL creates the log num and makes it the one commits write to.
 // pred, when not nil, is the log it follows, which the new log's writer
-// syncs and closes (newLogFile); without one, the directory naming the new
-// log is synced before it returns.
+// syncs and closes (newLogFile); seal, when not nil, runs once the new file
+// exists and before that writer starts, so that what it writes to pred is
+// in pred's queue before pred's last sync. Without pred, the directory
+// naming the new log is synced before it returns.
 //
 // At FormatWALSyncOffsets the log is written in WAL-sync chunks and writes
 // zeros ahead of its records once synced, if its file can (io.WriterAt).
 // d.mu is held.
-func (d *DB) createWAL(num uint64, pred *logFile) error {
+func (d *DB) createWAL(num uint64, pred *logFile, seal func()) error {
 	f, err := d.fs.Create(d.path(logName(num)))
 	if err != nil {
 		return fmt.Errorf("bloomkv: creating %s: %w", d.path(logName(num)), err)
@@ -40,6 +42,9 @@ func (d *DB) createWAL(num uint64, pred *logFile) error {
 	var prep io.WriterAt
 	if wa, ok := f.(io.WriterAt); ok && syncOffsets {
 		prep = wa
+	}
+	if seal != nil {
+		seal()
 	}
 	d.wal = newLogFile(f, d.path(logName(num)), 0, logWriteDelay, prep, func(err error) { d.walFailed(err) }, pred, syncDir)
 	d.walW = record.NewWriterOptions(d.wal, 0, record.WriterOptions{SyncOffsets: syncOffsets, LogNum: num})
