@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bloomkv/bloomkv/sstable"
 	"github.com/bloomkv/bloomkv/vfs"
@@ -303,7 +304,7 @@ func closeAtStep(t *testing.T, step int, withIter bool) (ops []string, stoppedCo
 			select {
 			case held = <-fs.held:
 				work <- err // for the receive after Close
-			default:
+			case <-time.After(5 * time.Second):
 				t.Fatalf("the work ended (%v) without reaching operation %d (%v): its operations are not the same run to run", err, step, fs.counted())
 			}
 		}

@@ -102,6 +102,7 @@ func (d *DB) rotateLocked() error {
 	// end from lost writes (replayWALs). An error here is the old log's,
 	// which its sync reports to the new one.
 	seal := func() {
+		old.seal()
 		if oldW.WriteEOFTrailer() == nil {
 			oldW.Flush()
 		}

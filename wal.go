@@ -82,6 +82,9 @@ type logFile struct {
 	zeros  []byte
 	filled int64
 	synced bool
+	// sealed (under mu) says a later log replaced this one: it takes its
+	// end mark only, without waiting for room and with no zeros ahead.
+	sealed bool
 	// delay is how long the writer lets a short queue gather.
 	delay time.Duration
 
@@ -200,7 +203,7 @@ func (l *logFile) wake() {
 func (l *logFile) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for l.err == nil && len(l.pending) >= maxLogPending {
+	for l.err == nil && len(l.pending) >= maxLogPending && !l.sealed {
 		l.idle.Wait()
 	}
 	if l.err != nil {
@@ -253,7 +256,7 @@ func (l *logFile) writeQueued() error {
 	// Prepare from the records' end or the zeros', whichever is later, so
 	// that zeros never land on a record.
 	prepareAt := int64(-1)
-	if end := l.written + int64(len(buf)); l.prep != nil && l.synced && end+logPrepareSlack > l.filled {
+	if end := l.written + int64(len(buf)); l.prep != nil && l.synced && !l.sealed && end+logPrepareSlack > l.filled {
 		prepareAt = max(end, l.filled)
 	}
 	l.mu.Unlock()
@@ -357,6 +360,16 @@ func (l *logFile) Close() error {
 		<-l.followed
 	}
 	return l.f.Close()
+}
+
+// seal marks l as replaced by a later log: what it is written from now on
+// (its end mark) is queued at once, whatever the queue holds, since the
+// caller holds what the writer may need to drain it (DB.mu, while the log
+// before l is synced), and no zeros are written ahead of it.
+func (l *logFile) seal() {
+	l.mu.Lock()
+	l.sealed = true
+	l.mu.Unlock()
 }
 
 // recycle gives l the queue buffers of old, a log that takes no more

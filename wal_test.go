@@ -417,3 +417,42 @@ func checkLogFailed(t *testing.T, l *logFile, want error) {
 		}
 	}
 }
+
+// TestSealedLogTakesItsMarkWithoutRoom: a log that waits for the one it
+// follows, its queue full, still takes the end mark once sealed (a later
+// log replaced it): the rotation that writes the mark holds what the wait
+// would need.
+func TestSealedLogTakesItsMarkWithoutRoom(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	pred, _ := newTestLog(t, efs, "/000002.log")
+	release := make(chan struct{})
+	efs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && name == "/000002.log" {
+			<-release
+		}
+		return nil
+	})
+	var dirSynced atomic.Bool
+	l, failed := newFollowingLog(t, efs, "/000003.log", pred, &dirSynced)
+	want := bytes.Repeat([]byte{7}, maxLogPending)
+	if _, err := l.Write(want); err != nil { // the queue is full
+		t.Fatal(err)
+	}
+	l.seal()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := l.Write([]byte("mark"))
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		close(release)
+		t.Fatal("a sealed log waited for room for its mark")
+	}
+	close(release)
+	closeAndCheckLog(t, l, efs, "/000003.log", append(want, "mark"...), failed)
+}
