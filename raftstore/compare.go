@@ -201,11 +201,11 @@ func (n *Node) Compare(ctx context.Context, peerURL string) (*CompareReport, err
 	local := n.expect(token)
 	defer n.release(token)
 	peer := strings.TrimSuffix(peerURL, "/")
-	c := http.DefaultClient
-	if err := post(ctx, c, http.MethodPost, peer+"/compare/"+token, nil); err != nil {
+	c := n.caller
+	if err := c.post(ctx, http.MethodPost, peer+"/compare/"+token, nil); err != nil {
 		return nil, fmt.Errorf("raftstore: compare: register at %s: %w", peer, err)
 	}
-	defer post(context.Background(), c, http.MethodDelete, peer+"/compare/"+token, nil)
+	defer c.post(context.Background(), http.MethodDelete, peer+"/compare/"+token, nil)
 	var b Batch
 	b.mark([]byte(token))
 	if err := n.apply(ctx, &b); err != nil {
@@ -217,7 +217,7 @@ func (n *Node) Compare(ctx context.Context, peerURL string) (*CompareReport, err
 	if err != nil {
 		return nil, err
 	}
-	remote, err := semijoin.Dial(peer+"/compare/"+token, nil)
+	remote, err := c.dial(peer + "/compare/" + token)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: compare: %w", err)
 	}
@@ -229,20 +229,42 @@ func (n *Node) Compare(ctx context.Context, peerURL string) (*CompareReport, err
 // both at one applied index, as Node.Compare does, from outside the
 // cluster.
 func CompareURLs(ctx context.Context, urlA, urlB string) (*CompareReport, error) {
+	return CompareURLsWith(ctx, urlA, urlB, nil)
+}
+
+// ClientOptions are how a program reaches nodes whose HTTP APIs are secured
+// (Options.TLS, Options.Token).
+type ClientOptions struct {
+	// Client makes the requests; its transport holds the TLS settings (the
+	// CAs trusted, a client certificate). Nil: http.DefaultClient.
+	Client *http.Client
+	// Token is sent with every request as a bearer token.
+	Token string
+}
+
+// CompareURLsWith is CompareURLs with the requests made as o says (nil:
+// as CompareURLs makes them).
+func CompareURLsWith(ctx context.Context, urlA, urlB string, o *ClientOptions) (*CompareReport, error) {
+	c := caller{client: http.DefaultClient}
+	if o != nil {
+		c.token = o.Token
+		if o.Client != nil {
+			c.client = o.Client
+		}
+	}
 	a, b := strings.TrimSuffix(urlA, "/"), strings.TrimSuffix(urlB, "/")
 	token := newToken()
-	c := http.DefaultClient
 	for _, u := range []string{a, b} {
-		if err := post(ctx, c, http.MethodPost, u+"/compare/"+token, nil); err != nil {
+		if err := c.post(ctx, http.MethodPost, u+"/compare/"+token, nil); err != nil {
 			return nil, fmt.Errorf("raftstore: compare: register at %s: %w", u, err)
 		}
-		defer post(context.Background(), c, http.MethodDelete, u+"/compare/"+token, nil)
+		defer c.post(context.Background(), http.MethodDelete, u+"/compare/"+token, nil)
 	}
 	var mark Batch
 	mark.mark([]byte(token))
 	var err error
 	for {
-		err = post(ctx, c, http.MethodPost, a+"/raft/apply", mark.Bytes())
+		err = c.post(ctx, http.MethodPost, a+"/raft/apply", mark.Bytes())
 		if !errors.Is(err, ErrNoLeader) {
 			break
 		}
@@ -258,7 +280,7 @@ func CompareURLs(ctx context.Context, urlA, urlB string) (*CompareReport, error)
 	var idx [2]uint64
 	for i, u := range []string{a, b} {
 		var body []byte
-		if err := get(ctx, c, u+"/compare/"+token, &body); err != nil {
+		if err := c.get(ctx, u+"/compare/"+token, &body); err != nil {
 			return nil, fmt.Errorf("raftstore: compare: wait for the mark at %s: %w", u, err)
 		}
 		var v struct{ Index uint64 }
@@ -270,11 +292,11 @@ func CompareURLs(ctx context.Context, urlA, urlB string) (*CompareReport, error)
 	if idx[0] != idx[1] {
 		return nil, fmt.Errorf("raftstore: compare: the mark applied at index %d on %s and %d on %s", idx[0], a, idx[1], b)
 	}
-	da, err := semijoin.Dial(a+"/compare/"+token, nil)
+	da, err := c.dial(a + "/compare/" + token)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: compare: %w", err)
 	}
-	db, err := semijoin.Dial(b+"/compare/"+token, nil)
+	db, err := c.dial(b + "/compare/" + token)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: compare: %w", err)
 	}
@@ -296,26 +318,46 @@ func diffInto(ctx context.Context, a, b semijoin.Differ, rep *CompareReport) err
 	return nil
 }
 
+// caller makes requests to nodes' HTTP APIs: with its client, which holds
+// the TLS settings, and its bearer token, if any.
+type caller struct {
+	client *http.Client
+	token  string
+}
+
+// send sends req, with the token.
+func (c caller) send(req *http.Request) (*http.Response, error) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return c.client.Do(req)
+}
+
+// dial reaches the semijoin API at u as c does.
+func (c caller) dial(u string) (semijoin.Differ, error) {
+	return semijoin.DialWith(u, &semijoin.DialOptions{Client: c.client, Token: c.token})
+}
+
 // post sends a request with body and checks for a 2xx answer; a 503 is an
 // error wrapping ErrNoLeader.
-func post(ctx context.Context, c *http.Client, method, u string, body []byte) error {
+func (c caller) post(ctx context.Context, method, u string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	return do(c, req, nil)
+	return c.do(req, nil)
 }
 
-func get(ctx context.Context, c *http.Client, u string, out *[]byte) error {
+func (c caller) get(ctx context.Context, u string, out *[]byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
-	return do(c, req, out)
+	return c.do(req, out)
 }
 
-func do(c *http.Client, req *http.Request, out *[]byte) error {
-	resp, err := c.Do(req)
+func (c caller) do(req *http.Request, out *[]byte) error {
+	resp, err := c.send(req)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,8 @@ const maxBody = 64 << 20
 //	/compare/...                                     compare points (Compare)
 //
 // A request the node cannot serve without a leader gets 503 with
-// Retry-After; a malformed one 4xx with a message saying what is wrong.
+// Retry-After; a malformed one 4xx with a message saying what is wrong;
+// one without the node's token (Options.Token), 401.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /kv/{key...}", n.serveGet)
@@ -40,7 +41,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("DELETE /cluster/servers/{id}", n.serveRemove)
 	mux.HandleFunc("POST /raft/apply", n.serveApply)
 	n.compareRoutes(mux)
-	return mux
+	return n.authorize(mux)
 }
 
 // httpError writes err as the answer: its status from what it wraps.

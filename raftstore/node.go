@@ -3,10 +3,12 @@ package raftstore
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
@@ -89,6 +91,20 @@ type Options struct {
 	// LogLevel is raft's log level ("warn" if empty).
 	LogLevel string
 
+	// TLS, when not nil, secures the node: its HTTP API is served over
+	// HTTPS and raft's transport runs over TLS, both with TLS's
+	// certificates, and the node's own connections to other nodes present
+	// them and verify the others' against TLS.RootCAs. Raft's transport
+	// accepts only nodes whose certificates TLS.ClientCAs verifies, which
+	// must therefore be set. The HTTP API asks for a client certificate
+	// too: it requires one unless Token is set, and then takes either.
+	TLS *tls.Config
+	// Token, when not empty, is a bearer token every request to the HTTP
+	// API must carry (Authorization: Bearer TOKEN) unless it presents a
+	// client certificate TLS verifies; the node sends it on its own
+	// requests to the others.
+	Token string
+
 	// wrapTransport, in tests, wraps the raft transport.
 	wrapTransport func(raft.Transport) raft.Transport
 }
@@ -104,7 +120,7 @@ type Node struct {
 	raft   *raft.Raft
 	ln     net.Listener
 	srv    *http.Server
-	client *http.Client
+	caller caller
 
 	httpAddr    string
 	barrierTerm atomic.Uint64
@@ -124,7 +140,14 @@ func Open(opts Options) (*Node, error) {
 	if opts.ID == "" || opts.Dir == "" || opts.RaftAddr == "" || opts.HTTPAddr == "" {
 		return nil, errors.New("raftstore: open node: ID, Dir, RaftAddr and HTTPAddr are needed")
 	}
-	n := &Node{opts: opts, done: make(chan struct{}), client: &http.Client{Timeout: 30 * time.Second}}
+	if opts.TLS != nil && opts.TLS.ClientCAs == nil {
+		return nil, errors.New("raftstore: open node: TLS needs ClientCAs: raft's transport accepts only nodes whose certificates it verifies")
+	}
+	n := &Node{opts: opts, done: make(chan struct{})}
+	n.caller = caller{client: &http.Client{Timeout: 30 * time.Second}, token: opts.Token}
+	if opts.TLS != nil {
+		n.caller.client.Transport = &http.Transport{TLSClientConfig: opts.TLS.Clone(), ForceAttemptHTTP2: true}
+	}
 	n.cmp.points = map[string]*comparePoint{}
 	ok := false
 	defer func() {
@@ -152,7 +175,12 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.fsm.store = n.snaps
-	tcp, err := raft.NewTCPTransportWithLogger(opts.RaftAddr, nil, 3, 10*time.Second, logger)
+	var tcp *raft.NetworkTransport
+	if opts.TLS == nil {
+		tcp, err = raft.NewTCPTransportWithLogger(opts.RaftAddr, nil, 3, 10*time.Second, logger)
+	} else {
+		tcp, err = newTLSTransport(opts.RaftAddr, opts.TLS, logger)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: raft transport on %s: %w", opts.RaftAddr, err)
 	}
@@ -162,6 +190,14 @@ func Open(opts Options) (*Node, error) {
 	}
 	if n.ln, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("raftstore: HTTP API on %s: %w", opts.HTTPAddr, err)
+	}
+	if opts.TLS != nil {
+		conf := opts.TLS.Clone()
+		conf.ClientAuth = tls.RequireAndVerifyClientCert
+		if opts.Token != "" {
+			conf.ClientAuth = tls.VerifyClientCertIfGiven
+		}
+		n.ln = tls.NewListener(n.ln, conf)
 	}
 	n.httpAddr = n.ln.Addr().String()
 
@@ -198,7 +234,8 @@ func Open(opts Options) (*Node, error) {
 	if n.raft, err = raft.NewRaft(conf, n.fsm, n.logs, n.logs, n.snaps, n.trans); err != nil {
 		return nil, fmt.Errorf("raftstore: start raft: %w", err)
 	}
-	n.srv = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	n.srv = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(logOut, "raftstore: http: ", log.LstdFlags)}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -228,7 +265,16 @@ func (n *Node) ID() string { return n.opts.ID }
 func (n *Node) HTTPAddr() string { return n.httpAddr }
 
 // URL returns the base URL of the node's HTTP API.
-func (n *Node) URL() string { return "http://" + n.httpAddr }
+func (n *Node) URL() string { return n.baseURL(n.httpAddr) }
+
+// baseURL is the base URL of the HTTP API at addr: https when the node is
+// secured by TLS (its peers are, alike).
+func (n *Node) baseURL(addr string) string {
+	if n.opts.TLS != nil {
+		return "https://" + addr
+	}
+	return "http://" + addr
+}
 
 // RaftAddr returns the address raft listens on.
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
@@ -316,7 +362,12 @@ func (n *Node) join(base string) error {
 	body, _ := json.Marshal(joinRequest{ID: n.opts.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.httpAddr})
 	deadline := time.Now().Add(time.Minute)
 	for {
-		resp, err := n.client.Post(strings.TrimSuffix(base, "/")+"/cluster/join", "application/json", bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, strings.TrimSuffix(base, "/")+"/cluster/join", bytes.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("raftstore: join %s: %w", base, err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := n.caller.send(req)
 		if err == nil {
 			msg, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -354,7 +405,7 @@ func (n *Node) leaderURL() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: the HTTP address of leader %s is not known yet", ErrNoLeader, id)
 	}
-	return "http://" + string(addr), nil
+	return n.baseURL(string(addr)), nil
 }
 
 // Apply applies b through raft, atomically on every replica, and returns
@@ -409,7 +460,7 @@ const forwardedHeader = "Bloomkv-Forwarded"
 // nil); a 503 or a refused connection is an error wrapping ErrNoLeader.
 func (n *Node) forward(req *http.Request, out *[]byte) error {
 	req.Header.Set(forwardedHeader, n.opts.ID)
-	resp, err := n.client.Do(req)
+	resp, err := n.caller.send(req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
@@ -654,7 +705,7 @@ func (n *Node) Status(ctx context.Context) (*Status, error) {
 			if ss.ID == n.opts.ID {
 				ss.Applied = st.Applied
 			} else if ss.HTTPAddr != "" {
-				if peer, err := n.peerStatus(ctx, "http://"+ss.HTTPAddr); err == nil {
+				if peer, err := n.peerStatus(ctx, n.baseURL(ss.HTTPAddr)); err == nil {
 					ss.Applied = peer.Applied
 				}
 			}
@@ -688,7 +739,7 @@ func (n *Node) peerStatus(ctx context.Context, base string) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := n.client.Do(req)
+	resp, err := n.caller.send(req)
 	if err != nil {
 		return nil, err
 	}

@@ -270,6 +270,9 @@ func TestNodeBadRequests(t *testing.T) {
 		{[]string{"node", "--id", "a", "--dir", "x", "--bootstrap", "--join", "http://h"}, "exclude"},
 		{[]string{"node", "--id", "a", "--dir", "x", "--http", "0.0.0.0:1"}, "not a loopback"},
 		{[]string{"node", "compare", "http://a"}, "accepts 2 arg"},
+		{[]string{"node", "--id", "a", "--dir", "x", "--tls-cert", "c.pem"}, "go together"},
+		{[]string{"node", "--id", "a", "--dir", "x", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "needs --ca"},
+		{[]string{"node", "--id", "a", "--dir", "x", "--ca", "ca.pem"}, "--ca needs --tls-cert"},
 	} {
 		cmd := exec.Command(bin, c.args...)
 		var errOut bytes.Buffer
