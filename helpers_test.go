@@ -377,21 +377,39 @@ func (d *DB) holdsTable(name string) bool {
 	return false
 }
 
+// walLog is a WAL as read to its end: its records, their offsets, and the
+// reader (where and how the log ended).
+type walLog struct {
+	recs [][]byte
+	offs []int64
+	r    *record.Reader
+}
+
+// readWAL reads data, a WAL, to its end with the reader o configures; an
+// error other than its end fails the test.
+func readWAL(t *testing.T, data []byte, o record.Options) walLog {
+	t.Helper()
+	r, err := record.NewReaderOptions(bytes.NewReader(data), "wal", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := walLog{r: r}
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return l
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		l.recs = append(l.recs, bytes.Clone(rec))
+		l.offs = append(l.offs, r.Offset())
+	}
+}
+
 // walRecords returns the records part of WAL name: its contents up to where
 // its records end, without the zeros a synced log writes ahead.
 func walRecords(t *testing.T, fs vfs.FS, name string) []byte {
 	t.Helper()
 	data := readFile(t, fs, name)
-	r, err := record.NewReaderOptions(bytes.NewReader(data), name, record.Options{Pebble: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := r.Next(); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return data[:r.End()]
+	return data[:readWAL(t, data, record.Options{Pebble: true}).r.End()]
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -17,19 +16,7 @@ import (
 // walOffsets returns the offset of each record of WAL name, in order.
 func walOffsets(t *testing.T, fs vfs.FS, name string) []int64 {
 	t.Helper()
-	r, err := record.NewReaderOptions(bytes.NewReader(readFile(t, fs, name)), name, record.Options{Pebble: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var offs []int64
-	for {
-		if _, err := r.Next(); err == io.EOF {
-			return offs
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		offs = append(offs, r.Offset())
-	}
+	return readWAL(t, readFile(t, fs, name), record.Options{Pebble: true}).offs
 }
 
 func fileSize(t *testing.T, fs vfs.FS, name string) int64 {
@@ -236,8 +223,8 @@ func TestOlderFormatWALs(t *testing.T) {
 	if size, recs := fileSize(t, fs, old), d.walW.Size(); size != recs {
 		t.Fatalf("a FormatIngest log is %d bytes, its records %d", size, recs)
 	}
-	if recs, _, err := readLegacyLog(readFile(t, fs, old)); err != nil || recs != 20 {
-		t.Fatalf("the FormatIngest log as LevelDB's format: %d records, %v", recs, err)
+	if l := readWAL(t, readFile(t, fs, old), record.Options{}); len(l.recs) != 20 {
+		t.Fatalf("the FormatIngest log as LevelDB's format: %d records", len(l.recs))
 	}
 	if err := d.RatchetFormatVersion(FormatWALSyncOffsets); err != nil {
 		t.Fatal(err)
@@ -259,23 +246,6 @@ func TestOlderFormatWALs(t *testing.T) {
 	expect(t, c, "old19", "v")
 	expect(t, c, "new19", "v")
 	d.Close()
-}
-
-// readLegacyLog counts the records of a log read as LevelDB's format.
-func readLegacyLog(data []byte) (int, *record.Reader, error) {
-	r, err := record.NewReader(bytes.NewReader(data), "log")
-	if err != nil {
-		return 0, nil, err
-	}
-	n := 0
-	for {
-		if _, err := r.Next(); err == io.EOF {
-			return n, r, nil
-		} else if err != nil {
-			return n, r, err
-		}
-		n++
-	}
 }
 
 // TestWALRecordAcrossThePreparedEnd: a record longer than the zeros left
@@ -313,20 +283,7 @@ func TestReplacedWALWithoutItsMark(t *testing.T) {
 	name, num := d.wal.name, d.mu.mem.logNum
 	img := fs.CrashClone()
 	d.Close()
-	r, err := record.NewReaderOptions(bytes.NewReader(readFile(t, img, name)), name, record.Options{Pebble: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs [][]byte
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, bytes.Clone(rec))
-	}
+	recs := readWAL(t, readFile(t, img, name), record.Options{Pebble: true}).recs
 	// logData writes recs as WAL-sync log n, with the mark if marked,
 	// followed by zeros.
 	logData := func(n uint64, recs [][]byte, marked bool) []byte {
@@ -382,20 +339,8 @@ func TestRotatedWALsEndMarked(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Set([]byte("after"), []byte("v"), Sync) // the new log syncs and closes the old first
-	r, err := record.NewReaderOptions(bytes.NewReader(readFile(t, fs, old)), old, record.Options{Pebble: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for {
-		if _, err := r.Next(); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	if n != 5 || !r.EOFTrailer() {
-		t.Fatalf("the replaced log: %d records, mark %v", n, r.EOFTrailer())
+	l := readWAL(t, readFile(t, fs, old), record.Options{Pebble: true})
+	if len(l.recs) != 5 || !l.r.EOFTrailer() {
+		t.Fatalf("the replaced log: %d records, mark %v", len(l.recs), l.r.EOFTrailer())
 	}
 }

@@ -269,6 +269,20 @@ func TestLogFileWakesAfterOthersWrite(t *testing.T) {
 	closeAndCheckLog(t, l, efs, "/000006.log", append(big, "record"...), failed)
 }
 
+// holdSync makes every sync of name on efs wait until the returned
+// channel is closed, then fail with err (nil: succeed).
+func holdSync(efs *vfs.ErrorFS, name string, err error) chan struct{} {
+	release := make(chan struct{})
+	efs.SetInjector(func(op vfs.Op, n string) error {
+		if op == vfs.OpSync && n == name {
+			<-release
+			return err
+		}
+		return nil
+	})
+	return release
+}
+
 // newFollowingLog starts the log name following pred, with a directory
 // sync that records its call in dirSynced.
 func newFollowingLog(t *testing.T, fs vfs.FS, name string, pred *logFile, dirSynced *atomic.Bool) (*logFile, chan error) {
@@ -299,13 +313,7 @@ func TestLogFileFollowsPred(t *testing.T) {
 	if err := pred.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	release := make(chan struct{})
-	efs.SetInjector(func(op vfs.Op, name string) error {
-		if op == vfs.OpSync && name == "/000002.log" {
-			<-release
-		}
-		return nil
-	})
+	release := holdSync(efs, "/000002.log", nil)
 	var dirSynced atomic.Bool
 	l, failed := newFollowingLog(t, efs, "/000003.log", pred, &dirSynced)
 	var want []byte
@@ -369,14 +377,7 @@ func TestLogFileFollowsFailedPred(t *testing.T) {
 		t.Fatal(err)
 	}
 	injected := errors.New("EIO")
-	release := make(chan struct{})
-	efs.SetInjector(func(op vfs.Op, name string) error {
-		if op == vfs.OpSync && name == "/000002.log" {
-			<-release
-			return injected
-		}
-		return nil
-	})
+	release := holdSync(efs, "/000002.log", injected)
 	var dirSynced atomic.Bool
 	l, failed := newFollowingLog(t, efs, "/000003.log", pred, &dirSynced)
 	defer l.Close()
@@ -425,13 +426,7 @@ func checkLogFailed(t *testing.T, l *logFile, want error) {
 func TestSealedLogTakesItsMarkWithoutRoom(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
 	pred, _ := newTestLog(t, efs, "/000002.log")
-	release := make(chan struct{})
-	efs.SetInjector(func(op vfs.Op, name string) error {
-		if op == vfs.OpSync && name == "/000002.log" {
-			<-release
-		}
-		return nil
-	})
+	release := holdSync(efs, "/000002.log", nil)
 	var dirSynced atomic.Bool
 	l, failed := newFollowingLog(t, efs, "/000003.log", pred, &dirSynced)
 	want := bytes.Repeat([]byte{7}, maxLogPending)

@@ -23,6 +23,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/benchutil"
 	"github.com/bloomkv/bloomkv/internal/humanize"
 	"github.com/bloomkv/bloomkv/raftstore"
+	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -1051,19 +1052,8 @@ func copyFileSync(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	_, err = vfs.CopyFrom(vfs.Default, dst, in)
+	return err
 }
 
 // loadCompareState writes n keys with values into the first state

@@ -499,18 +499,9 @@ func copyFileSync(src, dst string) (uint32, error) {
 		return 0, err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return 0, err
-	}
 	h := crc32.New(castagnoli)
-	if _, err := io.Copy(io.MultiWriter(out, h), in); err != nil {
-		out.Close()
+	if _, err := vfs.CopyFrom(vfs.Default, dst, io.TeeReader(in, h)); err != nil {
 		return 0, err
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return 0, err
-	}
-	return h.Sum32(), out.Close()
+	return h.Sum32(), nil
 }

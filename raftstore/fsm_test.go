@@ -172,13 +172,18 @@ func (b *Batch) withRange(start, end string) []byte {
 }
 
 // fillFSM applies n keys in entries of 100 from index 1.
+// filledValue is the value fillFSM gives key k.
+func filledValue(k int) string {
+	return fmt.Sprintf("value%06d-%s", k, bytes.Repeat([]byte{'v'}, 50))
+}
+
 func fillFSM(t *testing.T, f *FSM, n int) {
 	t.Helper()
 	var logs []*raft.Log
 	for i := 0; i < n; i += 100 {
 		var b Batch
 		for j := i; j < min(i+100, n); j++ {
-			b.Set([]byte(fmt.Sprintf("key%06d", j)), []byte(fmt.Sprintf("value%06d-%s", j, bytes.Repeat([]byte{'v'}, 50))))
+			b.Set([]byte(fmt.Sprintf("key%06d", j)), []byte(filledValue(j)))
 		}
 		logs = append(logs, cmdLog(uint64(len(logs)+1), &b))
 	}
@@ -251,7 +256,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	wantValue(t, dst, "late", "")
 	wantValue(t, dst, "in-log", "yes")
 	for _, k := range []int{0, 1234, 4999} {
-		wantValue(t, dst, fmt.Sprintf("key%06d", k), fmt.Sprintf("value%06d-%s", k, bytes.Repeat([]byte{'v'}, 50)))
+		wantValue(t, dst, fmt.Sprintf("key%06d", k), filledValue(k))
 	}
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
@@ -262,7 +267,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	if dst.Applied() != applied {
 		t.Fatalf("applied %d after restart, want %d", dst.Applied(), applied)
 	}
-	wantValue(t, dst, "key004999", fmt.Sprintf("value%06d-%s", 4999, bytes.Repeat([]byte{'v'}, 50)))
+	wantValue(t, dst, "key004999", filledValue(4999))
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 2 {
 		t.Fatalf("FSM directory holds %v, want STATE and one state directory", ents)
@@ -314,7 +319,7 @@ func TestFSMRestoreBadStream(t *testing.T) {
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(stream))); err != nil {
 		t.Fatal(err)
 	}
-	wantValue(t, dst, "key000001", fmt.Sprintf("value%06d-%s", 1, bytes.Repeat([]byte{'v'}, 50)))
+	wantValue(t, dst, "key000001", filledValue(1))
 	wantValue(t, dst, "mine", "")
 }
 

@@ -334,15 +334,16 @@ func (w *fileWriter) write(p []byte) error {
 	return nil
 }
 
-// end checks the file against its end frame's payload p.
-func (w *fileWriter) end(fr *frameReader, p []byte) error {
+// end checks the file against its end frame's payload p; the name too
+// when the stream named the file.
+func (w *fileWriter) end(fr *frameReader, p []byte, named bool) error {
 	if len(p) < 12 {
 		return fmt.Errorf("end frame at offset %d of %d bytes: %w", fr.off, len(p), ErrCorruption)
 	}
 	name := string(p[:len(p)-12])
 	wantN := binary.BigEndian.Uint64(p[len(p)-12:])
 	wantCRC := binary.BigEndian.Uint32(p[len(p)-4:])
-	if (w.name != "" && name != w.name) || w.n != wantN || w.crc != wantCRC {
+	if (named && name != w.name) || w.n != wantN || w.crc != wantCRC {
 		return fmt.Errorf("file %s: %d bytes of crc32c %08x, its end frame says %s, %d bytes of %08x: %w", w.name, w.n, w.crc, name, wantN, wantCRC, ErrCorruption)
 	}
 	return nil
@@ -390,7 +391,29 @@ func (s *syncer) wait() error {
 
 // readFiles reads the rest of a version 2 stream, writing its files into
 // dir, each synced; it returns them with their crc32c.
-func (fr *frameReader) readFiles(dir string) (files []snapFile, err error) {
+func (fr *frameReader) readFiles(dir string) ([]snapFile, error) {
+	return fr.readInto(dir, true)
+}
+
+// readTables reads the rest of a version 1 stream, writing its tables into
+// dir, each synced; it returns their paths.
+func (fr *frameReader) readTables(dir string) ([]string, error) {
+	files, err := fr.readInto(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = filepath.Join(dir, f.Name)
+	}
+	return paths, nil
+}
+
+// readInto reads the rest of a stream, writing its files into dir, each
+// synced. In a version 2 stream (named) a file frame starts each file and
+// names it; in a version 1 stream a table starts with its first chunk and
+// is named by its place.
+func (fr *frameReader) readInto(dir string, named bool) (files []snapFile, err error) {
 	var cur *fileWriter
 	sy := newSyncer()
 	defer func() {
@@ -399,6 +422,14 @@ func (fr *frameReader) readFiles(dir string) (files []snapFile, err error) {
 		}
 		sy.wait()
 	}()
+	create := func(name string) error {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		cur = &fileWriter{f: f, name: name}
+		return nil
+	}
 	var total uint64
 	seen := map[string]bool{}
 	for {
@@ -407,23 +438,26 @@ func (fr *frameReader) readFiles(dir string) (files []snapFile, err error) {
 			return nil, err
 		}
 		switch {
-		case kind == frameFile && cur == nil:
+		case named && kind == frameFile && cur == nil:
 			name := string(p)
 			if !validFileName(name) || seen[name] || len(seen) >= maxFiles {
 				return nil, fmt.Errorf("file frame at offset %d names %q, not a new plain file name, or one past %d: %w", fr.off, name, maxFiles, ErrCorruption)
 			}
 			seen[name] = true
-			f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-			if err != nil {
+			if err := create(name); err != nil {
 				return nil, err
 			}
-			cur = &fileWriter{f: f, name: name}
-		case kind == frameChunk && cur != nil:
+		case kind == frameChunk && (cur != nil || !named):
+			if cur == nil {
+				if err := create(fmt.Sprintf("%06d.sst", len(files)+1)); err != nil {
+					return nil, err
+				}
+			}
 			if err := cur.write(p); err != nil {
 				return nil, err
 			}
 		case kind == frameEnd && cur != nil:
-			if err := cur.end(fr, p); err != nil {
+			if err := cur.end(fr, p, named); err != nil {
 				return nil, err
 			}
 			sy.add(cur.f)
@@ -438,58 +472,6 @@ func (fr *frameReader) readFiles(dir string) (files []snapFile, err error) {
 				return nil, err
 			}
 			return files, nil
-		default:
-			return nil, fmt.Errorf("frame of kind %q at offset %d out of place: %w", kind, fr.off, ErrCorruption)
-		}
-	}
-}
-
-// readTables reads the rest of a version 1 stream, writing its tables into
-// dir, each synced; it returns their paths.
-func (fr *frameReader) readTables(dir string) (paths []string, err error) {
-	var cur *fileWriter
-	sy := newSyncer()
-	defer func() {
-		if cur != nil {
-			cur.f.Close()
-		}
-		sy.wait()
-	}()
-	var total uint64
-	for {
-		kind, p, err := fr.next()
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case kind == frameChunk:
-			if cur == nil {
-				path := filepath.Join(dir, fmt.Sprintf("%06d.sst", len(paths)+1))
-				f, err := os.Create(path)
-				if err != nil {
-					return nil, err
-				}
-				cur = &fileWriter{f: f}
-				paths = append(paths, path)
-			}
-			if err := cur.write(p); err != nil {
-				return nil, err
-			}
-		case kind == frameEnd && cur != nil:
-			if err := cur.end(fr, p); err != nil {
-				return nil, err
-			}
-			sy.add(cur.f)
-			total += cur.n
-			cur = nil
-		case kind == frameTrailer && cur == nil:
-			if err := fr.trailer(p, len(paths), total); err != nil {
-				return nil, err
-			}
-			if err := sy.wait(); err != nil {
-				return nil, err
-			}
-			return paths, nil
 		default:
 			return nil, fmt.Errorf("frame of kind %q at offset %d out of place: %w", kind, fr.off, ErrCorruption)
 		}

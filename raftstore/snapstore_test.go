@@ -90,14 +90,8 @@ func TestSnapshotStoreLocal(t *testing.T) {
 	dst := openTestFSM(t, t.TempDir())
 	defer dst.Close()
 	dst.store = store
-	_, rc, err := store.Open(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Restore(hidden{rc}); err != nil {
-		t.Fatal(err)
-	}
-	wantValue(t, dst, "key002999", fmt.Sprintf("value%06d-%s", 2999, bytes.Repeat([]byte{'v'}, 50)))
+	restoreFrom(t, dst, store, id)
+	wantValue(t, dst, "key002999", filledValue(2999))
 	// The restored tables are the snapshot's, linked.
 	m, err := store.readMeta(id)
 	if err != nil {
@@ -123,7 +117,7 @@ func TestSnapshotStoreLocal(t *testing.T) {
 	if err := other.Restore(io.NopCloser(bytes.NewReader(stream))); err != nil {
 		t.Fatal(err)
 	}
-	wantValue(t, other, "key000000", fmt.Sprintf("value%06d-%s", 0, bytes.Repeat([]byte{'v'}, 50)))
+	wantValue(t, other, "key000000", filledValue(0))
 }
 
 // TestSnapshotStoreReceives: a stream written to a sink in pieces, as a
@@ -180,14 +174,8 @@ func TestSnapshotStoreReceives(t *testing.T) {
 	}
 	old := openTestFSM(t, t.TempDir())
 	defer old.Close()
-	_, rc1, err := store.Open(id1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Restore(hidden{rc1}); err != nil {
-		t.Fatal(err)
-	}
-	wantValue(t, old, "key001999", fmt.Sprintf("value%06d-%s", 1999, bytes.Repeat([]byte{'v'}, 50)))
+	restoreFrom(t, old, store, id1)
+	wantValue(t, old, "key001999", filledValue(1999))
 
 	id, err := receive(stream)
 	if err != nil {
@@ -196,14 +184,8 @@ func TestSnapshotStoreReceives(t *testing.T) {
 	dst := openTestFSM(t, t.TempDir())
 	defer dst.Close()
 	dst.store = store
-	_, rc, err := store.Open(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Restore(hidden{rc}); err != nil {
-		t.Fatal(err)
-	}
-	wantValue(t, dst, "key001999", fmt.Sprintf("value%06d-%s", 1999, bytes.Repeat([]byte{'v'}, 50)))
+	restoreFrom(t, dst, store, id)
+	wantValue(t, dst, "key001999", filledValue(1999))
 }
 
 // TestSnapshotStreamFileNames: a stream naming a file outside the directory
@@ -287,14 +269,8 @@ func TestSnapshotStoreRetains(t *testing.T) {
 	}
 	dst := openTestFSM(t, t.TempDir())
 	defer dst.Close()
-	_, rc, err = store.Open("3-50-7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Restore(hidden{rc}); err != nil {
-		t.Fatal(err)
-	}
-	wantValue(t, dst, "key000099", fmt.Sprintf("value%06d-%s", 99, bytes.Repeat([]byte{'v'}, 50)))
+	restoreFrom(t, dst, store, "3-50-7")
+	wantValue(t, dst, "key000099", filledValue(99))
 }
 
 // TestFSMRestoresVersion1Streams: streams of tables, which earlier builds
@@ -311,7 +287,7 @@ func TestFSMRestoresVersion1Streams(t *testing.T) {
 	if dst.Applied() != src.Applied() {
 		t.Fatalf("applied %d, want %d", dst.Applied(), src.Applied())
 	}
-	wantValue(t, dst, "key001234", fmt.Sprintf("value%06d-%s", 1234, bytes.Repeat([]byte{'v'}, 50)))
+	wantValue(t, dst, "key001234", filledValue(1234))
 }
 
 // v1Stream writes f's state as a version 1 stream: its keys as sstables of
@@ -378,3 +354,16 @@ func v1Stream(t *testing.T, f *FSM) []byte {
 func newBufWriter(w io.Writer) *bufio.Writer { return bufio.NewWriter(w) }
 
 func crcOf(b []byte) uint32 { return crc32.Update(0, castagnoli, b) }
+
+// restoreFrom restores f from the snapshot id of store, through a reader
+// whose type is hidden as raft hides it.
+func restoreFrom(t *testing.T, f *FSM, store *snapshotStore, id string) {
+	t.Helper()
+	_, rc, err := store.Open(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restore(hidden{rc}); err != nil {
+		t.Fatal(err)
+	}
+}

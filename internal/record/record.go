@@ -472,51 +472,45 @@ func (r *Reader) tear(off int, why string) error {
 	if r.synced > int64(off) {
 		return base.CorruptionErrorf("record: %s: %s at offset %d, but the log was synced through offset %d", r.name, why, off, r.synced)
 	}
-	at, vouches, found := r.validChunkAfter(off)
-	if vouches && r.chunkSynced(at) > int64(off) {
+	c, vouches, found := r.validChunkAfter(off)
+	if vouches && c.hasSync {
 		return base.CorruptionErrorf("record: %s: %s at offset %d, but the chunk at offset %d says the log was synced through offset %d",
-			r.name, why, off, at, r.chunkSynced(at))
+			r.name, why, off, c.at, c.synced)
 	}
 	if vouches {
-		return base.CorruptionErrorf("record: %s: %s at offset %d, but a valid chunk follows at offset %d", r.name, why, off, at)
+		return base.CorruptionErrorf("record: %s: %s at offset %d, but a valid chunk follows at offset %d", r.name, why, off, c.at)
 	}
 	r.torn, r.tornAt, r.tornWhy, r.finished, r.chunksAfter = true, int64(off), why, true, found
 	return io.EOF
 }
 
-// chunkSynced returns the synced offset of the WAL-sync chunk at at, or 0.
-func (r *Reader) chunkSynced(at int) int64 {
-	probe := Reader{data: r.data, opts: r.opts, logNum: r.logNum, haveNum: r.haveNum, off: at}
-	c, _ := probe.chunk()
-	return c.synced
-}
-
-// validChunkAfter reports whether a chunk with a valid checksum that
-// vouches for off starts after off, and where: at a plausible header later
-// in off's own block, or in the chain of chunks that begins each later
-// block (every block that holds data begins with a chunk). A chunk vouches
-// unless it is a WAL-sync chunk whose synced offset is at most off; found
-// says whether a valid chunk was found at all.
-func (r *Reader) validChunkAfter(off int) (at int, vouches, found bool) {
+// validChunkAfter returns the first chunk after off with a valid checksum
+// that vouches for off, if any (vouches): at a plausible header later in
+// off's own block, or in the chain of chunks that begins each later block
+// (every block that holds data begins with a chunk). A chunk vouches
+// unless it is a WAL-sync chunk whose synced offset is at most off (or any
+// other chunk, in a log known to hold WAL-sync chunks); found says whether
+// a valid chunk was found at all.
+func (r *Reader) validChunkAfter(off int) (c chunk, vouches, found bool) {
 	probe := Reader{data: r.data, opts: r.opts, logNum: r.logNum, haveNum: r.haveNum}
 	maxType := byte(typeLast)
 	if r.opts.Pebble {
 		maxType = typeMaxPebble
 	}
-	// valid reports whether a valid chunk starts at at, and whether it
-	// vouches for off; probe.off is then past it.
-	valid := func(at int) (ok, vouches bool) {
+	// valid returns the chunk at at, whether it is a valid one, and
+	// whether it vouches for off; probe.off is then past it.
+	valid := func(at int) (c chunk, ok, vouches bool) {
 		probe.off = at
-		c, _ := probe.chunk()
+		c, _ = probe.chunk()
 		if c.bad != "" || c.eof || c.at != at {
-			return false, false
+			return c, false, false
 		}
 		// In a log known to hold WAL-sync chunks only they can vouch:
 		// the writer wrote no other kind.
 		if c.hasSync {
-			return true, c.synced > int64(off)
+			return c, true, c.synced > int64(off)
 		}
-		return true, !r.sawSync
+		return c, true, !r.sawSync
 	}
 	blockEnd := (off/BlockSize + 1) * BlockSize
 	for at := off + 1; at+HeaderSize <= min(blockEnd, len(r.data)); at++ {
@@ -525,17 +519,17 @@ func (r *Reader) validChunkAfter(off int) (at int, vouches, found bool) {
 		if h[6] < typeFull || h[6] > maxType || at%BlockSize+HeaderSize+n > BlockSize || at+HeaderSize+n > len(r.data) {
 			continue // not a plausible header: skip the checksum
 		}
-		ok, v := valid(at)
+		c, ok, v := valid(at)
 		if v {
-			return at, true, true
+			return c, true, true
 		}
 		found = found || ok
 	}
 	for b := blockEnd; b+HeaderSize <= len(r.data); b += BlockSize {
 		for at := b; at < min(b+BlockSize, len(r.data)); at = probe.off {
-			ok, v := valid(at)
+			c, ok, v := valid(at)
 			if v {
-				return at, true, true
+				return c, true, true
 			}
 			if !ok {
 				break
@@ -543,7 +537,7 @@ func (r *Reader) validChunkAfter(off int) (at int, vouches, found bool) {
 			found = true
 		}
 	}
-	return 0, false, found
+	return chunk{}, false, found
 }
 
 func allZero(b []byte) bool {

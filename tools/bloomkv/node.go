@@ -57,6 +57,17 @@ func (s *nodeSecurity) check(server bool) error {
 	return nil
 }
 
+// security returns the TLS configuration and the token the flags ask for
+// (nil and "" for none).
+func (e *env) security(s *nodeSecurity) (*tls.Config, string, error) {
+	conf, err := s.tlsConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	token, err := e.tokenOf(s.tokenFile)
+	return conf, token, err
+}
+
 // tlsConfig returns the TLS configuration the flags ask for, nil if none.
 func (s *nodeSecurity) tlsConfig() (*tls.Config, error) {
 	if s.tlsCert == "" && s.ca == "" {
@@ -161,11 +172,7 @@ func (e *env) node(f *nodeFlags) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	conf, err := f.sec.tlsConfig()
-	if err != nil {
-		return err
-	}
-	token, err := e.tokenOf(f.sec.tokenFile)
+	conf, token, err := e.security(&f.sec)
 	if err != nil {
 		return err
 	}
@@ -227,11 +234,7 @@ changed) and a summary; the exit status is 1 if the replicas differ.`,
 			if err := sec.check(false); err != nil {
 				return err
 			}
-			conf, err := sec.tlsConfig()
-			if err != nil {
-				return err
-			}
-			token, err := e.tokenOf(sec.tokenFile)
+			conf, token, err := e.security(&sec)
 			if err != nil {
 				return err
 			}
