@@ -103,7 +103,7 @@ type diffState struct {
 	adds                    atomic.Uint64
 	windowAdds, windowSkips uint64
 	// seqAtIdle is the last sequence number when the filter went idle, or
-	// when noteIdleGet last found writes outrunning the Gets.
+	// when noteIdleGets last found writes outrunning the Gets.
 	seqAtIdle base.SeqNum
 	// writers are the filters commits add to: cur, building, and the older
 	// filters live read states carry. The commit leader reads it without
@@ -316,11 +316,15 @@ const (
 	diffMaxStrikes = 10
 )
 
-// noteIdleGet counts a Get of a state whose filter is idle, and asks for a
-// build when enough have come.
-func (d *DB) noteIdleGet() {
-	if d.mu.diff.idleGets.Add(1) != d.mu.diff.wakeAt.Load() {
+// noteIdleGets counts n Gets of a state whose filter is idle, and asks for
+// a build when enough have come.
+func (d *DB) noteIdleGets(n uint32) {
+	if n == 0 {
 		return
+	}
+	after, at := d.mu.diff.idleGets.Add(n), d.mu.diff.wakeAt.Load()
+	if after < at || after-n >= at {
+		return // the count did not reach wakeAt with these Gets
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

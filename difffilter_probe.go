@@ -44,12 +44,24 @@ func (ds *diffState) consultDiff() bool {
 // per probe, on a cache line of their own (diffState.probeCounts): the
 // window's probes and skips are one word.
 func (ds *diffState) noteProbe(skipped bool, saves int) {
-	var skip uint64
 	if skipped {
-		ds.skips.Add(1)
-		skip = 1
+		ds.noteProbes(1, 1, saves)
 	} else {
-		ds.maybes.Add(1)
+		ds.noteProbes(1, 0, saves)
+	}
+}
+
+// noteProbes is noteProbe for probes answers at once, skips of them "no"
+// (a MultiGet's batch): two atomic additions for all of them.
+func (ds *diffState) noteProbes(probes, skips uint64, saves int) {
+	if probes == 0 {
+		return
+	}
+	if skips > 0 {
+		ds.skips.Add(skips)
+	}
+	if skips < probes {
+		ds.maybes.Add(probes - skips)
 	}
 	// While bypassed, probes come one Get in diffBypassSample: a window of
 	// diffBypassWindow of them (about 4,000 Gets) judges whether to return.
@@ -57,14 +69,14 @@ func (ds *diffState) noteProbe(skipped bool, saves int) {
 	if ds.bypass.Load() {
 		window = diffBypassWindow
 	}
-	w := ds.win.Add(skip<<32 | 1)
+	w := ds.win.Add(skips<<32 | probes)
 	if w&(1<<32-1) < window || !ds.win.CompareAndSwap(w, 0) {
 		// The window goes on, or a Get that added to it meanwhile ends
 		// it.
 		return
 	}
-	skips, probes := float64(w>>32), float64(w&(1<<32-1))
-	ds.bypass.Store(skips*float64(saves) < diffMinGain*probes)
+	ws, wp := float64(w>>32), float64(w&(1<<32-1))
+	ds.bypass.Store(ws*float64(saves) < diffMinGain*wp)
 }
 
 // SetDiffFilterReads sets whether Gets consult the differential-file

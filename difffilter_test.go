@@ -307,8 +307,14 @@ func TestDiffFilterGrows(t *testing.T) {
 
 // TestDiffFilterIdlesWhileNoGetAsksIt: writes that outgrow a filter no Get
 // has asked drop it rather than build it larger (Metrics says Idle); Gets
-// bring it back, and a second drop in a row waits for twice as many.
+// bring it back, and a second drop in a row waits for twice as many. Keys
+// read by MultiGet count as Gets do, a batch reaching the count mid-way.
 func TestDiffFilterIdlesWhileNoGetAsksIt(t *testing.T) {
+	t.Run("get", func(t *testing.T) { testDiffFilterIdles(t, false) })
+	t.Run("multiget", func(t *testing.T) { testDiffFilterIdles(t, true) })
+}
+
+func testDiffFilterIdles(t *testing.T, multi bool) {
 	o := memOpts(vfs.NewMem())
 	d := baseStore(t, o, 100)
 	defer d.Close()
@@ -329,7 +335,20 @@ func TestDiffFilterIdlesWhileNoGetAsksIt(t *testing.T) {
 	}
 	getBase := func(n int) {
 		t.Helper()
-		for i := range n {
+		const batch = 37 // not a divisor of the wake count
+		for i := 0; multi && i < n; i += batch {
+			var keys [][]byte
+			for j := i; j < min(i+batch, n); j++ {
+				keys = append(keys, diffKey(j%100))
+			}
+			vals, errs := d.MultiGet(keys)
+			for j := range keys {
+				if want := fmt.Sprintf("base-%d", (i+j)%100); errs[j] != nil || string(vals[j]) != want {
+					t.Fatalf("MultiGet: %s = %q, %v; want %q", keys[j], vals[j], errs[j], want)
+				}
+			}
+		}
+		for i := 0; !multi && i < n; i++ {
 			if v, err := d.Get(diffKey(i % 100)); err != nil || string(v) != fmt.Sprintf("base-%d", i%100) {
 				t.Fatalf("Get(%s) = %q, %v", diffKey(i%100), v, err)
 			}

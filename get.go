@@ -65,7 +65,7 @@ func (d *DB) get(s *readState, key []byte, seq base.SeqNum) ([]byte, error) {
 func (d *DB) askDiff(s *readState, key []byte, hash uint64, seq base.SeqNum) (consulted, unchanged bool) {
 	readsOff := d.mu.diff.readsOff.Load()
 	if s.diffIdle && !readsOff {
-		d.noteIdleGet()
+		d.noteIdleGets(1)
 	}
 	if s.diff == nil || readsOff || !d.mu.diff.consultDiff() {
 		return false, false

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/bloomkv/bloomkv/filterblock"
@@ -86,9 +87,12 @@ type multiGetter struct {
 
 	hashes  []uint64
 	state   []mgKey
-	pending []int32  // the unanswered keys' indices, in key order
-	sorted  []int32  // scratch for sortPending
-	windows []uint64 // scratch for sortPending
+	pending []int32 // the unanswered keys' indices, in key order
+	// answered counts the keys answered since pending last dropped them.
+	answered int
+	sorted   []int32  // scratch for sortPending
+	windows  []uint64 // scratch for sortPending
+	spare    []uint64 // scratch for sortWindows
 
 	// One table's run of keys, in key order.
 	run       []int32
@@ -108,7 +112,7 @@ func (d *DB) multiGet(s *readState, keys [][]byte, seq base.SeqNum, values [][]b
 	m.d, m.s, m.seq, m.keys, m.values, m.errs = d, s, seq, keys, values, errs
 	m.hashes = slices.Grow(m.hashes[:0], len(keys))[:len(keys)]
 	m.state = slices.Grow(m.state[:0], len(keys))[:len(keys)]
-	m.pending = m.pending[:0]
+	m.pending, m.answered = m.pending[:0], 0
 	for i, k := range keys {
 		m.state[i] = mgKey{}
 		if err := checkKey(k); err != nil {
@@ -143,12 +147,7 @@ func (m *multiGetter) sortPending() {
 	}
 	common := m.keys[p[0]]
 	for _, i := range p[1:] {
-		k := m.keys[i]
-		c := 0
-		for c < len(common) && c < len(k) && common[c] == k[c] {
-			c++
-		}
-		common = common[:c]
+		common = common[:commonPrefix(common, m.keys[i])]
 	}
 	c := len(common)
 	mask := uint64(1)<<bits.Len(uint(len(p)-1)) - 1
@@ -158,8 +157,8 @@ func (m *multiGetter) sortPending() {
 		copy(b[:], m.keys[i][c:])
 		ws = append(ws, binary.BigEndian.Uint64(b[:])&^mask|uint64(j))
 	}
+	ws, m.spare = sortWindows(ws, m.spare, mask)
 	m.windows = ws
-	slices.Sort(ws)
 	out := slices.Grow(m.sorted[:0], len(p))
 	for _, w := range ws {
 		out = append(out, p[w&mask])
@@ -177,6 +176,85 @@ func (m *multiGetter) sortPending() {
 	m.pending, m.sorted = out, p
 }
 
+// commonPrefix returns the length of the longest common prefix of a and b.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	c := 0
+	for ; c+8 <= n; c += 8 {
+		if x := binary.LittleEndian.Uint64(a[c:]) ^ binary.LittleEndian.Uint64(b[c:]); x != 0 {
+			return c + bits.TrailingZeros64(x)/8
+		}
+	}
+	for c < n && a[c] == b[c] {
+		c++
+	}
+	return c
+}
+
+// maxBucketSort is the most windows sortWindows sorts by buckets; their
+// 256 buckets hold a few each up to about this many.
+const maxBucketSort = 1024
+
+// maxInsertionSort is the most windows sortWindows sorts by insertion
+// alone: below it, filling the buckets costs more than it saves.
+const maxInsertionSort = 24
+
+// sortWindows sorts ws, using tmp as scratch, and returns the sorted slice
+// and the other one. The bits in ignore are a tie-break only. Windows of
+// random keys make a comparison sort mispredict about every other branch;
+// up to maxBucketSort of them are instead scattered into 256 buckets by the
+// eight highest bits in which they differ, then insertion-sorted, each
+// moving only within its bucket.
+func sortWindows(ws, tmp []uint64, ignore uint64) ([]uint64, []uint64) {
+	switch {
+	case len(ws) <= maxInsertionSort:
+		insertionSort(ws)
+		return ws, tmp
+	case len(ws) > maxBucketSort:
+		slices.Sort(ws)
+		return ws, tmp
+	}
+	var or, and uint64 = 0, ^uint64(0)
+	for _, w := range ws {
+		or |= w
+		and &= w
+	}
+	diff := (or ^ and) &^ ignore
+	if diff == 0 {
+		slices.Sort(ws) // equal but for the tie-break
+		return ws, tmp
+	}
+	shift := max(bits.Len64(diff)-8, 0)
+	var start [257]int32
+	for _, w := range ws {
+		start[(w>>shift)&0xff+1]++
+	}
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
+	}
+	tmp = slices.Grow(tmp[:0], len(ws))[:len(ws)]
+	for _, w := range ws {
+		b := (w >> shift) & 0xff
+		tmp[start[b]] = w
+		start[b]++
+	}
+	insertionSort(tmp)
+	return tmp, ws
+}
+
+// insertionSort sorts ws by insertion: quick when ws is short or each
+// element is near its place.
+func insertionSort(ws []uint64) {
+	for i := 1; i < len(ws); i++ {
+		w, j := ws[i], i
+		for j > 0 && ws[j-1] > w {
+			ws[j] = ws[j-1]
+			j--
+		}
+		ws[j] = w
+	}
+}
+
 func (m *multiGetter) compareKeys(a, b int32) int {
 	return bytes.Compare(m.keys[a], m.keys[b])
 }
@@ -186,30 +264,29 @@ func (m *multiGetter) compareKeys(a, b int32) int {
 func (m *multiGetter) answer(i int32, v []byte, tr base.Trailer) {
 	m.values[i], m.errs[i] = found(v, tr, m.state[i].tomb)
 	m.state[i].done = true
+	m.answered++
 }
 
 // fail sets key i's answer to err.
 func (m *multiGetter) fail(i int32, err error) {
 	m.values[i], m.errs[i], m.state[i].done = nil, err, true
+	m.answered++
 }
 
 // dropDone removes the answered keys from pending.
 func (m *multiGetter) dropDone() {
+	if m.answered == 0 {
+		return
+	}
+	m.answered = 0
 	m.pending = slices.DeleteFunc(m.pending, func(i int32) bool { return m.state[i].done })
 }
 
 // memtables asks the differential filter about every key, then the
 // memtables, newest first, about the keys it does not rule out, as get does.
 func (m *multiGetter) memtables() {
-	d, s := m.d, m.s
-	for _, i := range m.pending {
-		consulted, unchanged := d.askDiff(s, m.keys[i], m.hashes[i], m.seq)
-		if unchanged {
-			m.state[i].from = s.diffBase
-		} else {
-			m.state[i].maybe = consulted
-		}
-	}
+	s := m.s
+	m.askDiff()
 	for j := len(s.imm); j >= 0; j-- {
 		mt := s.mem.mt
 		if j < len(s.imm) {
@@ -234,6 +311,35 @@ func (m *multiGetter) memtables() {
 		}
 	}
 	m.dropDone()
+}
+
+// askDiff asks the differential filter about every pending key as askDiff
+// does for a Get, its probes counted once for the batch.
+func (m *multiGetter) askDiff() {
+	d, s := m.d, m.s
+	ds := &d.mu.diff
+	readsOff := ds.readsOff.Load()
+	if s.diffIdle && !readsOff {
+		d.noteIdleGets(uint32(len(m.pending)))
+	}
+	if s.diff == nil || readsOff {
+		return
+	}
+	var probes, skips uint64
+	bypass := ds.bypass.Load()
+	for _, i := range m.pending {
+		if bypass && rand.Uint32N(diffBypassSample) != 0 {
+			continue
+		}
+		probes++
+		if s.diffMaybe(m.keys[i], m.hashes[i], m.seq) {
+			m.state[i].maybe = true
+		} else {
+			skips++
+			m.state[i].from = s.diffBase
+		}
+	}
+	ds.noteProbes(probes, skips, s.diffSaves)
 }
 
 // level reads the pending keys that reach level l from its tables: in level

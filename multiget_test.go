@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -391,5 +392,42 @@ func TestMultiGetConcurrent(t *testing.T) {
 	case err := <-errc:
 		t.Fatal(err)
 	default:
+	}
+}
+
+// TestSortWindows: sortWindows sorts windows of every length it takes a
+// path for (insertion, buckets, pdqsort), random or equal in all but the
+// tie-break bits, and commonPrefix measures prefixes across word bounds.
+func TestSortWindows(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var tmp []uint64
+	for _, n := range []int{0, 1, 2, 5, maxInsertionSort, maxInsertionSort + 1, 100, maxBucketSort, maxBucketSort + 1, 3000} {
+		for _, shape := range []string{"random", "narrow", "equal"} {
+			ws := make([]uint64, n)
+			for i := range ws {
+				switch shape {
+				case "random":
+					ws[i] = r.Uint64()
+				case "narrow":
+					ws[i] = uint64(r.IntN(10)) << 20
+				}
+				ws[i] = ws[i]&^0xfff | uint64(i)
+			}
+			want := slices.Sorted(slices.Values(ws))
+			var got []uint64
+			got, tmp = sortWindows(ws, tmp, 0xfff)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d %s windows: not sorted", n, shape)
+			}
+		}
+	}
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{{"", "", 0}, {"a", "", 0}, {"abc", "abd", 2}, {"key0000000123", "key0000000124", 12},
+		{"key00000", "key00000", 8}, {"key000001", "key00000", 8}, {"key00000xyz", "key00001xyz", 7}} {
+		if got := commonPrefix([]byte(c.a), []byte(c.b)); got != c.want {
+			t.Errorf("commonPrefix(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
 	}
 }
