@@ -107,14 +107,25 @@ func checkQuery(r *http.Request, allowed ...string) error {
 	return nil
 }
 
-func (n *Node) serveGet(w http.ResponseWriter, r *http.Request) {
-	if err := checkQuery(r, "consistency", "timeout"); err != nil {
+// kvRequest checks a request of /kv/{key} (its query parameters among
+// allowed) and returns its key; on a bad request it answers it and returns
+// false.
+func kvRequest(w http.ResponseWriter, r *http.Request, allowed ...string) ([]byte, bool) {
+	if err := checkQuery(r, allowed...); err != nil {
 		httpError(w, err)
-		return
+		return nil, false
 	}
 	key, err := keyOf(r)
 	if err != nil {
 		httpError(w, err)
+		return nil, false
+	}
+	return key, true
+}
+
+func (n *Node) serveGet(w http.ResponseWriter, r *http.Request) {
+	key, ok := kvRequest(w, r, "consistency", "timeout")
+	if !ok {
 		return
 	}
 	c, err := ParseConsistency(r.URL.Query().Get("consistency"))
@@ -186,13 +197,8 @@ func (n *Node) serveDelete(w http.ResponseWriter, r *http.Request) { n.serveWrit
 
 // serveWrite serves PUT (set, the body the value) or DELETE of /kv/{key}.
 func (n *Node) serveWrite(w http.ResponseWriter, r *http.Request, set bool) {
-	if err := checkQuery(r, "timeout"); err != nil {
-		httpError(w, err)
-		return
-	}
-	key, err := keyOf(r)
-	if err != nil {
-		httpError(w, err)
+	key, ok := kvRequest(w, r, "timeout")
+	if !ok {
 		return
 	}
 	var b Batch
