@@ -243,12 +243,12 @@ func (t *Reader) readChecked(bh BlockHandle, kind string, chk *Iter) ([]byte, er
 // from the cache's Alloc, and is checked by chk when not nil (IngestChecks)
 // before it is cached. ra, when given, is the caller's read-ahead: misses of
 // a sequential walk are served from file bytes read ahead in one go. A
-// block read for an iterator (flat) or a point lookup is cached flat
-// (flattenBlock) when it can be and the cache has never evicted a block (it
-// holds the data), as a flat block is walked and searched faster; in a
-// cache that evicts, a block is read a few times at most before it goes,
-// which flattening costs more than it saves, so it is cached as stored,
-// the smaller form. prev, when not the zero
+// block read for an iterator (flat) is cached flat (flattenBlock) when it
+// can be and the cache has never evicted a block (it holds the data), as
+// iterators walk and seek a flat block faster; in a cache that evicts, a
+// block is walked a few times at most before it goes, which flattening
+// costs more than it saves. One read for a point lookup, or into a cache
+// that evicts, is cached as stored, the smaller form. prev, when not the zero
 // Handle, is the caller's reference to the block before bh's in the file
 // (cache.GetRefAfter).
 func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool, prev cache.Handle) ([]byte, cache.Handle, error) {
@@ -258,46 +258,39 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 	if h, ok := t.cc.GetRefAfter(prev, t.opts.FileNum, bh.Offset); ok {
 		return h.Value(), h, nil
 	}
-	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
-		return t.cacheBlock(bh, ra, chk, flat)
+	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() (b []byte, err error) {
+		alloc := t.cc.Alloc
+		var sc *[]byte
+		if flat && !t.cc.Evicted() {
+			// Read into scratch memory; the flat copy goes to the cache.
+			sc = getBuf(&t.opts.Buffers.row)
+			defer t.opts.Buffers.row.Put(sc)
+			alloc = func(n int) []byte {
+				*sc = grow(*sc, n)
+				return *sc
+			}
+		}
+		var raw []byte
+		if ra != nil {
+			raw = ra.stored(t, bh)
+		}
+		if raw != nil {
+			b, err = t.verifyAlloc(bh, "data", raw, alloc)
+		} else {
+			b, err = t.readBlockAlloc(bh, "data", alloc)
+		}
+		if err == nil && chk != nil {
+			err = chk.checkIngested(bh, b)
+		}
+		if err == nil && sc != nil {
+			if f, ok := flattenBlock(b, t.cc.Alloc, &t.opts.Buffers.flat); ok {
+				return f, nil
+			}
+			b = append(t.cc.Alloc(len(b))[:0], b...)
+		}
+		return b, err
 	})
 	return h.Value(), h, err
-}
-
-// cacheBlock reads the data block at bh into memory from the cache's Alloc,
-// flat (flattenBlock) when flat is set, the cache has never evicted a block
-// and the block can be; ra and chk are countedBlock's.
-func (t *Reader) cacheBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool) (b []byte, err error) {
-	alloc := t.cc.Alloc
-	var sc *[]byte
-	if flat && !t.cc.Evicted() {
-		// Read into scratch memory; the flat copy goes to the cache.
-		sc = getBuf(&t.opts.Buffers.row)
-		defer t.opts.Buffers.row.Put(sc)
-		alloc = func(n int) []byte {
-			*sc = grow(*sc, n)
-			return *sc
-		}
-	}
-	var raw []byte
-	if ra != nil {
-		raw = ra.stored(t, bh)
-	}
-	if raw != nil {
-		b, err = t.verifyAlloc(bh, "data", raw, alloc)
-	} else {
-		b, err = t.readBlockAlloc(bh, "data", alloc)
-	}
-	if err == nil && chk != nil {
-		err = chk.checkIngested(bh, b)
-	}
-	if err == nil && sc != nil {
-		if f, ok := flattenBlock(b, t.cc.Alloc, &t.opts.Buffers.flat); ok {
-			return f, nil
-		}
-		b = append(t.cc.Alloc(len(b))[:0], b...)
-	}
-	return b, err
 }
 
 // verifyAlloc verifies and decompresses the stored block raw (read into

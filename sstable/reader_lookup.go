@@ -208,7 +208,7 @@ func (it *Iter) lookupBytes(bh BlockHandle) ([]byte, error) {
 	}
 	var err error
 	it.h, err = t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
-		return t.cacheBlock(bh, nil, nil, true)
+		return t.readBlockAlloc(bh, "data", t.cc.Alloc)
 	})
 	return it.h.Value(), err
 }

@@ -223,57 +223,38 @@ func TestLookupAfterIteration(t *testing.T) {
 	}
 }
 
-// TestBlocksFlattenOnlyUntilEviction checks that an iterator, and a point
-// lookup, caches its blocks flat while the cache has never evicted a block,
-// and as stored once it has: a block read once or twice and evicted is not
-// worth flattening.
-func TestBlocksFlattenOnlyUntilEviction(t *testing.T) {
+// TestIterationFlattensOnlyUntilEviction checks that an iterator caches its
+// blocks flat while the cache has never evicted a block, and as stored
+// once it has: a block walked once and evicted is not worth flattening.
+func TestIterationFlattensOnlyUntilEviction(t *testing.T) {
 	var spec tableSpec
 	for i := range 3000 {
 		spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte(fmt.Sprintf("key%06d", i)), 1, base.KindSet), make([]byte, 100)})
 	}
 	data := writeSpec(t, spec, WriterOptions{})
-	walks := map[string]func(t *testing.T, rd *Reader){
-		"iterate": func(t *testing.T, rd *Reader) {
+	for _, size := range []int64{64 << 20, 64 << 10} {
+		c := cache.New(size, cache.Options{Shards: 1})
+		rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{Cache: c, FileNum: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
 			it := rd.NewIter()
 			for ok := it.First(); ok; ok = it.Next() {
 			}
 			if err := it.Close(); err != nil {
 				t.Fatal(err)
 			}
-		},
-		"lookup": func(t *testing.T, rd *Reader) {
-			for i := range 3000 {
-				k := fmt.Sprintf("key%06d", i)
-				if _, _, found, err := rd.LookupCopy([]byte(k), base.SeqNumMax); err != nil || !found {
-					t.Fatalf("lookup(%s): %v, %v", k, found, err)
-				}
-			}
-		},
-	}
-	for name, walk := range walks {
-		for _, size := range []int64{64 << 20, 64 << 10} {
-			c := cache.New(size, cache.Options{Shards: 1})
-			rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{Cache: c, FileNum: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 2 {
-				walk(t, rd)
-			}
-			last := rd.windows.handles[len(rd.windows.handles)-1]
-			h, ok := c.GetRef(1, last.Offset)
-			if !ok {
-				if size == 64<<10 && name == "lookup" {
-					continue // a lookup's miss in a cache that evicts may stay out of it (Admit)
-				}
-				t.Fatalf("%s, cache of %d bytes: the last block read is not in it", name, size)
-			}
-			_, flat := splitFlat(h.Value())
-			h.Release()
-			if evicted := c.Evicted(); flat == evicted || evicted != (size == 64<<10) {
-				t.Errorf("%s, cache of %d bytes: evicted %v, last block flat %v", name, size, evicted, flat)
-			}
+		}
+		last := rd.windows.handles[len(rd.windows.handles)-1]
+		h, ok := c.GetRef(1, last.Offset)
+		if !ok {
+			t.Fatalf("cache of %d bytes: the last block walked is not in it", size)
+		}
+		_, flat := splitFlat(h.Value())
+		h.Release()
+		if evicted := c.Evicted(); flat == evicted || evicted != (size == 64<<10) {
+			t.Errorf("cache of %d bytes: evicted %v, last block flat %v", size, evicted, flat)
 		}
 	}
 }
