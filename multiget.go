@@ -195,6 +195,10 @@ func commonPrefix(a, b []byte) int {
 // 256 buckets hold a few each up to about this many.
 const maxBucketSort = 1024
 
+// maxBucket is the most windows a bucket of sortWindows may hold; a batch
+// with a fuller one is sorted by pdqsort instead.
+const maxBucket = 32
+
 // maxInsertionSort is the most windows sortWindows sorts by insertion
 // alone: below it, filling the buckets costs more than it saves.
 const maxInsertionSort = 24
@@ -204,7 +208,7 @@ const maxInsertionSort = 24
 // random keys make a comparison sort mispredict about every other branch;
 // up to maxBucketSort of them are instead scattered into 256 buckets by the
 // eight highest bits in which they differ, then insertion-sorted, each
-// moving only within its bucket.
+// moving only within its bucket (unless a bucket is crowded).
 func sortWindows(ws, tmp []uint64, ignore uint64) ([]uint64, []uint64) {
 	switch {
 	case len(ws) <= maxInsertionSort:
@@ -229,8 +233,16 @@ func sortWindows(ws, tmp []uint64, ignore uint64) ([]uint64, []uint64) {
 	for _, w := range ws {
 		start[(w>>shift)&0xff+1]++
 	}
+	crowded := int32(0)
 	for b := 1; b < len(start); b++ {
+		crowded = max(crowded, start[b])
 		start[b] += start[b-1]
+	}
+	if crowded > maxBucket {
+		// The keys differ little in those bits (one outlier sets them):
+		// insertion within the buckets would be quadratic.
+		slices.Sort(ws)
+		return ws, tmp
 	}
 	tmp = slices.Grow(tmp[:0], len(ws))[:len(ws)]
 	for _, w := range ws {

@@ -396,13 +396,13 @@ func TestMultiGetConcurrent(t *testing.T) {
 }
 
 // TestSortWindows: sortWindows sorts windows of every length it takes a
-// path for (insertion, buckets, pdqsort), random or equal in all but the
-// tie-break bits, and commonPrefix measures prefixes across word bounds.
+// path for (insertion, buckets, pdqsort), random, equal in all but the
+// tie-break bits, or crowded into one bucket by an outlier, and commonPrefix measures prefixes across word bounds.
 func TestSortWindows(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	var tmp []uint64
 	for _, n := range []int{0, 1, 2, 5, maxInsertionSort, maxInsertionSort + 1, 100, maxBucketSort, maxBucketSort + 1, 3000} {
-		for _, shape := range []string{"random", "narrow", "equal"} {
+		for _, shape := range []string{"random", "narrow", "equal", "outlier"} {
 			ws := make([]uint64, n)
 			for i := range ws {
 				switch shape {
@@ -410,6 +410,11 @@ func TestSortWindows(t *testing.T) {
 					ws[i] = r.Uint64()
 				case "narrow":
 					ws[i] = uint64(r.IntN(10)) << 20
+				case "outlier": // one high bit sets the buckets: all in one
+					ws[i] = uint64(r.IntN(1<<20)) << 12
+					if i == 0 {
+						ws[i] |= 1 << 63
+					}
 				}
 				ws[i] = ws[i]&^0xfff | uint64(i)
 			}
