@@ -2,16 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	crand "crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -25,6 +20,7 @@ import (
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/benchutil"
 	"github.com/bloomkv/bloomkv/internal/humanize"
+	"github.com/bloomkv/bloomkv/internal/testpki"
 	"github.com/bloomkv/bloomkv/semijoin"
 )
 
@@ -279,39 +275,20 @@ func writeCerts(dir string) (ca, cert, key string, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", "", err
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	authority, err := testpki.NewCA("bloomkv bench CA")
 	if err != nil {
 		return "", "", "", err
 	}
-	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
-	if err != nil {
-		return "", "", "", err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bloomkv bench CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(crand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return "", "", "", err
-	}
-	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	leafDER, err := x509.CreateCertificate(crand.Reader, leafTmpl, caTmpl, &leafKey.PublicKey, caKey)
-	if err != nil {
-		return "", "", "", err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(leafKey)
+	leaf, err := authority.Issue("127.0.0.1", time.Now().Add(24*time.Hour), x509.ExtKeyUsageServerAuth)
 	if err != nil {
 		return "", "", "", err
 	}
 	ca, cert, key = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	for _, f := range []struct {
-		path, typ string
-		der       []byte
-	}{{ca, "CERTIFICATE", caDER}, {cert, "CERTIFICATE", leafDER}, {key, "PRIVATE KEY", keyDER}} {
-		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), 0o600); err != nil {
+		path string
+		data []byte
+	}{{ca, authority.PEM}, {cert, leaf.CertPEM}, {key, leaf.KeyPEM}} {
+		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
 			return "", "", "", err
 		}
 	}

@@ -3,18 +3,12 @@ package semijoin
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +21,7 @@ import (
 
 	"github.com/bloomkv/bloomkv"
 	"github.com/bloomkv/bloomkv/internal/frame"
+	"github.com/bloomkv/bloomkv/internal/testpki"
 )
 
 // pki holds the PEM files of a test's certificates: two CAs, a server
@@ -39,75 +34,47 @@ type pki struct {
 	clientCert, clientKey     string
 	otherClientCert, otherKey string
 	expiredCert, expiredKey   string
-
-	serial              int64
-	caCert, otherCACert *x509.Certificate
-	caPriv, otherCAPriv *ecdsa.PrivateKey
 }
 
 func newPKI(t testing.TB) *pki {
 	t.Helper()
 	p := &pki{dir: t.TempDir()}
-	now := time.Now()
-	p.caCert, p.caPriv, p.ca, _ = p.issue(t, "ca", &x509.Certificate{
-		Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-	}, nil, nil)
-	p.otherCACert, p.otherCAPriv, p.otherCA, _ = p.issue(t, "other-ca", &x509.Certificate{
-		Subject: pkix.Name{CommonName: "other CA"}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-	}, nil, nil)
-	_, _, p.serverCert, p.serverKey = p.issue(t, "server", &x509.Certificate{
-		Subject: pkix.Name{CommonName: "server"}, DNSNames: []string{"localhost"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-	}, p.caCert, p.caPriv)
-	client := func(name string, notAfter time.Time) *x509.Certificate {
-		return &x509.Certificate{
-			Subject: pkix.Name{CommonName: name}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-			KeyUsage: x509.KeyUsageDigitalSignature, NotBefore: now.Add(-2 * time.Hour), NotAfter: notAfter,
-		}
+	ca, err := testpki.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, _, p.clientCert, p.clientKey = p.issue(t, "client", client("client", now.Add(time.Hour)), p.caCert, p.caPriv)
-	_, _, p.otherClientCert, p.otherKey = p.issue(t, "other-client", client("other client", now.Add(time.Hour)), p.otherCACert, p.otherCAPriv)
-	_, _, p.expiredCert, p.expiredKey = p.issue(t, "expired-client", client("expired client", now.Add(-time.Hour)), p.caCert, p.caPriv)
+	other, err := testpki.NewCA("other CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ca, p.otherCA = p.write(t, "ca.pem", ca.PEM), p.write(t, "other-ca.pem", other.PEM)
+	hour := time.Now().Add(time.Hour)
+	p.serverCert, p.serverKey = p.issue(t, ca, "server", hour, x509.ExtKeyUsageServerAuth)
+	p.clientCert, p.clientKey = p.issue(t, ca, "client", hour, x509.ExtKeyUsageClientAuth)
+	p.otherClientCert, p.otherKey = p.issue(t, other, "other-client", hour, x509.ExtKeyUsageClientAuth)
+	p.expiredCert, p.expiredKey = p.issue(t, ca, "expired-client", time.Now().Add(-time.Hour), x509.ExtKeyUsageClientAuth)
 	return p
 }
 
-// issue makes a certificate of tmpl signed by parent (self-signed when nil)
-// and writes it and its key to PEM files named after name.
-func (p *pki) issue(t testing.TB, name string, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, string, string) {
+// issue has ca sign a certificate named name and writes it and its key to
+// PEM files named after it.
+func (p *pki) issue(t testing.TB, ca *testpki.CA, name string, notAfter time.Time, usage x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf, err := ca.Issue(name, notAfter, usage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.serial++
-	tmpl.SerialNumber = big.NewInt(p.serial)
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
+	return p.write(t, name+".pem", leaf.CertPEM), p.write(t, name+"-key.pem", leaf.KeyPEM)
+}
+
+// write writes data to the file name in p.dir and returns its path.
+func (p *pki) write(t testing.TB, name string, data []byte) string {
+	t.Helper()
+	path := filepath.Join(p.dir, name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := filepath.Join(p.dir, name+".pem"), filepath.Join(p.dir, name+"-key.pem")
-	write := func(path, typ string, b []byte) {
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(certFile, "CERTIFICATE", der)
-	write(keyFile, "PRIVATE KEY", kder)
-	return cert, key, certFile, keyFile
+	return path
 }
 
 // secureKeys is the number of B's keys, chosen so that its digits are

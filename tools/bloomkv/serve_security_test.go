@@ -2,14 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bloomkv/bloomkv/internal/testpki"
 )
 
 // testPKI is a CA, a server certificate for 127.0.0.1 and a client
@@ -38,64 +34,32 @@ func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
 	p := &testPKI{dir: dir}
-	write := func(name, typ string, der []byte) string {
+	write := func(name string, data []byte) string {
 		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return path
 	}
-	serial := int64(0)
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	newCA := func(name string) *testpki.CA {
+		ca, err := testpki.NewCA(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return k
+		return ca
 	}
-	// issue signs a certificate for key by parent (self-signed when nil).
-	issue := func(tmpl *x509.Certificate, key *ecdsa.PrivateKey, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) *x509.Certificate {
-		serial++
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-		if parent == nil {
-			parent, parentKey = tmpl, key
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	ca, other := newCA("bloomkv test CA"), newCA("another CA")
+	p.ca, p.otherCA = write("ca.pem", ca.PEM), write("other-ca.pem", other.PEM)
+	leaf := func(name string, usage x509.ExtKeyUsage, ca *testpki.CA) (cert, key string) {
+		l, err := ca.Issue(name, time.Now().Add(time.Hour), usage)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := x509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+		return write(name+".pem", l.CertPEM), write(name+"-key.pem", l.KeyPEM)
 	}
-	writeKey := func(name string, k *ecdsa.PrivateKey) string {
-		der, err := x509.MarshalPKCS8PrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return write(name, "PRIVATE KEY", der)
-	}
-	newCA := func(name string) (*x509.Certificate, *ecdsa.PrivateKey) {
-		k := newKey()
-		c := issue(&x509.Certificate{Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
-			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}, k, nil, nil)
-		return c, k
-	}
-	ca, caKey := newCA("bloomkv test CA")
-	other, otherKey := newCA("another CA")
-	p.ca, p.otherCA = write("ca.pem", "CERTIFICATE", ca.Raw), write("other-ca.pem", "CERTIFICATE", other.Raw)
-	leaf := func(name string, usage x509.ExtKeyUsage, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (cert, key string) {
-		k := newKey()
-		c := issue(&x509.Certificate{Subject: pkix.Name{CommonName: name}, KeyUsage: x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}}, k, parent, parentKey)
-		return write(name+".pem", "CERTIFICATE", c.Raw), writeKey(name+"-key.pem", k)
-	}
-	p.serverCert, p.serverKey = leaf("server", x509.ExtKeyUsageServerAuth, ca, caKey)
-	p.clientCert, p.clientKey = leaf("client", x509.ExtKeyUsageClientAuth, ca, caKey)
-	p.strangerCert, p.strangerKey = leaf("stranger", x509.ExtKeyUsageClientAuth, other, otherKey)
+	p.serverCert, p.serverKey = leaf("server", x509.ExtKeyUsageServerAuth, ca)
+	p.clientCert, p.clientKey = leaf("client", x509.ExtKeyUsageClientAuth, ca)
+	p.strangerCert, p.strangerKey = leaf("stranger", x509.ExtKeyUsageClientAuth, other)
 	p.tokenF = writeToken(t, dir, "token", "s3cret-token-of-the-test", 0o600)
 	return p
 }
