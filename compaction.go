@@ -196,6 +196,7 @@ func (d *DB) compactLocked(c *compaction) error {
 		for _, m := range outputs {
 			delete(d.mu.diff.tableDels, m.FileNum)
 			d.fs.Remove(d.path(tableName(m.FileNum)))
+			d.cache.EvictFile(m.FileNum)
 		}
 		return end(err)
 	}

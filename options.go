@@ -22,6 +22,13 @@ type Options struct {
 	FS vfs.FS
 	// CacheSize is the block cache's capacity in bytes (8 MiB).
 	CacheSize int64
+	// CacheWrittenBlocks puts the data blocks of each table a flush or
+	// compaction writes into the block cache, as RocksDB's
+	// prepopulate_block_cache does, while the cache has room for them and
+	// has never evicted a block. A store whose data fits its cache then
+	// reads nothing back from disk after writes rewrote its tables, at the
+	// cost of copying every block written. Off by default.
+	CacheWrittenBlocks bool
 	// MemTableSize is the size at which the memtable is frozen and flushed
 	// to a table (4 MiB). A store whose memtables reach 1 MiB also keeps
 	// memory for half a memtable and 256 KiB more (at most 4.25 MiB)

@@ -101,7 +101,11 @@ func (d *DB) newTableBuilder(num uint64) (*tableBuilder, error) {
 		return nil, fmt.Errorf("bloomkv: creating %s: %w", name, err)
 	}
 	buf := bufio.NewWriterSize(f, tableWriteBuffer)
-	w, err := sstable.NewWriter(buf, d.opts.writerOptions())
+	wo := d.opts.writerOptions()
+	if d.opts.CacheWrittenBlocks {
+		wo.DataBlockWritten = func(off uint64, block []byte) { d.cache.Offer(num, off, block) }
+	}
+	w, err := sstable.NewWriter(buf, wo)
 	if err != nil {
 		f.Close()
 		d.fs.Remove(name)
@@ -172,7 +176,7 @@ func (b *tableBuilder) complete() (*manifest.FileMetadata, error) {
 	}
 	if err != nil {
 		b.f.Close()
-		b.d.fs.Remove(b.name)
+		b.remove()
 		return nil, fmt.Errorf("bloomkv: writing %s: %w", b.name, err)
 	}
 	b.meta.Size = b.w.Size()
@@ -199,7 +203,7 @@ func (b *tableBuilder) sync() error {
 		err = fmt.Errorf("bloomkv: closing %s: %w", b.name, cerr)
 	}
 	if err != nil {
-		b.d.fs.Remove(b.name)
+		b.remove()
 	}
 	return err
 }
@@ -208,5 +212,12 @@ func (b *tableBuilder) sync() error {
 func (b *tableBuilder) abandon() {
 	b.w.Abort()
 	b.f.Close()
+	b.remove()
+}
+
+// remove deletes the table's file and drops the blocks of it the cache took
+// as they were written.
+func (b *tableBuilder) remove() {
 	b.d.fs.Remove(b.name)
+	b.d.cache.EvictFile(b.meta.FileNum)
 }

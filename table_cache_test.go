@@ -1,7 +1,11 @@
 package bloomkv
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/vfs"
@@ -86,5 +90,105 @@ func TestTableCacheForgets(t *testing.T) {
 	}
 	if _, err := tc.get(meta); !errors.Is(err, ErrClosed) {
 		t.Fatalf("get after close: %v, want ErrClosed", err)
+	}
+}
+
+// TestCacheWrittenBlocks writes a store that fits its cache, then flushes
+// and compacts it. With Options.CacheWrittenBlocks, the cache holds the
+// blocks the tables were written with, those of the live tables only, and
+// every Get after reads no block back; without it, the cache stays empty
+// until the Gets.
+func TestCacheWrittenBlocks(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("on=%v", on), func(t *testing.T) { testCacheWrittenBlocks(t, on) })
+	}
+}
+
+func testCacheWrittenBlocks(t *testing.T, on bool) {
+	d, err := Open(t.TempDir(), &Options{CacheSize: 64 << 20, MemTableSize: 1 << 20, CacheWrittenBlocks: on})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	r := rand.New(rand.NewPCG(1, 2))
+	const n = 30_000
+	values := make([][]byte, n)
+	for i := range n {
+		values[i] = make([]byte, 100)
+		for j := range values[i] {
+			values[i][j] = byte(r.Uint32()) // incompressible: blocks are stored as cached
+		}
+		if err := d.Set([]byte(fmt.Sprintf("key%08d", i)), values[i], NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := d.Metrics()
+	var live uint64
+	for _, l := range m.Levels {
+		live += l.Bytes
+	}
+	c := m.BlockCache
+	if !on {
+		if c.Entries != 0 {
+			t.Fatalf("without CacheWrittenBlocks, the cache holds %+v before any read", c)
+		}
+		return
+	}
+	if c.Misses != 0 || c.Evictions != 0 || c.Bytes == 0 || uint64(c.Bytes) > live*6/5 {
+		t.Fatalf("after the compaction the cache holds %d bytes (%+v); the live tables %d", c.Bytes, c, live)
+	}
+	for i := range n {
+		v, err := d.Get([]byte(fmt.Sprintf("key%08d", i)))
+		if err != nil || !bytes.Equal(v, values[i]) {
+			t.Fatalf("key %d: %v", i, err)
+		}
+	}
+	if c := d.Metrics().BlockCache; c.Misses != 0 {
+		t.Fatalf("Gets of a store its cache holds read %d blocks", c.Misses)
+	}
+}
+
+// TestCacheWrittenBlocksOfAFailedTable flushes a table, then fails the
+// sync of the next: the blocks the cache took as that one was written leave
+// with it, and the first table's stay.
+func TestCacheWrittenBlocksOfAFailedTable(t *testing.T) {
+	e := vfs.NewErrorFS(vfs.NewMem())
+	o := memOpts(e)
+	o.CacheSize, o.MemTableSize, o.CacheWrittenBlocks = 64<<20, 4<<20, true
+	d := mustOpen(t, "/db", o)
+	closeAtCleanup(t, d)
+	write := func(from int) {
+		for i := from; i < from+5000; i++ {
+			if err := d.Set([]byte(fmt.Sprintf("key%08d", i)), bytes.Repeat([]byte{byte(i)}, 100), NoSync); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(0)
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	first := d.Metrics().BlockCache
+	if first.Entries == 0 {
+		t.Fatalf("after a flush the cache holds %+v", first)
+	}
+	write(5000)
+	e.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && strings.HasSuffix(name, ".sst") {
+			return vfs.ErrInjected
+		}
+		return nil
+	})
+	if err := d.Flush(); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Flush with a failing table sync: %v", err)
+	}
+	if c := d.Metrics().BlockCache; c.Entries != first.Entries || c.Bytes != first.Bytes {
+		t.Fatalf("after the failed flush the cache holds %+v; after the first, %+v", c, first)
 	}
 }

@@ -74,6 +74,9 @@ func (w *Writer) pipelineWorker(p *pipeline) {
 					p.handles = append(p.handles, bh)
 					p.dataSize += bh.Length + blockTrailerLen
 					p.written.Store(w.offset)
+					if f := w.opts.DataBlockWritten; f != nil {
+						f(bh.Offset, raw)
+					}
 				}
 			}
 			p.queued.Add(-int64(len(raw)))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/cache"
 )
 
 // TestParallelWriterSameBytes writes random tables with and without
@@ -103,5 +105,58 @@ func TestParallelWriterSizeEstimate(t *testing.T) {
 	}
 	if w.Size() != uint64(buf.Len()) {
 		t.Fatalf("Size after Close %d, table %d bytes", w.Size(), buf.Len())
+	}
+}
+
+// TestDataBlockWritten checks that WriterOptions.DataBlockWritten sees every
+// data block, and only those, at its offset and as a Reader decodes it,
+// serial and parallel: a cache given those blocks serves every read of the
+// table without a miss.
+func TestDataBlockWritten(t *testing.T) {
+	for _, parallel := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parallel=%v", parallel), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(5, 6))
+			spec := randomSpec(r, 4000)
+			written := map[uint64][]byte{}
+			opts := WriterOptions{BlockSize: 512, Parallel: parallel, DataBlockWritten: func(off uint64, b []byte) {
+				if _, ok := written[off]; ok {
+					t.Errorf("block at %d written twice", off)
+				}
+				written[off] = bytes.Clone(b)
+			}}
+			data := writeSpec(t, spec, opts)
+			rd := openTable(t, data)
+			blocks := 0
+			for _, b := range rd.Layout().Blocks {
+				if b.Kind != BlockData {
+					continue
+				}
+				blocks++
+				want, err := rd.readBlock(b.Handle, "data")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, ok := written[b.Handle.Offset]; !ok || !bytes.Equal(got, want) {
+					t.Fatalf("data block %s: hook saw %v, %d bytes; the reader decodes %d", b.Handle, ok, len(got), len(want))
+				}
+			}
+			if blocks < 10 || blocks != len(written) {
+				t.Fatalf("the hook saw %d blocks, the table has %d data blocks", len(written), blocks)
+			}
+			c := cache.New(64<<20, cache.Options{})
+			for off, b := range written {
+				if !c.Offer(1, off, b) {
+					t.Fatalf("Offer refused block %d", off)
+				}
+			}
+			cached, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "test.sst", Cache: c, FileNum: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTable(t, cached, spec, r)
+			if m := c.Metrics(); m.Misses != 0 || m.Hits == 0 {
+				t.Fatalf("reading the table through the offered blocks: %+v", m)
+			}
+		})
 	}
 }

@@ -75,6 +75,12 @@ type WriterOptions struct {
 	// still for one goroutine at a time, and Size is then an estimate (it
 	// counts the blocks not yet written uncompressed) until Close.
 	Parallel bool
+	// DataBlockWritten, when set, is called for each data block once it is
+	// written, with its offset in the table and its uncompressed bytes, as
+	// a Reader decodes the block (for a block cache to hold it). The bytes
+	// are valid only during the call. With Parallel, it is called from the
+	// Writer's second goroutine.
+	DataBlockWritten func(offset uint64, block []byte)
 }
 
 func (o WriterOptions) withDefaults() (WriterOptions, error) {
@@ -319,9 +325,13 @@ func (w *Writer) flushDataBlock() error {
 		w.pending = true
 		return nil
 	}
-	bh, err := w.writeBlock(w.data.finish(), w.opts.Compression)
+	raw := w.data.finish()
+	bh, err := w.writeBlock(raw, w.opts.Compression)
 	if err != nil {
 		return err
+	}
+	if f := w.opts.DataBlockWritten; f != nil {
+		f(bh.Offset, raw)
 	}
 	w.props.DataSize += bh.Length + blockTrailerLen
 	w.props.NumDataBlocks++

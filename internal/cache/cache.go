@@ -35,6 +35,8 @@ type entry struct {
 	charge     int64
 	referenced atomic.Bool // hit since the hand last passed
 	prev, next *entry      // the shard's ring
+	// fprev and fnext link the shard's entries of one file (shard.files).
+	fprev, fnext *entry
 	// refs counts the references to the block: one while the cache holds
 	// it and one per unreleased Handle. At zero, an owned block that was
 	// never pinned goes back to Alloc.
@@ -91,6 +93,9 @@ type shard struct {
 	entries  map[key]*entry
 	head     *entry // the hand
 	loading  map[key]*call
+	// files holds the first of each file's entries, linked through fnext,
+	// so that EvictFile visits only the file's blocks.
+	files map[uint64]*entry
 }
 
 // Cache is a sharded block cache bounded in bytes. It is safe for concurrent
@@ -127,7 +132,7 @@ func New(capacity int64, opts Options) *Cache {
 	c := &Cache{shards: make([]shard, pow), mask: uint64(pow - 1)}
 	per := max(capacity/int64(pow), 1)
 	for i := range c.shards {
-		c.shards[i] = shard{capacity: per, entries: map[key]*entry{}, loading: map[key]*call{}}
+		c.shards[i] = shard{capacity: per, entries: map[key]*entry{}, loading: map[key]*call{}, files: map[uint64]*entry{}}
 	}
 	return c
 }
@@ -277,6 +282,36 @@ func (c *Cache) Set(file, offset uint64, value []byte) {
 	s.mu.Unlock()
 }
 
+// Offer caches a copy of block under (file, offset), for a block just
+// written, while the cache has never evicted a block and the copy fits in
+// its shard's free room. It evicts nothing and replaces nothing: it reports
+// whether it cached the block. A block offered and not read since is the
+// first its shard evicts.
+func (c *Cache) Offer(file, offset uint64, block []byte) bool {
+	if c.Evicted() {
+		return false
+	}
+	k := key{file, offset}
+	s := c.shard(k)
+	charge := int64(sizeClass(len(block))*classBytes) + entryOverhead
+	s.mu.RLock()
+	room := s.used+charge <= s.capacity
+	s.mu.RUnlock()
+	if !room {
+		return false
+	}
+	v := c.Alloc(len(block))
+	copy(v, block)
+	e := &entry{key: k, value: v, free: &c.free, charge: int64(cap(v)) + entryOverhead}
+	s.mu.Lock()
+	ok := s.used+e.charge <= s.capacity && s.entries[k] == nil && s.loading[k] == nil
+	if ok {
+		s.insert(e)
+	}
+	s.mu.Unlock()
+	return ok
+}
+
 // Handle is a reference to a cached block, from GetRef or LoadRef. The zero
 // Handle refers to nothing.
 type Handle struct{ e *entry }
@@ -352,10 +387,10 @@ func (c *Cache) EvictFile(file uint64) {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		for k, e := range s.entries {
-			if k.file == file {
-				s.remove(e)
-			}
+		for e := s.files[file]; e != nil; {
+			next := e.fnext // remove may hand e's memory to Alloc
+			s.remove(e)
+			e = next
 		}
 		s.mu.Unlock()
 	}
@@ -415,6 +450,11 @@ func (s *shard) insert(e *entry) uint64 {
 	s.entries[e.key] = e
 	s.used += e.charge
 	s.link(e)
+	if first := s.files[e.key.file]; first != nil {
+		first.fprev = e
+		e.fnext = first
+	}
+	s.files[e.key.file] = e
 	return evicted
 }
 
@@ -435,6 +475,18 @@ func (s *shard) remove(e *entry) {
 	delete(s.entries, e.key)
 	s.used -= e.charge
 	s.unlink(e)
+	switch {
+	case e.fprev != nil:
+		e.fprev.fnext = e.fnext
+	case e.fnext != nil:
+		s.files[e.key.file] = e.fnext
+	default:
+		delete(s.files, e.key.file)
+	}
+	if e.fnext != nil {
+		e.fnext.fprev = e.fprev
+	}
+	e.fprev, e.fnext = nil, nil
 	e.release()
 }
 

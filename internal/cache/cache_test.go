@@ -136,6 +136,90 @@ func TestEvictFile(t *testing.T) {
 	}
 }
 
+// TestEvictFileAfterEvictions evicts blocks from the front, middle and back
+// of files' lists, then a file whose blocks the ring and Set replaced in
+// part: EvictFile drops exactly the file's blocks still cached.
+func TestEvictFileAfterEvictions(t *testing.T) {
+	const size = 100
+	c := New(30*(size+entryOverhead), Options{Shards: 1})
+	for off := range uint64(10) {
+		for f := uint64(1); f <= 3; f++ {
+			c.Set(f, off, block(size))
+		}
+	}
+	c.Set(2, 5, block(size)) // replaces a block in the middle of file 2's list
+	for off := range uint64(10) {
+		c.Get(1, off) // referenced: the ring spares them once
+		c.Get(3, off)
+	}
+	for off := range uint64(4) {
+		c.Set(4, off, block(size)) // evicts file 2's oldest four
+	}
+	c.EvictFile(2)
+	c.EvictFile(4)
+	m := c.Metrics()
+	if m.Entries != 20 || m.Bytes != 20*(size+entryOverhead) {
+		t.Fatalf("after evicting files 2 and 4: %+v, want the 20 blocks of files 1 and 3", m)
+	}
+	for f := uint64(1); f <= 4; f++ {
+		for off := range uint64(10) {
+			if _, ok := c.Get(f, off); ok != (f == 1 || f == 3) {
+				t.Fatalf("file %d block %d cached=%v", f, off, ok)
+			}
+		}
+	}
+	c.EvictFile(1)
+	c.EvictFile(3)
+	if m := c.Metrics(); m.Entries != 0 || m.Bytes != 0 {
+		t.Fatalf("after evicting every file: %+v", m)
+	}
+}
+
+// TestOffer checks that an offered block is cached while its shard has
+// room and the cache has never evicted, that Offer replaces and evicts
+// nothing, and that an offered block not read since goes first.
+func TestOffer(t *testing.T) {
+	const size = 1000
+	charge := int64(sizeClass(size)*classBytes) + entryOverhead
+	c := New(3*charge, Options{Shards: 1})
+	want := block(size)
+	want[0], want[size-1] = 1, 2
+	if !c.Offer(1, 0, want) {
+		t.Fatal("Offer refused a block with room for it")
+	}
+	want[0] = 9 // the cache holds a copy
+	if got, ok := c.Get(1, 0); !ok || len(got) != size || got[0] != 1 || got[size-1] != 2 {
+		t.Fatalf("offered block: %v, %d bytes", ok, len(got))
+	}
+	c.Set(1, 1, block(10))
+	if c.Offer(1, 1, block(size)) {
+		t.Fatal("Offer replaced a cached block")
+	}
+	if got, _ := c.Get(1, 1); len(got) != 10 {
+		t.Fatalf("block 1 is %d bytes after Offer, want the 10 cached before", len(got))
+	}
+	if !c.Offer(1, 2, block(size)) {
+		t.Fatal("Offer refused a block with room for it")
+	}
+	if c.Offer(1, 3, block(size)) {
+		t.Fatal("Offer cached a block without room for it")
+	}
+	if m := c.Metrics(); m.Evictions != 0 || m.Entries != 3 {
+		t.Fatalf("after Offers: %+v", m)
+	}
+	c.Set(1, 4, block(size)) // evicts block 2, offered and never read
+	if _, ok := c.Get(1, 2); ok {
+		t.Fatal("the offered block not read since was not the one evicted")
+	}
+	if _, ok := c.Get(1, 0); !ok {
+		t.Fatal("the offered block read since was evicted")
+	}
+	c.EvictFile(1)
+	if c.Offer(1, 5, block(10)) {
+		t.Fatal("Offer cached a block in a cache that has evicted")
+	}
+}
+
 // TestConcurrentUse runs readers, loaders and evictions together (under -race
 // in CI) and checks every returned block is the one asked for.
 func TestConcurrentUse(t *testing.T) {
@@ -162,6 +246,50 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if m := c.Metrics(); m.Bytes > m.Capacity {
 		t.Fatalf("%d bytes over capacity %d", m.Bytes, m.Capacity)
+	}
+}
+
+// TestOfferConcurrent offers blocks of several files while readers check
+// them and whole files are evicted (under -race in CI): every block read is
+// the one offered, and evicting every file leaves the cache empty.
+func TestOfferConcurrent(t *testing.T) {
+	c := New(64<<20, Options{})
+	content := func(f, off uint64) []byte { return []byte(fmt.Sprintf("%d/%d", f, off)) }
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(2)
+		go func() { // a writer of file g, evicting it now and then
+			defer wg.Done()
+			for off := range uint64(3000) {
+				c.Offer(uint64(g), off, content(uint64(g), off))
+				if off%700 == 0 {
+					c.EvictFile(uint64(g))
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 2))
+			for range 5000 {
+				f, off := uint64(r.IntN(4)), uint64(r.IntN(3000))
+				if h, ok := c.GetRef(f, off); ok {
+					if string(h.Value()) != string(content(f, off)) {
+						t.Errorf("block %d/%d is %q", f, off, h.Value())
+					}
+					h.Release()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if m := c.Metrics(); m.Evictions != 0 || m.Entries == 0 {
+		t.Fatalf("after the Offers: %+v", m)
+	}
+	for f := range uint64(4) {
+		c.EvictFile(f)
+	}
+	if m := c.Metrics(); m.Entries != 0 || m.Bytes != 0 {
+		t.Fatalf("after evicting every file: %+v", m)
 	}
 }
 
