@@ -27,7 +27,11 @@ type Options struct {
 	// prepopulate_block_cache does, while the cache has room for them and
 	// has never evicted a block. A store whose data fits its cache then
 	// reads nothing back from disk after writes rewrote its tables, at the
-	// cost of copying every block written. Off by default.
+	// cost of copying every block written. Once the cache has evicted, it
+	// takes no more, and, as without the option, caches a point lookup's
+	// block on its second miss and an iterator's as stored: with a store
+	// larger than its cache, the written blocks fill it and hasten that.
+	// Off by default.
 	CacheWrittenBlocks bool
 	// MemTableSize is the size at which the memtable is frozen and flushed
 	// to a table (4 MiB). A store whose memtables reach 1 MiB also keeps

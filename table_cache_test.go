@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/vfs"
@@ -114,10 +115,7 @@ func testCacheWrittenBlocks(t *testing.T, on bool) {
 	const n = 30_000
 	values := make([][]byte, n)
 	for i := range n {
-		values[i] = make([]byte, 100)
-		for j := range values[i] {
-			values[i][j] = byte(r.Uint32()) // incompressible: blocks are stored as cached
-		}
+		values[i] = randomValue(r) // incompressible: blocks are stored as cached
 		if err := d.Set([]byte(fmt.Sprintf("key%08d", i)), values[i], NoSync); err != nil {
 			t.Fatal(err)
 		}
@@ -191,4 +189,66 @@ func TestCacheWrittenBlocksOfAFailedTable(t *testing.T) {
 	if c := d.Metrics().BlockCache; c.Entries != first.Entries || c.Bytes != first.Bytes {
 		t.Fatalf("after the failed flush the cache holds %+v; after the first, %+v", c, first)
 	}
+}
+
+// TestCacheWrittenBlocksOfAFailedCompaction fails the writes, then the
+// sync, of a compaction's third output: the blocks the cache took from its
+// outputs, the two it finished included, leave with them, and its inputs'
+// stay.
+func TestCacheWrittenBlocksOfAFailedCompaction(t *testing.T) {
+	for _, fail := range []vfs.Op{vfs.OpWrite, vfs.OpSync} {
+		t.Run(fail.String(), func(t *testing.T) {
+			e := vfs.NewErrorFS(vfs.NewMem())
+			o := memOpts(e)
+			o.CacheSize, o.MemTableSize, o.CacheWrittenBlocks = 64<<20, 4<<20, true
+			o.L0CompactionThreshold, o.L0StopWritesThreshold = 10, 20 // compactions only when asked
+			o.TargetFileSize = 256 << 10
+			d := mustOpen(t, "/db", o)
+			closeAtCleanup(t, d)
+			r := rand.New(rand.NewPCG(3, 4))
+			for round := range 2 {
+				for i := range 5000 {
+					k := []byte(fmt.Sprintf("key%08d", 2*i+round))
+					if err := d.Set(k, randomValue(r), NoSync); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := d.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			inputs := d.Metrics().BlockCache
+			if inputs.Entries == 0 {
+				t.Fatalf("after two flushes the cache holds %+v", inputs)
+			}
+			var mu sync.Mutex
+			outputs := map[string]bool{}
+			e.SetInjector(func(op vfs.Op, name string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if strings.HasSuffix(name, ".sst") && (op == vfs.OpWrite || op == vfs.OpSync) {
+					outputs[name] = true
+					if op == fail && len(outputs) == 3 {
+						return vfs.ErrInjected
+					}
+				}
+				return nil
+			})
+			if err := d.Compact(nil, nil); !errors.Is(err, vfs.ErrInjected) {
+				t.Fatalf("Compact with a failing table %s: %v", fail, err)
+			}
+			if c := d.Metrics().BlockCache; c.Entries != inputs.Entries || c.Bytes != inputs.Bytes {
+				t.Fatalf("after the failed compaction the cache holds %+v; before it, %+v", c, inputs)
+			}
+		})
+	}
+}
+
+// randomValue returns 100 incompressible bytes.
+func randomValue(r *rand.Rand) []byte {
+	v := make([]byte, 100)
+	for i := range v {
+		v[i] = byte(r.Uint32())
+	}
+	return v
 }

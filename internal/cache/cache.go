@@ -23,9 +23,10 @@ import (
 	"weak"
 )
 
-// entryOverhead is charged per entry on top of its value, for the map slot,
-// the entry and the ring links.
-const entryOverhead = 96
+// entryOverhead is charged per entry on top of its value: the entry, with
+// its ring and file links (120 bytes, which the allocator rounds to 128),
+// and its map slot.
+const entryOverhead = 144
 
 type key struct{ file, offset uint64 }
 
@@ -285,8 +286,9 @@ func (c *Cache) Set(file, offset uint64, value []byte) {
 // Offer caches a copy of block under (file, offset), for a block just
 // written, while the cache has never evicted a block and the copy fits in
 // its shard's free room. It evicts nothing and replaces nothing: it reports
-// whether it cached the block. A block offered and not read since is the
-// first its shard evicts.
+// whether it cached the block. The block goes under the clock's hand:
+// blocks offered and not read since are the first their shard evicts, the
+// latest first.
 func (c *Cache) Offer(file, offset uint64, block []byte) bool {
 	if c.Evicted() {
 		return false
@@ -307,6 +309,7 @@ func (c *Cache) Offer(file, offset uint64, block []byte) bool {
 	ok := s.used+e.charge <= s.capacity && s.entries[k] == nil && s.loading[k] == nil
 	if ok {
 		s.insert(e)
+		s.head = e
 	}
 	s.mu.Unlock()
 	return ok

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 )
 
 func block(n int) []byte { return make([]byte, n) }
@@ -116,6 +117,13 @@ func TestLoadErrorsAreNotCached(t *testing.T) {
 	}
 }
 
+// TestEntryOverhead checks that the charge per entry covers the entry.
+func TestEntryOverhead(t *testing.T) {
+	if size := unsafe.Sizeof(entry{}); size+16 > entryOverhead {
+		t.Fatalf("an entry is %d bytes; entryOverhead %d leaves too little for its map slot", size, entryOverhead)
+	}
+}
+
 func TestEvictFile(t *testing.T) {
 	c := New(1<<20, Options{})
 	for f := uint64(1); f <= 3; f++ {
@@ -177,7 +185,8 @@ func TestEvictFileAfterEvictions(t *testing.T) {
 
 // TestOffer checks that an offered block is cached while its shard has
 // room and the cache has never evicted, that Offer replaces and evicts
-// nothing, and that an offered block not read since goes first.
+// nothing, and that offered blocks not read since go first, the latest
+// first, before a block a load cached and no one read since.
 func TestOffer(t *testing.T) {
 	const size = 1000
 	charge := int64(sizeClass(size)*classBytes) + entryOverhead
@@ -218,34 +227,22 @@ func TestOffer(t *testing.T) {
 	if c.Offer(1, 5, block(10)) {
 		t.Fatal("Offer cached a block in a cache that has evicted")
 	}
-}
 
-// TestConcurrentUse runs readers, loaders and evictions together (under -race
-// in CI) and checks every returned block is the one asked for.
-func TestConcurrentUse(t *testing.T) {
-	c := New(200<<10, Options{})
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 1))
-			for range 5000 {
-				off := uint64(r.IntN(2000))
-				v, err := c.GetOrLoad(9, off, func() ([]byte, error) { return []byte(fmt.Sprint(off)), nil })
-				if err != nil || string(v) != fmt.Sprint(off) {
-					t.Errorf("block %d is %q, %v", off, v, err)
-					return
-				}
-				if r.IntN(500) == 0 {
-					c.EvictFile(9)
-				}
-			}
-		}()
+	// Against a loaded block no one has read: the offered ones go first.
+	c = New(3*charge, Options{Shards: 1})
+	c.Offer(2, 0, block(size))
+	if _, err := c.Load(2, 1, func() ([]byte, error) { return block(size), nil }); err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
-	if m := c.Metrics(); m.Bytes > m.Capacity {
-		t.Fatalf("%d bytes over capacity %d", m.Bytes, m.Capacity)
+	c.Offer(2, 2, block(size))
+	for _, gone := range []uint64{2, 0} {
+		c.Set(3, gone, block(size)) // one eviction each
+		if _, ok := c.GetRef(2, gone); ok {
+			t.Fatalf("offered block %d outlived an eviction", gone)
+		}
+	}
+	if _, ok := c.GetRef(2, 1); !ok {
+		t.Fatal("the loaded block went before the offered ones")
 	}
 }
 
