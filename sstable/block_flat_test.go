@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
 )
 
 // randomDataBlock returns a data block of n internal keys in order, several
@@ -139,5 +140,69 @@ func TestFlatBlockRefused(t *testing.T) {
 	}
 	if _, ok := splitFlat(block); ok {
 		t.Error("a row block read as flat")
+	}
+}
+
+// TestIteratorFlattensCachedBlocks reads a table's blocks into the cache by
+// point lookups, which cache them as stored, then iterates over it: while
+// the cache has never evicted, the iterator puts each block's flat form in
+// its place and reads the same entries; once it has evicted, blocks stay as
+// stored.
+func TestIteratorFlattensCachedBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	spec := randomSpec(r, 3000)
+	data := writeSpec(t, spec, WriterOptions{BlockSize: 512})
+	for _, roomy := range []bool{true, false} {
+		t.Run(fmt.Sprintf("room=%v", roomy), func(t *testing.T) {
+			c := cache.New(64<<20, cache.Options{Shards: 1})
+			if !roomy {
+				c = cache.New(4<<10, cache.Options{Shards: 1})
+			}
+			rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "test.sst", Cache: c, FileNum: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var offsets []uint64
+			for _, b := range rd.Layout().Blocks {
+				if b.Kind == BlockData {
+					offsets = append(offsets, b.Handle.Offset)
+				}
+			}
+			flat := func() (n int) {
+				for _, off := range offsets {
+					if b, ok := c.Get(1, off); ok {
+						if _, isFlat := splitFlat(b); isFlat {
+							n++
+						}
+					}
+				}
+				return n
+			}
+			for _, e := range spec.entries {
+				if _, _, _, err := lookup(rd, e.key.UserKey, base.SeqNumMax); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := flat(); n != 0 {
+				t.Fatalf("%d blocks flat after point lookups", n)
+			}
+			it := rd.NewIter()
+			i := 0
+			for ok := it.First(); ok; ok = it.Next() {
+				if i >= len(spec.entries) || base.CompareInternal(it.Key(), spec.entries[i].key) != 0 || !bytes.Equal(it.Value(), spec.entries[i].value) {
+					t.Fatalf("entry %d: %s", i, it.Key())
+				}
+				i++
+			}
+			if err := it.Close(); err != nil || i != len(spec.entries) {
+				t.Fatalf("iterated %d of %d entries: %v", i, len(spec.entries), err)
+			}
+			switch n := flat(); {
+			case roomy && n != len(offsets):
+				t.Fatalf("%d of %d blocks flat after the iterator, with room for all", n, len(offsets))
+			case !roomy && n != 0:
+				t.Fatalf("%d blocks flat in a cache that has evicted", n)
+			}
+		})
 	}
 }

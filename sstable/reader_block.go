@@ -256,6 +256,9 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 		ra.saw(bh)
 	}
 	if h, ok := t.cc.GetRefAfter(prev, t.opts.FileNum, bh.Offset); ok {
+		if flat && !t.cc.Evicted() {
+			h = t.flattenCached(h, bh)
+		}
 		return h.Value(), h, nil
 	}
 	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() (b []byte, err error) {
@@ -291,6 +294,28 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 		return b, err
 	})
 	return h.Value(), h, err
+}
+
+// flattenCached returns h, a reference to the data block at bh as the cache
+// holds it, or, when the block is cached as stored and the cache takes its
+// flat form in its place (Cache.Swap: it has room and has never evicted), a
+// reference to the flat form, releasing h. An iterator then steps through
+// the block as through one it loaded itself.
+func (t *Reader) flattenCached(h cache.Handle, bh BlockHandle) cache.Handle {
+	b := h.Value()
+	if _, ok := splitFlat(b); ok {
+		return h
+	}
+	f, ok := flattenBlock(b, t.cc.Alloc, &t.opts.Buffers.flat)
+	if !ok {
+		return h
+	}
+	nh, ok := t.cc.Swap(h, t.opts.FileNum, bh.Offset, f)
+	if !ok {
+		return h
+	}
+	h.Release()
+	return nh
 }
 
 // verifyAlloc verifies and decompresses the stored block raw (read into

@@ -315,6 +315,30 @@ func (c *Cache) Offer(file, offset uint64, block []byte) bool {
 	return ok
 }
 
+// Swap replaces the block h refers to, cached under (file, offset), with
+// value, another form of it from Alloc (the cache's from then on), while
+// h's block is still the one cached there, the cache has never evicted,
+// and the shard has room for the difference: it evicts nothing. It returns
+// a reference to the new block, which the caller must release, as it must
+// still release h.
+func (c *Cache) Swap(h Handle, file, offset uint64, value []byte) (Handle, bool) {
+	if h.e == nil || c.Evicted() {
+		return Handle{}, false
+	}
+	k := key{file, offset}
+	s := c.shard(k)
+	e := &entry{key: k, value: value, free: &c.free, charge: int64(cap(value)) + entryOverhead}
+	e.refs.Store(1) // the caller's; insert adds the cache's
+	e.referenced.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.entries[k]; old != h.e || s.used-old.charge+e.charge > s.capacity {
+		return Handle{}, false
+	}
+	s.insert(e)
+	return Handle{e}, true
+}
+
 // Handle is a reference to a cached block, from GetRef or LoadRef. The zero
 // Handle refers to nothing.
 type Handle struct{ e *entry }

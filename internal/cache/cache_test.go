@@ -246,6 +246,56 @@ func TestOffer(t *testing.T) {
 	}
 }
 
+// TestSwap checks that Swap puts another form of a cached block in its
+// place, leaving the old one valid to whoever holds it, and refuses when
+// the block was replaced meanwhile, when the difference needs an eviction,
+// and once the cache has evicted.
+func TestSwap(t *testing.T) {
+	c := New(3*(1024+entryOverhead), Options{Shards: 1})
+	c.Set(1, 0, []byte("stored"))
+	h, ok := c.GetRef(1, 0)
+	if !ok {
+		t.Fatal("miss on a cached block")
+	}
+	nh, ok := c.Swap(h, 1, 0, append(c.Alloc(4)[:0], "flat"...))
+	if !ok {
+		t.Fatal("Swap refused")
+	}
+	if string(h.Value()) != "stored" || string(nh.Value()) != "flat" {
+		t.Fatalf("after Swap the held blocks are %q and %q", h.Value(), nh.Value())
+	}
+	h.Release()
+	nh.Release()
+	if v, _ := c.Get(1, 0); string(v) != "flat" {
+		t.Fatalf("after Swap the cache holds %q", v)
+	}
+	stale, _ := c.GetRef(1, 0)
+	c.Set(1, 0, []byte("newer"))
+	if _, ok := c.Swap(stale, 1, 0, c.Alloc(4)); ok {
+		t.Fatal("Swap replaced a block other than the one held")
+	}
+	stale.Release()
+	h, _ = c.GetRef(1, 0)
+	if _, ok := c.Swap(h, 1, 0, c.Alloc(4<<10)); ok {
+		t.Fatal("Swap took a block the shard has no room for")
+	}
+	if m := c.Metrics(); m.Evictions != 0 {
+		t.Fatalf("Swap evicted: %+v", m)
+	}
+	c.Set(2, 0, block(1024))
+	c.Set(2, 1, block(1024))
+	c.Set(2, 2, block(1024)) // evicts
+	h.Release()
+	h, ok = c.GetRef(2, 2)
+	if !ok {
+		t.Fatal("miss on the block just cached")
+	}
+	if _, ok := c.Swap(h, 2, 2, c.Alloc(4)); ok {
+		t.Fatal("Swap in a cache that has evicted")
+	}
+	h.Release()
+}
+
 // TestOfferConcurrent offers blocks of several files while readers check
 // them and whole files are evicted (under -race in CI): every block read is
 // the one offered, and evicting every file leaves the cache empty.
