@@ -206,3 +206,51 @@ func TestIteratorFlattensCachedBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestIteratorFlattenKeepsReserve caches a table's blocks as stored by point
+// lookups in a cache with 5 % more room than they take, then iterates over
+// it three times: no flat form takes the room the cache keeps for reads, so
+// nothing is evicted, and no walk builds a flat form only to drop it.
+func TestIteratorFlattenKeepsReserve(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	spec := randomSpec(r, 3000)
+	data := writeSpec(t, spec, WriterOptions{BlockSize: 512})
+	open := func(capacity int64) (*Reader, *cache.Cache) {
+		c := cache.New(capacity, cache.Options{Shards: 1})
+		rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "test.sst", Cache: c, FileNum: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range spec.entries {
+			if _, _, _, err := lookup(rd, e.key.UserKey, base.SeqNumMax); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rd, c
+	}
+	_, big := open(64 << 20)
+	stored := big.Metrics().Bytes
+	rd, c := open(stored * 21 / 20)
+	before := c.Metrics()
+	if before.Evictions != 0 || before.Bytes != stored {
+		t.Fatalf("after the lookups: %+v, want the %d bytes stored", before, stored)
+	}
+	walk := func() {
+		it := rd.NewIter()
+		n := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		if err := it.Close(); err != nil || n != len(spec.entries) {
+			t.Fatalf("walked %d of %d entries: %v", n, len(spec.entries), err)
+		}
+	}
+	walk() // loads the blocks holding only older versions, which no lookup read
+	first := c.Metrics()
+	if allocs := testing.AllocsPerRun(2, walk); allocs > 20 {
+		t.Errorf("a walk over cached blocks allocates %.0f times", allocs)
+	}
+	if m := c.Metrics(); m.Evictions != 0 || m.Misses != first.Misses {
+		t.Fatalf("after the walks: %+v; after the first: %+v", m, first)
+	}
+}

@@ -256,7 +256,7 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 		ra.saw(bh)
 	}
 	if h, ok := t.cc.GetRefAfter(prev, t.opts.FileNum, bh.Offset); ok {
-		if flat && !t.cc.Evicted() {
+		if flat {
 			h = t.flattenCached(h, bh)
 		}
 		return h.Value(), h, nil
@@ -298,12 +298,12 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 
 // flattenCached returns h, a reference to the data block at bh as the cache
 // holds it, or, when the block is cached as stored and the cache takes its
-// flat form in its place (Cache.Swap: it has room and has never evicted), a
-// reference to the flat form, releasing h. An iterator then steps through
-// the block as through one it loaded itself.
+// flat form in its place (Cache.Swap: it has room to spare and has never
+// evicted), a reference to the flat form, releasing h. An iterator then
+// steps through the block as through one it loaded itself.
 func (t *Reader) flattenCached(h cache.Handle, bh BlockHandle) cache.Handle {
 	b := h.Value()
-	if _, ok := splitFlat(b); ok {
+	if _, ok := splitFlat(b); ok || !t.cc.MaySwap(h, t.opts.FileNum, bh.Offset) {
 		return h
 	}
 	f, ok := flattenBlock(b, t.cc.Alloc, &t.opts.Buffers.flat)

@@ -51,6 +51,12 @@ type entry struct {
 	// follow is the entry GetRefAfter last found after this one, weakly
 	// held: a hint, checked before use, that keeps nothing alive.
 	follow atomic.Pointer[weak.Pointer[entry]]
+	// cached is set while the entry is in its shard's map, so that a
+	// follow hint to a block evicted or swapped out is not taken.
+	cached atomic.Bool
+	// noSwap is set once Swap refused another form of the block for want
+	// of room: MaySwap then says no without the form being built again.
+	noSwap atomic.Bool
 }
 
 // tryRef takes a reference to e unless its count is zero: a block whose
@@ -166,8 +172,8 @@ func (c *Cache) GetRef(file, offset uint64) (Handle, bool) {
 
 // GetRefAfter is GetRef for a reader walking blocks in order, prev being a
 // reference to the block before (file, offset), or the zero Handle. The
-// block found after prev's the last time is taken, while it is still
-// referenced, without a lookup; otherwise GetRef's lookup is made and its
+// block found after prev's the last time is taken, while it is still the
+// one cached, without a lookup; otherwise GetRef's lookup is made and its
 // block recorded as the one after prev's.
 func (c *Cache) GetRefAfter(prev Handle, file, offset uint64) (Handle, bool) {
 	k := key{file, offset}
@@ -175,7 +181,7 @@ func (c *Cache) GetRefAfter(prev Handle, file, offset uint64) (Handle, bool) {
 		return c.GetRef(file, offset)
 	}
 	if w := prev.e.follow.Load(); w != nil {
-		if e := w.Value(); e != nil && e.key == k && e.tryRef() {
+		if e := w.Value(); e != nil && e.key == k && e.cached.Load() && e.tryRef() {
 			e.referenced.Store(true)
 			c.hits.Add(1)
 			return Handle{e}, true
@@ -312,30 +318,60 @@ func (c *Cache) Offer(file, offset uint64, block []byte) bool {
 		s.head = e
 	}
 	s.mu.Unlock()
+	if !ok {
+		c.free.put(e)
+	}
+	return ok
+}
+
+// swapReserve is the share of a shard Swap leaves free (1/swapReserve), for
+// the blocks reads will load: a block's other form must not take the room
+// the next miss needs, which would make the cache evict.
+const swapReserve = 8
+
+// MaySwap reports whether Swap might take another form of the block h
+// refers to, cached under (file, offset): the cache has never evicted, the
+// shard is below its reserve, and Swap has not refused the block for want
+// of room. It is the check to make before building that form.
+func (c *Cache) MaySwap(h Handle, file, offset uint64) bool {
+	if h.e == nil || c.Evicted() || h.e.noSwap.Load() {
+		return false
+	}
+	s := c.shard(key{file, offset})
+	s.mu.RLock()
+	ok := s.used < s.capacity-s.capacity/swapReserve
+	s.mu.RUnlock()
 	return ok
 }
 
 // Swap replaces the block h refers to, cached under (file, offset), with
-// value, another form of it from Alloc (the cache's from then on), while
-// h's block is still the one cached there, the cache has never evicted,
-// and the shard has room for the difference: it evicts nothing. It returns
-// a reference to the new block, which the caller must release, as it must
-// still release h.
+// value, another form of it from Alloc, while h's block is still the one
+// cached there, the cache has never evicted, and the shard keeps its
+// reserve with the difference: it evicts nothing. It returns a reference
+// to the new block, which the caller must release, as it must still
+// release h. Either way value is the cache's: refused, it goes back to
+// Alloc.
 func (c *Cache) Swap(h Handle, file, offset uint64, value []byte) (Handle, bool) {
-	if h.e == nil || c.Evicted() {
-		return Handle{}, false
-	}
 	k := key{file, offset}
 	s := c.shard(k)
 	e := &entry{key: k, value: value, free: &c.free, charge: int64(cap(value)) + entryOverhead}
 	e.refs.Store(1) // the caller's; insert adds the cache's
 	e.referenced.Store(true)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old := s.entries[k]; old != h.e || s.used-old.charge+e.charge > s.capacity {
+	old := s.entries[k]
+	ok := h.e != nil && old == h.e && !c.Evicted()
+	if ok && s.used-old.charge+e.charge > s.capacity-s.capacity/swapReserve {
+		old.noSwap.Store(true)
+		ok = false
+	}
+	if ok {
+		s.insert(e)
+	}
+	s.mu.Unlock()
+	if !ok {
+		c.free.put(e)
 		return Handle{}, false
 	}
-	s.insert(e)
 	return Handle{e}, true
 }
 
@@ -474,6 +510,7 @@ func (s *shard) insert(e *entry) uint64 {
 		evicted++
 	}
 	e.refs.Add(1)
+	e.cached.Store(true)
 	s.entries[e.key] = e
 	s.used += e.charge
 	s.link(e)
@@ -499,6 +536,7 @@ func (s *shard) victim() *entry {
 
 // remove drops e from the cache, and the cache's reference to it.
 func (s *shard) remove(e *entry) {
+	e.cached.Store(false)
 	delete(s.entries, e.key)
 	s.used -= e.charge
 	s.unlink(e)

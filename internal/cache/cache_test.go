@@ -276,8 +276,14 @@ func TestSwap(t *testing.T) {
 	}
 	stale.Release()
 	h, _ = c.GetRef(1, 0)
+	if !c.MaySwap(h, 1, 0) {
+		t.Fatal("MaySwap says no with room to spare")
+	}
 	if _, ok := c.Swap(h, 1, 0, c.Alloc(4<<10)); ok {
 		t.Fatal("Swap took a block the shard has no room for")
+	}
+	if c.MaySwap(h, 1, 0) {
+		t.Fatal("MaySwap says yes for a block Swap refused for want of room")
 	}
 	if m := c.Metrics(); m.Evictions != 0 {
 		t.Fatalf("Swap evicted: %+v", m)
@@ -294,6 +300,59 @@ func TestSwap(t *testing.T) {
 		t.Fatal("Swap in a cache that has evicted")
 	}
 	h.Release()
+}
+
+// TestSwapReserve fills a shard with blocks as stored, then swaps each for
+// a larger form: Swap stops while an eighth of the shard is still free, and
+// nothing is evicted.
+func TestSwapReserve(t *testing.T) {
+	const blocks, size = 64, 1000
+	c := New(blocks*(1024+entryOverhead)*3/2, Options{Shards: 1})
+	for off := range uint64(blocks) {
+		c.Set(1, off, block(size))
+	}
+	swapped := 0
+	for off := range uint64(blocks) {
+		h, _ := c.GetRef(1, off)
+		if c.MaySwap(h, 1, off) {
+			if nh, ok := c.Swap(h, 1, off, c.Alloc(2*size)); ok {
+				swapped++
+				nh.Release()
+			}
+		}
+		h.Release()
+	}
+	m := c.Metrics()
+	if swapped == 0 || swapped == blocks || m.Evictions != 0 || m.Bytes > m.Capacity-m.Capacity/swapReserve {
+		t.Fatalf("%d of %d blocks swapped: %+v", swapped, blocks, m)
+	}
+}
+
+// TestGetRefAfterSkipsSwappedOut holds the block a follow hint points at
+// while it is swapped out: GetRefAfter returns the block now cached, not
+// the one the hint still reaches.
+func TestGetRefAfterSkipsSwappedOut(t *testing.T) {
+	c := New(1<<20, Options{Shards: 1})
+	c.Set(1, 0, []byte("first"))
+	c.Set(1, 1, []byte("stored"))
+	prev, _ := c.GetRef(1, 0)
+	defer prev.Release()
+	old, _ := c.GetRefAfter(prev, 1, 1) // records the hint
+	defer old.Release()                 // held throughout: the hint's target stays alive
+	nh, ok := c.Swap(old, 1, 1, append(c.Alloc(4)[:0], "flat"...))
+	if !ok {
+		t.Fatal("Swap refused")
+	}
+	nh.Release()
+	h, ok := c.GetRefAfter(prev, 1, 1)
+	if !ok || string(h.Value()) != "flat" {
+		t.Fatalf("after the swap GetRefAfter returns %q, %v", h.Value(), ok)
+	}
+	h.Release()
+	c.EvictFile(1)
+	if h, ok := c.GetRefAfter(prev, 1, 1); ok {
+		t.Fatalf("GetRefAfter returns %q, evicted", h.Value())
+	}
 }
 
 // TestOfferConcurrent offers blocks of several files while readers check
@@ -537,7 +596,7 @@ func TestGetRefAfter(t *testing.T) {
 	if d, ok := c.GetRefAfter(a, 1, 2000); ok {
 		t.Fatalf("GetRefAfter returned an evicted block: %v", d.Value())
 	}
-	// One still referenced may be: it has not been reused.
+	// Nor is one still referenced: it is no longer the cached block.
 	e := loadFilled(t, c, 2, 0, 1000)
 	f := loadFilled(t, c, 2, 1000, 1000)
 	if g, ok := c.GetRefAfter(e, 2, 1000); !ok {
@@ -546,10 +605,8 @@ func TestGetRefAfter(t *testing.T) {
 		g.Release()
 	}
 	c.EvictFile(2)
-	if g, ok := c.GetRefAfter(e, 2, 1000); !ok || g.e != f.e {
-		t.Fatal("GetRefAfter did not take a recorded block still referenced")
-	} else {
-		g.Release()
+	if g, ok := c.GetRefAfter(e, 2, 1000); ok {
+		t.Fatalf("GetRefAfter took a recorded block no longer cached: %v", g.Value())
 	}
 	f.Release()
 	if g, ok := c.GetRefAfter(e, 2, 1000); ok {
