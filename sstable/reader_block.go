@@ -256,7 +256,7 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 		ra.saw(bh)
 	}
 	if h, ok := t.cc.GetRefAfter(prev, t.opts.FileNum, bh.Offset); ok {
-		if flat {
+		if flat && ra != nil && ra.seq >= flattenAfterBlocks {
 			h = t.flattenCached(h, bh)
 		}
 		return h.Value(), h, nil
@@ -300,7 +300,10 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 // holds it, or, when the block is cached as stored and the cache takes its
 // flat form in its place (Cache.Swap: it has room to spare and has never
 // evicted), a reference to the flat form, releasing h. An iterator then
-// steps through the block as through one it loaded itself.
+// steps through the block as through one it loaded itself. Flattening
+// costs about what a walk through the stored block does, so it is done for
+// a walk that has gone through whole blocks (flattenAfterBlocks), a scan,
+// which pays it back on its next pass, and not for a seek and a few steps.
 func (t *Reader) flattenCached(h cache.Handle, bh BlockHandle) cache.Handle {
 	b := h.Value()
 	if _, ok := splitFlat(b); ok || !t.cc.MaySwap(h, t.opts.FileNum, bh.Offset) {
@@ -317,6 +320,10 @@ func (t *Reader) flattenCached(h cache.Handle, bh BlockHandle) cache.Handle {
 	h.Release()
 	return nh
 }
+
+// flattenAfterBlocks is the blocks an iterator loads in file order, one
+// after the other, before it flattens the cached blocks it walks into.
+const flattenAfterBlocks = 2
 
 // verifyAlloc verifies and decompresses the stored block raw (read into
 // memory the caller reuses) into memory from alloc.
