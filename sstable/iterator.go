@@ -68,7 +68,7 @@ func (t *Reader) NewCompactionIter() *Iter {
 	it.bypassCache = true
 	// The pass reads every data block in file order: read ahead from the
 	// first, in the largest reads.
-	it.ra.seq, it.ra.size = raStart, raMax
+	it.ra.seq, it.ra.size, it.ra.next = raStart, raMax, 0
 	return it
 }
 

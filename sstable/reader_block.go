@@ -311,6 +311,7 @@ func (t *Reader) flattenCached(h cache.Handle, bh BlockHandle) cache.Handle {
 	}
 	f, ok := flattenBlock(b, t.cc.Alloc, &t.opts.Buffers.flat)
 	if !ok {
+		t.cc.KeepForm(h)
 		return h
 	}
 	nh, ok := t.cc.Swap(h, t.opts.FileNum, bh.Offset, f)
@@ -419,8 +420,12 @@ func (ra *readahead) read(t *Reader, bh BlockHandle) ([]byte, error) {
 // reset forgets the read-ahead, keeping its buffer, for another table.
 func (ra *readahead) reset() {
 	buf, pool := ra.buf, ra.pool
-	*ra = readahead{buf: buf, pool: pool}
+	*ra = readahead{buf: buf, pool: pool, next: noBlock}
 }
+
+// noBlock is readahead.next before any block is loaded: no block follows it,
+// so the first block loaded is not counted as following another.
+const noBlock = ^uint64(0)
 
 // release forgets the read-ahead and returns its buffer.
 func (ra *readahead) release() {

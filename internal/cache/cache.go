@@ -331,8 +331,9 @@ const swapReserve = 8
 
 // MaySwap reports whether Swap might take another form of the block h
 // refers to, cached under (file, offset): the cache has never evicted, the
-// shard is below its reserve, and Swap has not refused the block for want
-// of room. It is the check to make before building that form.
+// shard is below its reserve, and neither Swap nor MaySwap has refused the
+// block for want of room, nor KeepForm marked it. It is the check to make
+// before building that form.
 func (c *Cache) MaySwap(h Handle, file, offset uint64) bool {
 	if h.e == nil || c.Evicted() || h.e.noSwap.Load() {
 		return false
@@ -341,7 +342,18 @@ func (c *Cache) MaySwap(h Handle, file, offset uint64) bool {
 	s.mu.RLock()
 	ok := s.used < s.capacity-s.capacity/swapReserve
 	s.mu.RUnlock()
+	if !ok {
+		h.e.noSwap.Store(true) // asked again, say no without the lock
+	}
 	return ok
+}
+
+// KeepForm marks the block h refers to as one whose other form is not to be
+// built (it cannot be): MaySwap says no for it from then on.
+func (c *Cache) KeepForm(h Handle) {
+	if h.e != nil {
+		h.e.noSwap.Store(true)
+	}
 }
 
 // Swap replaces the block h refers to, cached under (file, offset), with
