@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -1282,3 +1283,33 @@ func TestPairSides(t *testing.T) {
 		t.Errorf("pairPhaseOf: phase %d side %d", ph, side)
 	}
 }
+
+// TestTimeLoopPairedStall: a paired run whose first op outlasts the whole
+// run (a machine too busy to schedule it) still runs an op on each side, so
+// that the paired ratio has both.
+func TestTimeLoopPairedStall(t *testing.T) {
+	st := &store{e: switchOnly{}}
+	p := newPairing(func() *store { return st })
+	stalled := false
+	op := func(*rand.Rand, []byte) error {
+		if !stalled {
+			stalled = true
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	}
+	m, err := timeLoop(time.Now(), 10*time.Millisecond, rand.New(rand.NewPCG(1, 2)), op, nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.paired == nil || m.paired.ops[0] == 0 || m.paired.ops[1] == 0 || m.paired.result() == nil {
+		t.Fatalf("paired count after a stall: %+v", m.paired)
+	}
+}
+
+// switchOnly is an engine with a differential filter to switch and
+// counters to read, and nothing else.
+type switchOnly struct{ engine }
+
+func (switchOnly) counters() counters   { return counters{} }
+func (switchOnly) setDiffReads(on bool) {}

@@ -239,7 +239,10 @@ func timeLoop(start time.Time, d time.Duration, rng *rand.Rand, op func(rng *ran
 		if bar != nil && m.ops&1023 == 0 {
 			bar.set(now.Sub(start).Milliseconds())
 		}
-		if !now.Before(deadline) {
+		// A paired run goes on past the deadline until each side has run
+		// an op: a machine busy enough to stall the loop for the whole
+		// run must not leave a side empty.
+		if !now.Before(deadline) && (p == nil || pc.ops[0] > 0 && pc.ops[1] > 0) {
 			break
 		}
 	}
