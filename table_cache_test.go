@@ -223,12 +223,18 @@ func TestCacheWrittenBlocksOfAFailedCompaction(t *testing.T) {
 			}
 			var mu sync.Mutex
 			outputs := map[string]bool{}
+			third := ""
 			e.SetInjector(func(op vfs.Op, name string) error {
 				mu.Lock()
 				defer mu.Unlock()
 				if strings.HasSuffix(name, ".sst") && (op == vfs.OpWrite || op == vfs.OpSync) {
-					outputs[name] = true
-					if op == fail && len(outputs) == 3 {
+					if !outputs[name] {
+						outputs[name] = true
+						if len(outputs) == 3 {
+							third = name // the fourth may start before its sync
+						}
+					}
+					if op == fail && name == third {
 						return vfs.ErrInjected
 					}
 				}
