@@ -261,39 +261,46 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 		}
 		return h.Value(), h, nil
 	}
-	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() (b []byte, err error) {
-		alloc := t.cc.Alloc
-		var sc *[]byte
-		if flat && !t.cc.Evicted() {
-			// Read into scratch memory; the flat copy goes to the cache.
-			sc = getBuf(&t.opts.Buffers.row)
-			defer t.opts.Buffers.row.Put(sc)
-			alloc = func(n int) []byte {
-				*sc = grow(*sc, n)
-				return *sc
-			}
-		}
-		var raw []byte
-		if ra != nil {
-			raw = ra.stored(t, bh)
-		}
-		if raw != nil {
-			b, err = t.verifyAlloc(bh, "data", raw, alloc)
-		} else {
-			b, err = t.readBlockAlloc(bh, "data", alloc)
-		}
-		if err == nil && chk != nil {
-			err = chk.checkIngested(bh, b)
-		}
-		if err == nil && sc != nil {
-			if f, ok := flattenBlock(b, t.cc.Alloc, &t.opts.Buffers.flat); ok {
-				return f, nil
-			}
-			b = append(t.cc.Alloc(len(b))[:0], b...)
-		}
-		return b, err
+	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
+		return t.cacheBlock(bh, ra, chk, flat)
 	})
 	return h.Value(), h, err
+}
+
+// cacheBlock reads the data block at bh into memory from the cache's Alloc,
+// flat (flattenBlock) when flat is set, the cache has never evicted a block
+// and the block can be; ra and chk are countedBlock's.
+func (t *Reader) cacheBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool) (b []byte, err error) {
+	alloc := t.cc.Alloc
+	var sc *[]byte
+	if flat && !t.cc.Evicted() {
+		// Read into scratch memory; the flat copy goes to the cache.
+		sc = getBuf(&t.opts.Buffers.row)
+		defer t.opts.Buffers.row.Put(sc)
+		alloc = func(n int) []byte {
+			*sc = grow(*sc, n)
+			return *sc
+		}
+	}
+	var raw []byte
+	if ra != nil {
+		raw = ra.stored(t, bh)
+	}
+	if raw != nil {
+		b, err = t.verifyAlloc(bh, "data", raw, alloc)
+	} else {
+		b, err = t.readBlockAlloc(bh, "data", alloc)
+	}
+	if err == nil && chk != nil {
+		err = chk.checkIngested(bh, b)
+	}
+	if err == nil && sc != nil {
+		if f, ok := flattenBlock(b, t.cc.Alloc, &t.opts.Buffers.flat); ok {
+			return f, nil
+		}
+		b = append(t.cc.Alloc(len(b))[:0], b...)
+	}
+	return b, err
 }
 
 // flattenCached returns h, a reference to the data block at bh as the cache

@@ -262,7 +262,7 @@ func (c *Cache) load(file, offset uint64, load func() ([]byte, error), owned boo
 		e := &cl.block
 		e.key, e.value, e.free, e.charge = k, value, nil, int64(len(value))+entryOverhead
 		if owned {
-			e.free, e.charge = &c.free, int64(cap(value))+entryOverhead
+			e.free, e.charge = &c.free, allocCharge(cap(value))
 		}
 		// The caller's reference and one per waiter, taken before the
 		// block is in the cache, where an eviction could release it.
@@ -301,16 +301,15 @@ func (c *Cache) Offer(file, offset uint64, block []byte) bool {
 	}
 	k := key{file, offset}
 	s := c.shard(k)
-	charge := int64(sizeClass(len(block))*classBytes) + entryOverhead
 	s.mu.RLock()
-	room := s.used+charge <= s.capacity
+	room := s.used+allocCharge(len(block)) <= s.capacity
 	s.mu.RUnlock()
 	if !room {
 		return false
 	}
 	v := c.Alloc(len(block))
 	copy(v, block)
-	e := &entry{key: k, value: v, free: &c.free, charge: int64(cap(v)) + entryOverhead}
+	e := c.ownedEntry(k, v)
 	s.mu.Lock()
 	ok := s.used+e.charge <= s.capacity && s.entries[k] == nil && s.loading[k] == nil
 	if ok {
@@ -322,6 +321,21 @@ func (c *Cache) Offer(file, offset uint64, block []byte) bool {
 		c.free.put(e)
 	}
 	return ok
+}
+
+// ownedEntry returns an entry, not yet cached, for value, a block from
+// Alloc that goes back to it once the entry is released.
+func (c *Cache) ownedEntry(k key, value []byte) *entry {
+	return &entry{key: k, value: value, free: &c.free, charge: allocCharge(cap(value))}
+}
+
+// allocCharge is what a block of n bytes from Alloc is charged: Alloc's
+// capacity for it, and the entry.
+func allocCharge(n int) int64 {
+	if class := sizeClass(n); class <= maxClassBytes/classBytes {
+		n = class * classBytes
+	}
+	return int64(n) + entryOverhead
 }
 
 // swapReserve is the share of a shard Swap leaves free (1/swapReserve), for
@@ -366,7 +380,7 @@ func (c *Cache) KeepForm(h Handle) {
 func (c *Cache) Swap(h Handle, file, offset uint64, value []byte) (Handle, bool) {
 	k := key{file, offset}
 	s := c.shard(k)
-	e := &entry{key: k, value: value, free: &c.free, charge: int64(cap(value)) + entryOverhead}
+	e := c.ownedEntry(k, value)
 	e.refs.Store(1) // the caller's; insert adds the cache's
 	e.referenced.Store(true)
 	s.mu.Lock()
