@@ -138,10 +138,12 @@ type probeCounts struct {
 	// skips, maybes and falseMaybes count the answers (DiffFilterMetrics).
 	skips, maybes, falseMaybes atomic.Uint64
 	// bypass is set while the filter does not pay (diffMinGain); then only
-	// one Get in diffBypassSample asks it. win counts the current window's
-	// probes (low 32 bits) and skips (high 32).
-	bypass atomic.Bool
-	win    atomic.Uint64
+	// one Get in diffBypassSample asks it, of the keys sampledKey picks
+	// with sampleSalt (stepped before bypass is first set). win counts
+	// the current window's probes (low 32 bits) and skips (high 32).
+	bypass     atomic.Bool
+	sampleSalt atomic.Uint64
+	win        atomic.Uint64
 	// readsOff is set while Gets do not consult the filter
 	// (SetDiffFilterReads); it is maintained all the same.
 	readsOff atomic.Bool
@@ -235,6 +237,7 @@ func (d *DB) diffForStateLocked(s *readState) {
 		return
 	}
 	s.diff, s.diffBase = ds.cur, ds.base
+	ds.nextSampleSalt()
 	s.diffSaves = len(s.imm) + 1 + s.version.NumFiles(0)
 	for l := 1; l < b; l++ {
 		if s.version.NumFiles(l) > 0 {

@@ -4,8 +4,6 @@ package bloomkv
 // asks it, and what its answer means (MayHaveChanged).
 
 import (
-	"math/rand/v2"
-
 	"github.com/bloomkv/bloomkv/filterblock"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
@@ -21,21 +19,42 @@ import (
 // base is the memtable gains nothing from it, one with half its keys
 // deleted in the memtable and a level-0 table (a skip rate of a half, two
 // sources) barely breaks even. Below that the filter is asked by one Get in
-// diffBypassSample only, enough to see the skip rate or the sources come
-// back; a window is diffWindow probes (diffBypassWindow while bypassed).
+// diffBypassSample only, enough to see the skip rate or
+// the sources come back; a window is diffWindow probes (diffBypassWindow
+// while bypassed).
 const (
 	diffMinGain      = 1.5
-	diffBypassSample = 64
+	diffBypassBits   = 6
+	diffBypassSample = 1 << diffBypassBits
 	diffWindow       = 1024
 	diffBypassWindow = 64
 )
 
-// consultDiff reports whether this Get asks the filter: always, unless it
-// is bypassed (its recent skip rate is too low to pay); then one Get in
-// diffBypassSample, drawn at random (the runtime's per-thread generator: no
-// shared counter for every Get to update).
-func (ds *diffState) consultDiff() bool {
-	return !ds.bypass.Load() || rand.Uint32N(diffBypassSample) == 0
+// consultDiff reports whether a Get of a key of the given hash asks the
+// filter: always, unless it is bypassed (its recent skip rate is too low
+// to pay); then about one Get in diffBypassSample, those of the keys
+// sampledKey picks. The key's own hash decides, so that a bypassed Get
+// pays neither a random draw nor a write to memory other Gets share.
+func (ds *diffState) consultDiff(hash uint64) bool {
+	return !ds.bypass.Load() || sampledKey(hash, ds.sampleSalt.Load())
+}
+
+// sampledKey reports whether a bypassed filter is asked about a key of the
+// given hash: when the top bits of hash times salt (odd) are zero, one key
+// in diffBypassSample. The salt changes (nextSampleSalt) at the end of each
+// window and with each new read state, each key then drawn anew, so that
+// a skewed stream of Gets is not judged by the same few keys for long. A
+// stream of Gets of a few keys, none of them sampled, leaves the filter
+// bypassed until the next read state (a flush, a compaction): that costs
+// those Gets what the filter would have saved them, no more.
+func sampledKey(hash, salt uint64) bool {
+	return (hash*salt)>>(64-diffBypassBits) == 0
+}
+
+// nextSampleSalt steps sampledKey's salt (an odd multiplier) to the next.
+func (ds *diffState) nextSampleSalt() {
+	// A 64-bit linear congruential step (Knuth's MMIX constants), kept odd.
+	ds.sampleSalt.Store((ds.sampleSalt.Load()*6364136223846793005 + 1442695040888963407) | 1)
 }
 
 // noteProbe counts a probe's answer, for the metrics and in the window,
@@ -77,6 +96,7 @@ func (ds *diffState) noteProbes(probes, skips uint64, saves int) {
 	}
 	ws, wp := float64(w>>32), float64(w&(1<<32-1))
 	ds.bypass.Store(ws*float64(saves) < diffMinGain*wp)
+	ds.nextSampleSalt()
 }
 
 // SetDiffFilterReads sets whether Gets consult the differential-file

@@ -845,3 +845,47 @@ func keepL0Opts() *Options {
 	o.L0CompactionThreshold, o.L0StopWritesThreshold = 100, 200
 	return o
 }
+
+// TestSampledKey: a bypassed filter asks about one key in diffBypassSample
+// under each salt, a different share of the keys under each next salt, so
+// that over a few windows most keys have been asked about; the salt stays
+// odd.
+func TestSampledKey(t *testing.T) {
+	const keys = 64 * diffBypassSample
+	hashes := make([]uint64, keys)
+	for i := range hashes {
+		hashes[i] = filterblock.Hash(diffKey(i))
+	}
+	var ds diffState
+	ever := make([]bool, keys)
+	const salts = 4 * diffBypassSample
+	for range salts {
+		ds.nextSampleSalt()
+		salt := ds.sampleSalt.Load()
+		if salt&1 == 0 {
+			t.Fatalf("salt %#x is even", salt)
+		}
+		n := 0
+		for i, h := range hashes {
+			if sampledKey(h, salt) {
+				n++
+				ever[i] = true
+			}
+		}
+		// 64 expected (a standard deviation of 8): the keys and the
+		// salts are fixed, so this holds or fails the same every run.
+		if n < 34 || n > 94 {
+			t.Fatalf("salt %#x samples %d of %d keys, want about %d", salt, n, keys, keys/diffBypassSample)
+		}
+	}
+	// (63/64)^256: about 2 % of the keys are never drawn.
+	never := 0
+	for _, e := range ever {
+		if !e {
+			never++
+		}
+	}
+	if never > keys/20 {
+		t.Fatalf("%d of %d keys were never sampled under %d salts", never, keys, salts)
+	}
+}

@@ -67,7 +67,7 @@ func (d *DB) askDiff(s *readState, key []byte, hash uint64, seq base.SeqNum) (co
 	if s.diffIdle && !readsOff {
 		d.noteIdleGets(1)
 	}
-	if s.diff == nil || readsOff || !d.mu.diff.consultDiff() {
+	if s.diff == nil || readsOff || !d.mu.diff.consultDiff(hash) {
 		return false, false
 	}
 	unchanged = !s.diffMaybe(key, hash, seq)

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/bloomkv/bloomkv/filterblock"
@@ -338,9 +337,9 @@ func (m *multiGetter) askDiff() {
 		return
 	}
 	var probes, skips uint64
-	bypass := ds.bypass.Load()
+	bypass, salt := ds.bypass.Load(), ds.sampleSalt.Load()
 	for _, i := range m.pending {
-		if bypass && rand.Uint32N(diffBypassSample) != 0 {
+		if bypass && !sampledKey(m.hashes[i], salt) {
 			continue
 		}
 		probes++
