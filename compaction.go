@@ -194,9 +194,7 @@ func (d *DB) compactLocked(c *compaction) error {
 	}
 	if err != nil {
 		for _, m := range outputs {
-			delete(d.mu.diff.tableDels, m.FileNum)
-			d.fs.Remove(d.path(tableName(m.FileNum)))
-			d.cache.EvictFile(m.FileNum)
+			d.removeTableLocked(m.FileNum, "an output of a failed compaction")
 		}
 		return end(err)
 	}

@@ -31,18 +31,22 @@ func (d *DB) releaseFilesLocked(s *readState) {
 		}
 		delete(d.mu.fileRefs, f.FileNum)
 		if !d.mu.dirReleased {
-			d.removeTableLocked(f.FileNum)
+			d.removeTableLocked(f.FileNum, "an obsolete table")
 		}
 	}
 }
 
-// removeTableLocked closes and deletes an obsolete table. d.mu is held.
-func (d *DB) removeTableLocked(num uint64) {
+// removeTableLocked deletes the file of table num, which no version names,
+// and what the store holds of it: its reader in the table cache, its
+// blocks in the block cache, the range deletions kept of it for the
+// differential-file filter. what names the table in the warning a failed
+// removal logs. d.mu is held.
+func (d *DB) removeTableLocked(num uint64, what string) {
 	delete(d.mu.diff.tableDels, num)
 	d.tables.evict(num)
 	d.cache.EvictFile(num)
 	if err := d.fs.Remove(d.path(tableName(num))); err != nil {
-		d.opts.Logger.Warn("bloomkv: removing an obsolete table", "file", d.path(tableName(num)), "err", err)
+		d.opts.Logger.Warn("bloomkv: removing "+what, "file", d.path(tableName(num)), "err", err)
 	}
 }
 
@@ -57,7 +61,7 @@ func (d *DB) releaseDirLocked() error {
 	live := d.liveTables()
 	for num, refs := range d.mu.fileRefs {
 		if refs > 0 && !live[num] {
-			d.removeTableLocked(num)
+			d.removeTableLocked(num, "an obsolete table")
 		}
 	}
 	d.mu.dirReleased = true

@@ -215,9 +215,11 @@ func (b *tableBuilder) abandon() {
 	b.remove()
 }
 
-// remove deletes the table's file and drops the blocks of it the cache took
-// as they were written.
+// remove deletes the table's file and what the store holds of it
+// (removeTableLocked): the blocks the cache took as they were written, the
+// range deletions complete kept. d.mu is not held.
 func (b *tableBuilder) remove() {
-	b.d.fs.Remove(b.name)
-	b.d.cache.EvictFile(b.meta.FileNum)
+	b.d.mu.Lock()
+	defer b.d.mu.Unlock()
+	b.d.removeTableLocked(b.meta.FileNum, "a table not finished")
 }

@@ -177,6 +177,11 @@ func TestCacheWrittenBlocksOfAFailedTable(t *testing.T) {
 		t.Fatalf("after a flush the cache holds %+v", first)
 	}
 	write(5000)
+	// A range deletion, which the table keeps for the differential filter
+	// once it is complete, before its sync fails.
+	if err := d.DeleteRange([]byte("key00005000"), []byte("key00005010"), NoSync); err != nil {
+		t.Fatal(err)
+	}
 	e.SetInjector(func(op vfs.Op, name string) error {
 		if op == vfs.OpSync && strings.HasSuffix(name, ".sst") {
 			return vfs.ErrInjected
@@ -188,6 +193,12 @@ func TestCacheWrittenBlocksOfAFailedTable(t *testing.T) {
 	}
 	if c := d.Metrics().BlockCache; c.Entries != first.Entries || c.Bytes != first.Bytes {
 		t.Fatalf("after the failed flush the cache holds %+v; after the first, %+v", c, first)
+	}
+	d.mu.Lock()
+	kept := len(d.mu.diff.tableDels)
+	d.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("after the failed flush the store keeps the range deletions of %d tables, want none", kept)
 	}
 }
 
