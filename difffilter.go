@@ -138,8 +138,8 @@ type probeCounts struct {
 	// skips, maybes and falseMaybes count the answers (DiffFilterMetrics).
 	skips, maybes, falseMaybes atomic.Uint64
 	// bypass is set while the filter does not pay (diffMinGain); then only
-	// one Get in diffBypassSample asks it, of the keys sampledKey picks
-	// with sampleSalt (stepped before bypass is first set). win counts
+	// Gets of the keys sampledKey picks with sampleSalt (one in
+	// diffBypassSample; stepped before bypass is first set) ask it. win counts
 	// the current window's probes (low 32 bits) and skips (high 32).
 	bypass     atomic.Bool
 	sampleSalt atomic.Uint64

@@ -18,10 +18,10 @@ import (
 // sources is at least diffMinGain: a store whose only source above the
 // base is the memtable gains nothing from it, one with half its keys
 // deleted in the memtable and a level-0 table (a skip rate of a half, two
-// sources) barely breaks even. Below that the filter is asked by one Get in
-// diffBypassSample only, enough to see the skip rate or
-// the sources come back; a window is diffWindow probes (diffBypassWindow
-// while bypassed).
+// sources) barely breaks even. Below that the filter is asked about one
+// key in diffBypassSample only (one Get in diffBypassSample when the Gets
+// spread over many keys), enough to see the skip rate or the sources come
+// back; a window is diffWindow probes (diffBypassWindow while bypassed).
 const (
 	diffMinGain      = 1.5
 	diffBypassBits   = 6
@@ -32,8 +32,8 @@ const (
 
 // consultDiff reports whether a Get of a key of the given hash asks the
 // filter: always, unless it is bypassed (its recent skip rate is too low
-// to pay); then about one Get in diffBypassSample, those of the keys
-// sampledKey picks. The key's own hash decides, so that a bypassed Get
+// to pay); then only for the keys sampledKey picks, one in
+// diffBypassSample. The key's own hash decides, so that a bypassed Get
 // pays neither a random draw nor a write to memory other Gets share.
 func (ds *diffState) consultDiff(hash uint64) bool {
 	return !ds.bypass.Load() || sampledKey(hash, ds.sampleSalt.Load())
@@ -82,8 +82,9 @@ func (ds *diffState) noteProbes(probes, skips uint64, saves int) {
 	if skips < probes {
 		ds.maybes.Add(probes - skips)
 	}
-	// While bypassed, probes come one Get in diffBypassSample: a window of
-	// diffBypassWindow of them (about 4,000 Gets) judges whether to return.
+	// While bypassed, probes come from one key in diffBypassSample: a
+	// window of diffBypassWindow of them (about 4,000 Gets spread over many
+	// keys) judges whether to return.
 	window := uint64(diffWindow)
 	if ds.bypass.Load() {
 		window = diffBypassWindow

@@ -3,7 +3,9 @@ package bloomkv
 // Deleting the files that no version and no read state needs any more.
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 )
 
@@ -40,12 +42,13 @@ func (d *DB) releaseFilesLocked(s *readState) {
 // and what the store holds of it: its reader in the table cache, its
 // blocks in the block cache, the range deletions kept of it for the
 // differential-file filter. what names the table in the warning a failed
-// removal logs. d.mu is held.
+// removal logs; a file already gone is no failure (a compaction's output
+// whose sync failed was removed by its builder). d.mu is held.
 func (d *DB) removeTableLocked(num uint64, what string) {
 	delete(d.mu.diff.tableDels, num)
 	d.tables.evict(num)
 	d.cache.EvictFile(num)
-	if err := d.fs.Remove(d.path(tableName(num))); err != nil {
+	if err := d.fs.Remove(d.path(tableName(num))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		d.opts.Logger.Warn("bloomkv: removing "+what, "file", d.path(tableName(num)), "err", err)
 	}
 }

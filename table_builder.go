@@ -72,6 +72,7 @@ func (d *DB) writeTable(mt *memtable.MemTable, num uint64, snaps []base.SeqNum, 
 		return nil, 0, err
 	}
 	if err := d.fs.SyncDir(d.dir); err != nil {
+		b.remove()
 		return nil, 0, fmt.Errorf("bloomkv: syncing %s: %w", d.dir, err)
 	}
 	return meta, n, nil

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/vfs"
@@ -194,23 +198,21 @@ func TestCacheWrittenBlocksOfAFailedTable(t *testing.T) {
 	if c := d.Metrics().BlockCache; c.Entries != first.Entries || c.Bytes != first.Bytes {
 		t.Fatalf("after the failed flush the cache holds %+v; after the first, %+v", c, first)
 	}
-	d.mu.Lock()
-	kept := len(d.mu.diff.tableDels)
-	d.mu.Unlock()
-	if kept != 0 {
-		t.Fatalf("after the failed flush the store keeps the range deletions of %d tables, want none", kept)
-	}
+	noTableDels(t, d, "the failed flush")
 }
 
 // TestCacheWrittenBlocksOfAFailedCompaction fails the writes, then the
 // sync, of a compaction's third output: the blocks the cache took from its
 // outputs, the two it finished included, leave with them, and its inputs'
-// stay.
+// stay. Removing the outputs logs no warning: the one whose sync failed
+// is already gone.
 func TestCacheWrittenBlocksOfAFailedCompaction(t *testing.T) {
 	for _, fail := range []vfs.Op{vfs.OpWrite, vfs.OpSync} {
 		t.Run(fail.String(), func(t *testing.T) {
 			e := vfs.NewErrorFS(vfs.NewMem())
 			o := memOpts(e)
+			var logs lockedBuffer
+			o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			o.CacheSize, o.MemTableSize, o.CacheWrittenBlocks = 64<<20, 4<<20, true
 			o.L0CompactionThreshold, o.L0StopWritesThreshold = 10, 20 // compactions only when asked
 			o.TargetFileSize = 256 << 10
@@ -257,7 +259,95 @@ func TestCacheWrittenBlocksOfAFailedCompaction(t *testing.T) {
 			if c := d.Metrics().BlockCache; c.Entries != inputs.Entries || c.Bytes != inputs.Bytes {
 				t.Fatalf("after the failed compaction the cache holds %+v; before it, %+v", c, inputs)
 			}
+			names, err := e.List("/db")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range names {
+				if outputs[vfs.Join("/db", n)] {
+					t.Errorf("the failed compaction left its output %s", n)
+				}
+			}
+			if l := logs.String(); strings.Contains(l, "removing") {
+				t.Fatalf("removing the failed compaction's outputs logged:\n%s", l)
+			}
 		})
+	}
+}
+
+// TestFlushRemovesItsTableWhenTheDirectorySyncFails: a flush whose table is
+// written and synced but whose directory sync fails leaves neither the
+// file nor the range deletions kept of it, and the next flush succeeds.
+func TestFlushRemovesItsTableWhenTheDirectorySyncFails(t *testing.T) {
+	e := vfs.NewErrorFS(vfs.NewMem())
+	d := mustOpen(t, "/db", memOpts(e))
+	closeAtCleanup(t, d)
+	for i := range 100 {
+		if err := d.Set([]byte(fmt.Sprintf("key%04d", i)), []byte("v"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.DeleteRange([]byte("key0010"), []byte("key0020"), NoSync); err != nil {
+		t.Fatal(err)
+	}
+	tables := func() []string {
+		names, err := e.List("/db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ts []string
+		for _, n := range names {
+			if strings.HasSuffix(n, ".sst") {
+				ts = append(ts, n)
+			}
+		}
+		slices.Sort(ts)
+		return ts
+	}
+	before := tables()
+	// The flush's own directory sync: the new WAL's, which runs beside
+	// it, must not fail (that fails the store, with the table kept).
+	var fired atomic.Bool
+	e.SetInjector(func(op vfs.Op, _ string) error {
+		if op == vfs.OpSyncDir && calledFrom(".(*DB).writeTable") && fired.CompareAndSwap(false, true) {
+			return vfs.ErrInjected
+		}
+		return nil
+	})
+	if err := d.Flush(); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Flush with a failing directory sync: %v", err)
+	}
+	if after := tables(); !slices.Equal(after, before) {
+		t.Fatalf("after the failed flush the directory holds tables %v, before it %v", after, before)
+	}
+	noTableDels(t, d, "the failed flush")
+}
+
+// noTableDels fails t if d keeps the range deletions of any table for the
+// differential-file filter: after what, no table with any is live.
+func noTableDels(t *testing.T, d *DB, after string) {
+	t.Helper()
+	d.mu.Lock()
+	kept := len(d.mu.diff.tableDels)
+	d.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("after %s the store keeps the range deletions of %d tables, want none", after, kept)
+	}
+}
+
+// calledFrom reports whether the calling goroutine's stack holds a frame of
+// the function whose name ends with fn.
+func calledFrom(fn string) bool {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, fn) {
+			return true
+		}
+		if !more {
+			return false
+		}
 	}
 }
 
