@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -213,5 +214,36 @@ func TestLinearizableCheckerRejectsStaleRead(t *testing.T) {
 	ops[2].Output = "2"
 	if !porcupine.CheckOperations(kvModel(), ops) {
 		t.Fatal("a linearizable history failed the check")
+	}
+}
+
+// TestLinearizableReadsWithoutWrites: once writes stop, the last entry a
+// leader commits is the barrier of its term's first linearizable read,
+// which raft applies without the state machine, so the state's applied
+// index stays below the commit index. Linearizable reads must go on
+// answering, each at once, not wait for an index the state never reaches.
+func TestLinearizableReadsWithoutWrites(t *testing.T) {
+	n, err := Open(Options{ID: "n1", Dir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Bootstrap: true, Fast: true, LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := &Batch{}
+	b.Set([]byte("k"), []byte("v"))
+	if err := n.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := n.Get(rctx, []byte("k"), Linearizable)
+		rcancel()
+		if err != nil || string(v) != "v" {
+			t.Fatalf("linearizable read %d with no write since: %q, %v", i, v, err)
+		}
+	}
+	if applied, ci := n.fsm.Applied(), n.raft.CommitIndex(); applied >= ci {
+		t.Fatalf("the state applied %d of %d committed entries: the reads met no barrier above it", applied, ci)
 	}
 }

@@ -555,7 +555,8 @@ func (n *Node) getLinearizable(ctx context.Context, key []byte) ([]byte, error) 
 // the state holds every entry committed before). Then, within that term,
 // the commit index read before a confirmation of leadership (VerifyLeader)
 // bounds every acknowledged write, and the read waits until the state has
-// applied it.
+// applied the newest entry up to it that the state machine is given
+// (fsmTarget).
 func (n *Node) readBarrier(ctx context.Context) error {
 	timeout := timeoutOf(ctx, 10*time.Second)
 	term := n.raft.CurrentTerm()
@@ -575,16 +576,37 @@ func (n *Node) readBarrier(ctx context.Context) error {
 	if n.raft.CurrentTerm() != term {
 		return fmt.Errorf("%w: term changed during the read", ErrNoLeader)
 	}
-	for n.fsm.Applied() < ci {
+	target := n.fsmTarget(ci)
+	for n.fsm.Applied() < target {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("raftstore: wait for index %d: %w", ci, ctx.Err())
+			return fmt.Errorf("raftstore: wait for index %d: %w", target, ctx.Err())
 		case <-n.done:
-			return fmt.Errorf("raftstore: wait for index %d: node closed", ci)
+			return fmt.Errorf("raftstore: wait for index %d: node closed", target)
 		case <-time.After(time.Millisecond):
 		}
 	}
 	return nil
+}
+
+// fsmTarget returns the index of the newest log entry at or below ci that
+// raft gives the state machine (a command or a configuration change), or
+// ci when the log no longer holds an entry it would look at. raft applies
+// barrier and no-op entries without the state machine, whose applied index
+// then stays below the commit index: a read after the barrier it committed
+// itself would otherwise wait for an index the state never reaches.
+func (n *Node) fsmTarget(ci uint64) uint64 {
+	applied := n.fsm.Applied()
+	var l raft.Log
+	for i := ci; i > applied; i-- {
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return ci
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return i
+		}
+	}
+	return applied
 }
 
 // wait returns f's error, or gives up on it when ctx ends or the node
