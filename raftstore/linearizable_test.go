@@ -7,12 +7,14 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/bloomkv/bloomkv"
+	"github.com/hashicorp/raft"
 )
 
 // kvInput is an operation of the porcupine model: a put of value, or a get.
@@ -230,6 +232,14 @@ func TestLinearizableReadsWithoutWrites(t *testing.T) {
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// The node writes its HTTP address once it leads; wait for that write,
+	// so that the barrier below is the last entry.
+	for _, err := n.fsm.meta(metaHTTP("n1")); err != nil; _, err = n.fsm.meta(metaHTTP("n1")) {
+		if ctx.Err() != nil {
+			t.Fatalf("the node never wrote its address: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	b := &Batch{}
 	b.Set([]byte("k"), []byte("v"))
 	if err := n.Apply(ctx, b); err != nil {
@@ -245,5 +255,50 @@ func TestLinearizableReadsWithoutWrites(t *testing.T) {
 	}
 	if applied, ci := n.fsm.Applied(), n.raft.CommitIndex(); applied >= ci {
 		t.Fatalf("the state applied %d of %d committed entries: the reads met no barrier above it", applied, ci)
+	}
+}
+
+// TestFSMTarget: the index a linearizable read waits for is the newest
+// command or configuration entry up to the commit index; barrier and no-op
+// entries above it are passed over, and an entry the log no longer holds
+// (in a snapshot the state holds) ends the walk at the applied index.
+func TestFSMTarget(t *testing.T) {
+	dir := t.TempDir()
+	fsm, err := OpenFSM(filepath.Join(dir, "fsm"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsm.Close()
+	logs, err := OpenLogStore(filepath.Join(dir, "log"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	b := &Batch{}
+	b.Set([]byte("k"), []byte("v"))
+	cmd := func(i uint64) *raft.Log { return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: b.Bytes()} }
+	for _, r := range fsm.ApplyBatch([]*raft.Log{cmd(4)}) {
+		if r != nil {
+			t.Fatal(r)
+		}
+	}
+	// The log holds 7 to 12; 5 and 6 went into a snapshot.
+	if err := logs.StoreLogs([]*raft.Log{
+		{Index: 7, Term: 2, Type: raft.LogBarrier},
+		{Index: 8, Term: 2, Type: raft.LogNoop},
+		cmd(9),
+		{Index: 10, Term: 3, Type: raft.LogConfiguration},
+		{Index: 11, Term: 3, Type: raft.LogBarrier},
+		{Index: 12, Term: 3, Type: raft.LogNoop},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{fsm: fsm, logs: logs}
+	for _, c := range []struct{ ci, want uint64 }{
+		{4, 4}, {7, 4}, {8, 4}, {9, 9}, {10, 10}, {11, 10}, {12, 10},
+	} {
+		if got, err := n.fsmTarget(c.ci); err != nil || got != c.want {
+			t.Errorf("fsmTarget(%d) = %d, %v; want %d", c.ci, got, err, c.want)
+		}
 	}
 }

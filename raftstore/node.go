@@ -576,7 +576,10 @@ func (n *Node) readBarrier(ctx context.Context) error {
 	if n.raft.CurrentTerm() != term {
 		return fmt.Errorf("%w: term changed during the read", ErrNoLeader)
 	}
-	target := n.fsmTarget(ci)
+	target, err := n.fsmTarget(ci)
+	if err != nil {
+		return err
+	}
 	for n.fsm.Applied() < target {
 		select {
 		case <-ctx.Done():
@@ -591,22 +594,26 @@ func (n *Node) readBarrier(ctx context.Context) error {
 
 // fsmTarget returns the index of the newest log entry at or below ci that
 // raft gives the state machine (a command or a configuration change), or
-// ci when the log no longer holds an entry it would look at. raft applies
+// the state's applied index when there is none above it. raft applies
 // barrier and no-op entries without the state machine, whose applied index
 // then stays below the commit index: a read after the barrier it committed
-// itself would otherwise wait for an index the state never reaches.
-func (n *Node) fsmTarget(ci uint64) uint64 {
+// itself would otherwise wait for an index the state never reaches. An
+// entry the log no longer holds lies in a snapshot, which the state holds.
+func (n *Node) fsmTarget(ci uint64) (uint64, error) {
 	applied := n.fsm.Applied()
 	var l raft.Log
 	for i := ci; i > applied; i-- {
-		if err := n.logs.GetLog(i, &l); err != nil {
-			return ci
-		}
-		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
-			return i
+		err := n.logs.GetLog(i, &l)
+		switch {
+		case errors.Is(err, raft.ErrLogNotFound):
+			return applied, nil
+		case err != nil:
+			return 0, fmt.Errorf("raftstore: read log entry %d: %w", i, err)
+		case l.Type == raft.LogCommand || l.Type == raft.LogConfiguration:
+			return i, nil
 		}
 	}
-	return applied
+	return applied, nil
 }
 
 // wait returns f's error, or gives up on it when ctx ends or the node
