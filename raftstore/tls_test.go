@@ -100,7 +100,9 @@ func TestClusterTLS(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}
-	u := nodes[2].URL() + "/kv/k"
+	// Linearizable: a stale read of a follower may come before it has
+	// applied the write.
+	u := nodes[2].URL() + "/kv/k?consistency=linearizable"
 	if code, err := get(anon, u, ""); err != nil || code != http.StatusUnauthorized {
 		t.Fatalf("no token: %d, %v; want 401", code, err)
 	}
