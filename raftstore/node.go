@@ -220,12 +220,20 @@ func Open(opts Options) (*Node, error) {
 		conf.CommitTimeout = 5 * time.Millisecond
 	}
 	// The FSM's state is durable: raft restores the last snapshot at start
-	// only when the state is older than it, and replays the log after it.
+	// only when the state may be older than it (stateHolds), and replays
+	// the log after it.
 	snaps, err := n.snaps.List()
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: list snapshots: %w", err)
 	}
-	conf.NoSnapshotRestoreOnStart = len(snaps) == 0 || n.fsm.Applied() >= snaps[0].Index
+	conf.NoSnapshotRestoreOnStart = true
+	if len(snaps) > 0 {
+		holds, err := stateHolds(n.fsm, n.logs, snaps[0].Index)
+		if err != nil {
+			return nil, err
+		}
+		conf.NoSnapshotRestoreOnStart = holds
+	}
 
 	existing, err := raft.HasExistingState(n.logs, n.logs, n.snaps)
 	if err != nil {
@@ -601,19 +609,41 @@ func (n *Node) readBarrier(ctx context.Context) error {
 // entry the log no longer holds lies in a snapshot, which the state holds.
 func (n *Node) fsmTarget(ci uint64) (uint64, error) {
 	applied := n.fsm.Applied()
+	i, _, err := lastFSMEntry(n.logs, applied, ci)
+	return i, err
+}
+
+// lastFSMEntry walks logs down from upTo to after+1 and returns the index
+// of the first command or configuration entry it meets, or after when it
+// meets none. missing says the walk stopped at an entry logs no longer
+// holds (the answer is then after).
+func lastFSMEntry(logs raft.LogStore, after, upTo uint64) (index uint64, missing bool, err error) {
 	var l raft.Log
-	for i := ci; i > applied; i-- {
-		err := n.logs.GetLog(i, &l)
+	for i := upTo; i > after; i-- {
+		err := logs.GetLog(i, &l)
 		switch {
 		case errors.Is(err, raft.ErrLogNotFound):
-			return applied, nil
+			return after, true, nil
 		case err != nil:
-			return 0, fmt.Errorf("raftstore: read log entry %d: %w", i, err)
+			return 0, false, fmt.Errorf("raftstore: read log entry %d: %w", i, err)
 		case l.Type == raft.LogCommand || l.Type == raft.LogConfiguration:
-			return i, nil
+			return i, false, nil
 		}
 	}
-	return applied, nil
+	return after, false, nil
+}
+
+// stateHolds reports whether the state machine's durable state holds every
+// entry raft gives it up to index: it has applied index, or the log shows
+// only barrier and no-op entries between its applied index and index (a
+// snapshot's index counts those, which the state never sees).
+func stateHolds(fsm *FSM, logs raft.LogStore, index uint64) (bool, error) {
+	applied := fsm.Applied()
+	if applied >= index {
+		return true, nil
+	}
+	i, missing, err := lastFSMEntry(logs, applied, index)
+	return err == nil && !missing && i == applied, err
 }
 
 // wait returns f's error, or gives up on it when ctx ends or the node
