@@ -104,6 +104,19 @@ var diffReadsWorkloads = []struct {
 	// been compacted into the base by the time the reads start: a "no"
 	// saves one memtable probe, and the filter steps aside (bypass).
 	{"readbase-absent-memtable", overwriteBase(0), func(r *rand.Rand) uint64 { return 2*r.Uint64N(readsKeys) + 1 }},
+	// Zipfian Gets of loaded keys (./bench ycsb-b's reads) on the
+	// compacted store after ycsb-a's zipfian overwrites: the hot keys
+	// have versions above the base, the cold ones do not.
+	{"ycsb-b", func(b *testing.B, d *DB, r *rand.Rand) {
+		if err := d.Compact(nil, nil); err != nil {
+			b.Fatal(err)
+		}
+		key, values := make([]byte, benchutil.KeyLen), benchutil.NewValueSource(100, r)
+		z := benchutil.NewZipf(readsKeys, 0.99)
+		for range readsKeys / 2 {
+			diffCostSet(b, d, benchutil.MakeKey(key, 2*benchutil.Scatter(z.Next(r), readsKeys)), values.Next(r))
+		}
+	}, zipfKey()},
 }
 
 // overwriteBase compacts the store whole, then overwrites 1 % of its keys
@@ -133,4 +146,11 @@ func deleteHalf(b *testing.B, d *DB, r *rand.Rand) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// zipfKey returns a picker of loaded keys' ids by ./bench's zipfian law
+// (theta 0.99, hot keys scattered).
+func zipfKey() func(r *rand.Rand) uint64 {
+	z := benchutil.NewZipf(readsKeys, 0.99)
+	return func(r *rand.Rand) uint64 { return 2 * benchutil.Scatter(z.Next(r), readsKeys) }
 }
