@@ -129,6 +129,8 @@ type DB struct {
 	group      []*commitWaiter // the leader's copy of its group, reused
 	wal        *logFile
 	walW       *record.Writer
+	// logBufs keeps closed logs' queue buffers for the logs after them.
+	logBufs logBuffers
 
 	// Open only.
 	//

@@ -111,7 +111,6 @@ func (d *DB) rotateLocked() error {
 		d.wal, d.walW = old, oldW
 		return &logFailure{fmt.Errorf("starting %s: %w", d.path(logName(num)), err)}
 	}
-	d.wal.recycle(old)
 	d.mu.mem.logSize = oldW.Size()
 	d.mu.imm = append(d.mu.imm, d.mu.mem)
 	d.mu.mem = &memEntry{mt: d.newMemTable(), logNum: num}

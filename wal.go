@@ -98,6 +98,10 @@ type logFile struct {
 	readyErr   error
 	predFailed bool
 
+	// bufs, when not nil, is where the queue buffers come from and go
+	// back to once the log is closed.
+	bufs *logBuffers
+
 	mu      sync.Mutex
 	idle    sync.Cond // Flush and full queues wait here for the writer
 	pending []byte    // queued, not yet taken by the writer
@@ -127,8 +131,17 @@ type logFile struct {
 // that names f) has returned; a failure there fails f as a failed write
 // would, onFail included.
 func newLogFile(f vfs.File, name string, size int64, delay time.Duration, prep io.WriterAt, onFail func(error), pred *logFile, syncDir func() error) *logFile {
+	return newLogFileBuffers(f, name, size, delay, prep, onFail, pred, syncDir, nil)
+}
+
+// newLogFileBuffers is newLogFile taking its queue buffers from bufs, and
+// giving them back to it when closed, if bufs is not nil.
+func newLogFileBuffers(f vfs.File, name string, size int64, delay time.Duration, prep io.WriterAt, onFail func(error), pred *logFile, syncDir func() error, bufs *logBuffers) *logFile {
 	l := &logFile{f: f, name: name, onFail: onFail, written: size, done: make(chan struct{}),
-		delay: delay, kick: make(chan struct{}, 1), prep: prep, filled: size}
+		delay: delay, kick: make(chan struct{}, 1), prep: prep, filled: size, bufs: bufs}
+	if bufs != nil {
+		l.pending, l.spare = bufs.get(), bufs.get()
+	}
 	l.idle.L = &l.mu
 	if pred != nil {
 		l.ready, l.followed = make(chan struct{}), make(chan struct{})
@@ -212,7 +225,7 @@ func (l *logFile) Write(p []byte) (int, error) {
 	if l.closing {
 		return 0, fmt.Errorf("bloomkv: write to %s after close: %w", l.name, ErrClosed)
 	}
-	l.pending = append(l.pending, p...)
+	l.queue(p)
 	switch {
 	case l.writing:
 	case len(l.pending) >= logHelpBytes && l.readyNow():
@@ -359,6 +372,17 @@ func (l *logFile) Close() error {
 	if l.followed != nil {
 		<-l.followed
 	}
+	if l.bufs != nil {
+		l.mu.Lock()
+		var bufs [2][]byte
+		if !l.writing {
+			bufs = [2][]byte{l.pending, l.spare}
+			l.pending, l.spare = nil, nil
+		}
+		l.mu.Unlock()
+		l.bufs.put(bufs[0])
+		l.bufs.put(bufs[1])
+	}
 	return l.f.Close()
 }
 
@@ -372,24 +396,57 @@ func (l *logFile) seal() {
 	l.mu.Unlock()
 }
 
-// recycle gives l the queue buffers of old, a log that takes no more
-// records, so that a new log does not grow its own from nothing; only when
-// old's queue is written out, since what old still holds is for its file.
-// l takes no records yet.
-func (l *logFile) recycle(old *logFile) {
-	old.mu.Lock()
-	if len(old.pending) > 0 || old.writing {
-		old.mu.Unlock()
+// logBuffers holds the queue buffers of closed logs for the logs that
+// follow them. A log's queue grows to what its commits hand it while it
+// waits for the log before it, about a memtable's worth; a new log that
+// grew its own from nothing would copy that many bytes over and over, and
+// take fresh memory each time.
+type logBuffers struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+// maxLogBuffers is the most buffers logBuffers keeps: two per log, for the
+// two or three logs alive at once.
+const maxLogBuffers = 4
+
+// get returns a kept buffer, empty, or nil if none is kept.
+func (p *logBuffers) get() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.free)
+	if n == 0 {
+		return nil
+	}
+	b := p.free[n-1]
+	p.free[n-1] = nil
+	p.free = p.free[:n-1]
+	return b[:0]
+}
+
+// put keeps b, unless it is nil, larger than a queue grows (a write of a
+// batch over maxLogPending), or maxLogBuffers are kept.
+func (p *logBuffers) put(b []byte) {
+	if b == nil || cap(b) > 2*maxLogPending {
 		return
 	}
-	bufs := [2][]byte{old.pending, old.spare}
-	old.pending, old.spare = nil, nil
-	old.mu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.pending) == 0 && !l.writing && l.spare == nil {
-		l.pending, l.spare = bufs[0][:0], bufs[1][:0]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) < maxLogBuffers {
+		p.free = append(p.free, b[:0])
 	}
+}
+
+// queue appends p to the queue, growing it to at least twice its size
+// when it is full: append grows a large slice by a quarter at a time.
+// l.mu is held.
+func (l *logFile) queue(p []byte) {
+	if need := len(l.pending) + len(p); need > cap(l.pending) {
+		q := make([]byte, len(l.pending), max(need, 2*cap(l.pending), logKickBytes))
+		copy(q, l.pending)
+		l.pending = q
+	}
+	l.pending = append(l.pending, p...)
 }
 
 // writeLoop is the writer goroutine. It writes the queue once it holds

@@ -451,3 +451,85 @@ func TestSealedLogTakesItsMarkWithoutRoom(t *testing.T) {
 	close(release)
 	closeAndCheckLog(t, l, efs, "/000003.log", append(want, "mark"...), failed)
 }
+
+// TestLogBuffersPassToTheNextLog: a closed log gives its queue buffers to
+// the logs opened after it, which then hold their records in the first
+// log's memory, grown once; each log's file holds its records whole.
+// logBuffers keeps no more than maxLogBuffers, and no buffer larger than a
+// queue grows.
+func TestLogBuffersPassToTheNextLog(t *testing.T) {
+	fs := vfs.NewMem()
+	var bufs logBuffers
+	rec := bytes.Repeat([]byte("r"), 3*logHelpBytes)
+	var caps []int
+	for i := range 3 {
+		name := fmt.Sprintf("/%06d.log", i+1)
+		f, err := fs.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed := make(chan error, 4)
+		l := newLogFileBuffers(f, name, 0, logWriteDelay, nil, func(err error) { failed <- err }, nil, nil, &bufs)
+		l.mu.Lock()
+		caps = append(caps, cap(l.pending))
+		l.mu.Unlock()
+		var want []byte
+		for j := range 8 {
+			r := rec[:len(rec)-j]
+			if _, err := l.Write(r); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, r...)
+		}
+		closeAndCheckLog(t, l, fs, name, want, failed)
+	}
+	if caps[0] != 0 || caps[1] < len(rec)/2 || caps[2] < len(rec)/2 {
+		t.Errorf("queue capacities at open %v: want 0, then at least half a record (%d)", caps, len(rec)/2)
+	}
+	if n := len(bufs.free); n == 0 || n > maxLogBuffers {
+		t.Errorf("%d buffers kept after three logs closed", n)
+	}
+	for range 2 * maxLogBuffers {
+		bufs.put(make([]byte, 10))
+	}
+	bufs.put(make([]byte, 2*maxLogPending+1))
+	if n := len(bufs.free); n != maxLogBuffers {
+		t.Errorf("%d buffers kept, want at most %d", n, maxLogBuffers)
+	}
+	for _, b := range bufs.free {
+		if cap(b) > 2*maxLogPending {
+			t.Errorf("kept a buffer of %d bytes", cap(b))
+		}
+	}
+}
+
+// TestRotatedLogsReuseQueueBuffers: a store's logs, replaced as memtables
+// fill, hand their queue buffers on (DB.logBufs).
+func TestRotatedLogsReuseQueueBuffers(t *testing.T) {
+	d, err := Open(t.TempDir(), &Options{Logger: quietLogger(), MemTableSize: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	val := bytes.Repeat([]byte("v"), 1000)
+	for i := range 2000 {
+		if err := d.Set([]byte(fmt.Sprintf("key%06d", i)), val, NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	d.logBufs.mu.Lock()
+	n := len(d.logBufs.free)
+	d.logBufs.mu.Unlock()
+	d.commitMu.Lock()
+	l := d.wal
+	l.mu.Lock()
+	c := cap(l.pending) + cap(l.spare)
+	l.mu.Unlock()
+	d.commitMu.Unlock()
+	if n == 0 && c == 0 {
+		t.Error("after several logs replaced, no queue buffer is kept or reused")
+	}
+}
