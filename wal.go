@@ -375,7 +375,7 @@ func (l *logFile) Close() error {
 	if l.bufs != nil {
 		l.mu.Lock()
 		var bufs [2][]byte
-		if !l.writing {
+		if !l.writing { // (never writing here: the writer and follow are done)
 			bufs = [2][]byte{l.pending, l.spare}
 			l.pending, l.spare = nil, nil
 		}
@@ -404,11 +404,16 @@ func (l *logFile) seal() {
 type logBuffers struct {
 	mu   sync.Mutex
 	free [][]byte
+	// reused counts the buffers get handed out.
+	reused int
 }
 
 // maxLogBuffers is the most buffers logBuffers keeps: two per log, for the
-// two or three logs alive at once.
-const maxLogBuffers = 4
+// two or three logs alive at once; maxLogBuffer is the largest it keeps.
+const (
+	maxLogBuffers = 4
+	maxLogBuffer  = maxLogPending + maxLogPending/4
+)
 
 // get returns a kept buffer, empty, or nil if none is kept.
 func (p *logBuffers) get() []byte {
@@ -421,13 +426,15 @@ func (p *logBuffers) get() []byte {
 	b := p.free[n-1]
 	p.free[n-1] = nil
 	p.free = p.free[:n-1]
+	p.reused++
 	return b[:0]
 }
 
-// put keeps b, unless it is nil, larger than a queue grows (a write of a
-// batch over maxLogPending), or maxLogBuffers are kept.
+// put keeps b, unless it is nil, larger than a queue grows (queue: a
+// batch over maxLogPending makes one larger), or maxLogBuffers are kept:
+// at most maxLogBuffers times maxLogBuffer bytes, which the store keeps.
 func (p *logBuffers) put(b []byte) {
-	if b == nil || cap(b) > 2*maxLogPending {
+	if b == nil || cap(b) > maxLogBuffer {
 		return
 	}
 	p.mu.Lock()
@@ -437,12 +444,12 @@ func (p *logBuffers) put(b []byte) {
 	}
 }
 
-// queue appends p to the queue, growing it to at least twice its size
-// when it is full: append grows a large slice by a quarter at a time.
-// l.mu is held.
+// queue appends p to the queue, growing it when full to twice its size
+// up to maxLogPending (past which Write waits), or to what p needs: append
+// grows a large slice by a quarter at a time. l.mu is held.
 func (l *logFile) queue(p []byte) {
 	if need := len(l.pending) + len(p); need > cap(l.pending) {
-		q := make([]byte, len(l.pending), max(need, 2*cap(l.pending), logKickBytes))
+		q := make([]byte, len(l.pending), max(need, min(2*cap(l.pending), maxLogPending), logKickBytes))
 		copy(q, l.pending)
 		l.pending = q
 	}
