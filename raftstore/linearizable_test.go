@@ -301,48 +301,79 @@ func TestFSMTarget(t *testing.T) {
 			t.Errorf("fsmTarget(%d) = %d, %v; want %d", c.ci, got, err, c.want)
 		}
 	}
-	// A snapshot at index holds no more than the state when the log shows
-	// only barriers and no-ops above the applied index; a missing entry
-	// may have been a command, so the state may be older.
-	for _, c := range []struct {
-		index uint64
-		holds bool
-	}{
-		{3, true}, {4, true}, {5, false}, {6, false}, {7, false}, {8, false}, {9, false}, {12, false},
-	} {
-		if got, err := stateHolds(fsm, logs, c.index); err != nil || got != c.holds {
-			t.Errorf("before 9 applied: stateHolds(%d) = %v, %v; want %v", c.index, got, err, c.holds)
-		}
+}
+
+// TestStateHolds: a snapshot holds no more than the state when the log
+// holds the snapshot's entry, of its term, and between the applied index
+// and it only no-ops and barriers; an entry the log no longer holds, a
+// command, an unknown type or another term means the state may be older.
+func TestStateHolds(t *testing.T) {
+	dir := t.TempDir()
+	fsm, err := OpenFSM(filepath.Join(dir, "fsm"), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, r := range fsm.ApplyBatch([]*raft.Log{cmd(9)}) {
-		if r != nil {
-			t.Fatal(r)
-		}
+	defer fsm.Close()
+	logs, err := OpenLogStore(filepath.Join(dir, "log"), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		index uint64
-		holds bool
-	}{
-		{9, true}, {10, false}, {12, false},
-	} {
-		if got, err := stateHolds(fsm, logs, c.index); err != nil || got != c.holds {
-			t.Errorf("9 applied: stateHolds(%d) = %v, %v; want %v", c.index, got, err, c.holds)
+	defer logs.Close()
+	b := &Batch{}
+	b.Set([]byte("k"), []byte("v"))
+	cmd := func(i, term uint64) *raft.Log {
+		return &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: b.Bytes()}
+	}
+	apply := func(l *raft.Log) {
+		t.Helper()
+		for _, r := range fsm.ApplyBatch([]*raft.Log{l}) {
+			if r != nil {
+				t.Fatal(r)
+			}
 		}
 	}
 	if err := logs.StoreLogs([]*raft.Log{
-		{Index: 13, Term: 4, Type: raft.LogNoop},
-		{Index: 14, Term: 4, Type: raft.LogBarrier},
+		cmd(4, 1),
+		{Index: 5, Term: 1, Type: raft.LogNoop},
+		{Index: 6, Term: 1, Type: raft.LogBarrier},
+		{Index: 7, Term: 2, Type: raft.LogNoop},
+		cmd(8, 2),
+		{Index: 9, Term: 2, Type: raft.LogBarrier},
+		{Index: 10, Term: 2, Type: raft.LogType(200)},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range fsm.ApplyBatch([]*raft.Log{cmd(12)}) {
-		if r != nil {
-			t.Fatal(r)
+	apply(cmd(4, 1))
+	check := func(when string, cases []struct {
+		index, term uint64
+		holds       bool
+	}) {
+		t.Helper()
+		for _, c := range cases {
+			if got := stateHolds(fsm, logs, c.index, c.term); got != c.holds {
+				t.Errorf("%s: stateHolds(%d, term %d) = %v, want %v", when, c.index, c.term, got, c.holds)
+			}
 		}
 	}
-	if got, err := stateHolds(fsm, logs, 14); err != nil || !got {
-		t.Errorf("12 applied: stateHolds(14) = %v, %v; want true", got, err)
+	check("4 applied", []struct {
+		index, term uint64
+		holds       bool
+	}{
+		{3, 1, true}, {4, 1, true}, {6, 1, true}, {7, 2, true},
+		{6, 2, false}, {7, 1, false}, {8, 2, false}, {9, 2, false}, {11, 2, false},
+	})
+	if err := logs.DeleteRange(5, 5); err != nil {
+		t.Fatal(err)
 	}
+	check("5 dropped from the log", []struct {
+		index, term uint64
+		holds       bool
+	}{{7, 2, false}})
+	apply(cmd(8, 2))
+	check("8 applied", []struct {
+		index, term uint64
+		holds       bool
+	}{{8, 2, true}, {9, 2, true}, {10, 2, false}})
 }
 
 // TestRestartAfterSnapshotAtBarrier: a node whose last snapshot was taken

@@ -226,14 +226,7 @@ func Open(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: list snapshots: %w", err)
 	}
-	conf.NoSnapshotRestoreOnStart = true
-	if len(snaps) > 0 {
-		holds, err := stateHolds(n.fsm, n.logs, snaps[0].Index)
-		if err != nil {
-			return nil, err
-		}
-		conf.NoSnapshotRestoreOnStart = holds
-	}
+	conf.NoSnapshotRestoreOnStart = len(snaps) == 0 || stateHolds(n.fsm, n.logs, snaps[0].Index, snaps[0].Term)
 
 	existing, err := raft.HasExistingState(n.logs, n.logs, n.snaps)
 	if err != nil {
@@ -609,15 +602,17 @@ func (n *Node) readBarrier(ctx context.Context) error {
 // entry the log no longer holds lies in a snapshot, which the state holds.
 func (n *Node) fsmTarget(ci uint64) (uint64, error) {
 	applied := n.fsm.Applied()
-	i, _, err := lastFSMEntry(n.logs, applied, ci)
+	i, _, err := lastFSMEntry(n.logs, applied, ci, func(t raft.LogType) bool {
+		return t == raft.LogCommand || t == raft.LogConfiguration
+	})
 	return i, err
 }
 
 // lastFSMEntry walks logs down from upTo to after+1 and returns the index
-// of the first command or configuration entry it meets, or after when it
-// meets none. missing says the walk stopped at an entry logs no longer
-// holds (the answer is then after).
-func lastFSMEntry(logs raft.LogStore, after, upTo uint64) (index uint64, missing bool, err error) {
+// of the first entry it meets whose type toFSM says reaches the state
+// machine, or after when it meets none. missing says the walk stopped at
+// an entry logs no longer holds (the answer is then after).
+func lastFSMEntry(logs raft.LogStore, after, upTo uint64, toFSM func(raft.LogType) bool) (index uint64, missing bool, err error) {
 	var l raft.Log
 	for i := upTo; i > after; i-- {
 		err := logs.GetLog(i, &l)
@@ -626,7 +621,7 @@ func lastFSMEntry(logs raft.LogStore, after, upTo uint64) (index uint64, missing
 			return after, true, nil
 		case err != nil:
 			return 0, false, fmt.Errorf("raftstore: read log entry %d: %w", i, err)
-		case l.Type == raft.LogCommand || l.Type == raft.LogConfiguration:
+		case toFSM(l.Type):
 			return i, false, nil
 		}
 	}
@@ -634,16 +629,32 @@ func lastFSMEntry(logs raft.LogStore, after, upTo uint64) (index uint64, missing
 }
 
 // stateHolds reports whether the state machine's durable state holds every
-// entry raft gives it up to index: it has applied index, or the log shows
-// only barrier and no-op entries between its applied index and index (a
-// snapshot's index counts those, which the state never sees).
-func stateHolds(fsm *FSM, logs raft.LogStore, index uint64) (bool, error) {
+// entry raft gives it up to the snapshot at index and term: it has applied
+// index, or the log holds the snapshot's own entry (index, of term), which
+// makes it the committed history up to there, and between the applied
+// index and index only entries raft applies without the state machine
+// (no-ops, barriers, the old peer changes). A snapshot's index counts
+// those, which the state never sees. Anything else, a failed read
+// included, says the state may be older (restore it).
+func stateHolds(fsm *FSM, logs raft.LogStore, index, term uint64) bool {
 	applied := fsm.Applied()
 	if applied >= index {
-		return true, nil
+		return true
 	}
-	i, missing, err := lastFSMEntry(logs, applied, index)
-	return err == nil && !missing && i == applied, err
+	var l raft.Log
+	if err := logs.GetLog(index, &l); err != nil || l.Term != term {
+		// Not this snapshot's history: a snapshot installed from a leader
+		// may be on disk above a local log of another term.
+		return false
+	}
+	i, missing, err := lastFSMEntry(logs, applied, index, func(t raft.LogType) bool {
+		switch t {
+		case raft.LogNoop, raft.LogBarrier, raft.LogAddPeerDeprecated, raft.LogRemovePeerDeprecated:
+			return false
+		}
+		return true
+	})
+	return err == nil && !missing && i == applied
 }
 
 // wait returns f's error, or gives up on it when ctx ends or the node
