@@ -130,8 +130,10 @@ func (d *DB) multiGet(s *readState, keys [][]byte, seq base.SeqNum, values [][]b
 		errs[i] = ErrNotFound
 	}
 	m.d, m.s, m.keys, m.values, m.errs = nil, nil, nil, nil, nil
-	clear(m.runKeys[:cap(m.runKeys)])
-	clear(m.runOut[:cap(m.runOut)])
+	// A table's run holds at most the batch's keys: what lies beyond was
+	// cleared after an earlier, larger batch.
+	clear(m.runKeys[:min(len(keys), cap(m.runKeys))])
+	clear(m.runOut[:min(len(keys), cap(m.runOut))])
 	d.multiGets.Put(m)
 }
 
