@@ -35,6 +35,7 @@ func (d *DB) releaseFilesLocked(s *readState) {
 		if !d.mu.dirReleased {
 			d.removeTableLocked(f.FileNum, "an obsolete table")
 		}
+		f.ClearOpened() // the reader is closed: let it go with the table
 	}
 }
 

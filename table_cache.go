@@ -26,6 +26,9 @@ type tableCache struct {
 	mu      sync.Mutex
 	tables  map[uint64]*openTable
 	closed  bool
+	// closedFlag is closed, for the gets that find their reader kept with
+	// the table's metadata.
+	closedFlag atomic.Bool
 	// mmap maps tables into memory (see Options.DisableMmapReads).
 	mmap bool
 	// ingestChecks are made of each data block of an ingested table
@@ -69,14 +72,35 @@ func (tc *tableCache) pinnedBytes() uint64 {
 	return n
 }
 
+// keptReader is a reader kept with a table's metadata, and the cache it
+// belongs to (metadata read from one store's manifest is that store's, but
+// a test may hand it to another cache).
+type keptReader struct {
+	tc *tableCache
+	r  *sstable.Reader
+}
+
 // get returns the open table f, opening it if need be, with its
 // sequence-number override (an ingested table's). A failed open is not
 // kept: a later call tries again (the error may be transient), and a call
 // that found another caller's open failed tries once itself, so that only
 // the calls that met the failure report it.
+//
+// The reader is kept with f (FileMetadata.SetOpened), where the next get
+// finds it without the cache's lock: a table is closed only once no version
+// holds it (evict), or with the cache.
 func (tc *tableCache) get(f *manifest.FileMetadata) (*sstable.Reader, error) {
+	if k, ok := f.Opened().(*keptReader); ok && k.tc == tc {
+		if tc.closedFlag.Load() {
+			return nil, ErrClosed
+		}
+		return k.r, nil
+	}
 	for attempt := 0; ; attempt++ {
 		r, opened, err := tc.getOnce(f.FileNum, f.SeqNumOverride, f.Size)
+		if err == nil {
+			f.SetOpened(&keptReader{tc: tc, r: r})
+		}
 		if err == nil || opened || attempt > 0 || errors.Is(err, ErrClosed) {
 			return r, err
 		}
@@ -173,6 +197,7 @@ func (tc *tableCache) close() error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.closed = true
+	tc.closedFlag.Store(true)
 	var first error
 	for num, t := range tc.tables {
 		if t.f != nil {

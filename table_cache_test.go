@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -47,11 +48,13 @@ func TestTableOpenFailureIsNotShared(t *testing.T) {
 
 	// A call that finds another call's failed entry (as it would while
 	// that call, a compaction say, was failing) opens the table itself.
+	// (It comes with metadata of its own: meta keeps the reader opened
+	// above.)
 	failed := &openTable{err: errors.New("another call's failed open")}
 	failed.once.Do(func() {})
 	tc.evict(num)
 	tc.tables[num] = failed
-	if r, err := tc.get(meta); err != nil || r == nil {
+	if r, err := tc.get(freshMeta(meta)); err != nil || r == nil {
 		t.Fatalf("a call that found a failed entry: %v", err)
 	}
 	tc.mu.Lock()
@@ -62,9 +65,11 @@ func TestTableOpenFailureIsNotShared(t *testing.T) {
 	}
 }
 
-// TestTableCacheForgets: a table evicted is opened again by the next get,
-// not served from the lookup without the lock; after close, a get of a
-// table opened before is ErrClosed.
+// TestTableCacheForgets: a get finds the reader kept with the table's
+// metadata without the cache's map; a table evicted is opened again by the
+// next get through other metadata (a store keeps no version holding the
+// evicted one's); after close, a get of a table opened before is
+// ErrClosed, its kept reader included.
 func TestTableCacheForgets(t *testing.T) {
 	mem := vfs.NewMem()
 	d := mustOpen(t, "/db", memOpts(mem))
@@ -85,8 +90,18 @@ func TestTableCacheForgets(t *testing.T) {
 	if again, err := tc.get(meta); err != nil || again != first {
 		t.Fatalf("second get = %p, %v; want the open table %p", again, err, first)
 	}
+	tc.mu.Lock()
+	entry := tc.tables[meta.FileNum]
+	tc.tables[meta.FileNum] = &openTable{err: errors.New("not to be read")}
+	tc.mu.Unlock()
+	if kept, err := tc.get(meta); err != nil || kept != first {
+		t.Fatalf("get with the reader kept = %p, %v; want %p without the map", kept, err, first)
+	}
+	tc.mu.Lock()
+	tc.tables[meta.FileNum] = entry
+	tc.mu.Unlock()
 	tc.evict(meta.FileNum)
-	reopened, err := tc.get(meta)
+	reopened, err := tc.get(freshMeta(meta))
 	if err != nil || reopened == first {
 		t.Fatalf("get after evict = %p, %v; want a new open of the table", reopened, err)
 	}
@@ -358,4 +373,12 @@ func randomValue(r *rand.Rand) []byte {
 		v[i] = byte(r.Uint32())
 	}
 	return v
+}
+
+// freshMeta returns metadata of the table m describes, as a version made
+// anew (a reopened store's) would hold it: with no reader kept.
+func freshMeta(m *manifest.FileMetadata) *manifest.FileMetadata {
+	return &manifest.FileMetadata{FileNum: m.FileNum, Size: m.Size, Smallest: m.Smallest, Largest: m.Largest,
+		SmallestSeq: m.SmallestSeq, LargestSeq: m.LargestSeq, SeqNumOverride: m.SeqNumOverride,
+		Entries: m.Entries, Deletions: m.Deletions}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync/atomic"
 
 	"github.com/google/btree"
 
@@ -37,7 +38,26 @@ type FileMetadata struct {
 	// and range deletions, for tables written or ingested since Open; they
 	// are not in the MANIFEST (0 for tables known from it alone).
 	Entries, Deletions uint64
+	// opened is what the store opened to read the table (SetOpened); the
+	// manifest neither writes nor reads it.
+	opened atomic.Pointer[any]
 }
+
+// Opened returns what SetOpened kept, or nil.
+func (f *FileMetadata) Opened() any {
+	if p := f.opened.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// SetOpened keeps v, what the store opened to read the table, with its
+// metadata, so that a read finds it without a lookup. v must stay usable
+// for as long as any version holds f.
+func (f *FileMetadata) SetOpened(v any) { f.opened.Store(&v) }
+
+// ClearOpened drops what SetOpened kept.
+func (f *FileMetadata) ClearOpened() { f.opened.Store(nil) }
 
 func (f *FileMetadata) String() string {
 	return fmt.Sprintf("%06d:[%s-%s]", f.FileNum, f.Smallest, f.Largest)
