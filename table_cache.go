@@ -26,9 +26,6 @@ type tableCache struct {
 	mu      sync.Mutex
 	tables  map[uint64]*openTable
 	closed  bool
-	// closedFlag is closed, for the gets that find their reader kept with
-	// the table's metadata.
-	closedFlag atomic.Bool
 	// mmap maps tables into memory (see Options.DisableMmapReads).
 	mmap bool
 	// ingestChecks are made of each data block of an ingested table
@@ -55,6 +52,9 @@ type openTable struct {
 	// open is set once r and f are, for pinnedBytes, which reads r without
 	// waiting for the open.
 	open atomic.Bool
+	// evicted is set once the table is closed (evict, close): a get that
+	// finds the entry kept with a table's metadata then goes to the map.
+	evicted atomic.Bool
 }
 
 // pinnedBytes sums the memory the open tables hold outside the cache: what
@@ -72,12 +72,12 @@ func (tc *tableCache) pinnedBytes() uint64 {
 	return n
 }
 
-// keptReader is a reader kept with a table's metadata, and the cache it
-// belongs to (metadata read from one store's manifest is that store's, but
-// a test may hand it to another cache).
+// keptReader is a table's open entry kept with its metadata, and the cache
+// it belongs to (metadata read from one store's manifest is that store's,
+// but a test may hand it to another cache).
 type keptReader struct {
 	tc *tableCache
-	r  *sstable.Reader
+	t  *openTable
 }
 
 // get returns the open table f, opening it if need be, with its
@@ -86,24 +86,23 @@ type keptReader struct {
 // that found another caller's open failed tries once itself, so that only
 // the calls that met the failure report it.
 //
-// The reader is kept with f (FileMetadata.SetOpened), where the next get
-// finds it without the cache's lock: a table is closed only once no version
-// holds it (evict), or with the cache.
+// The open entry is kept with f (FileMetadata.SetOpened), where the next
+// get finds it without the cache's lock and map, until evict or close
+// marks it evicted: a get then goes to the map, as if nothing were kept.
 func (tc *tableCache) get(f *manifest.FileMetadata) (*sstable.Reader, error) {
-	if k, ok := f.Opened().(*keptReader); ok && k.tc == tc {
-		if tc.closedFlag.Load() {
-			return nil, ErrClosed
-		}
-		return k.r, nil
+	if k, ok := f.Opened().(*keptReader); ok && k.tc == tc && !k.t.evicted.Load() {
+		return k.t.r, nil
 	}
 	for attempt := 0; ; attempt++ {
-		r, opened, err := tc.getOnce(f.FileNum, f.SeqNumOverride, f.Size)
-		if err == nil {
-			f.SetOpened(&keptReader{tc: tc, r: r})
+		t, opened, err := tc.getOnce(f.FileNum, f.SeqNumOverride, f.Size)
+		if err != nil {
+			if opened || attempt > 0 || errors.Is(err, ErrClosed) {
+				return nil, err
+			}
+			continue
 		}
-		if err == nil || opened || attempt > 0 || errors.Is(err, ErrClosed) {
-			return r, err
-		}
+		f.SetOpened(&keptReader{tc: tc, t: t})
+		return t.r, nil
 	}
 }
 
@@ -111,7 +110,7 @@ func (tc *tableCache) get(f *manifest.FileMetadata) (*sstable.Reader, error) {
 // open attempt whose result it returns. A file whose size differs from
 // the size the manifest records (recorded; 0: unknown) is damaged, and
 // reported so.
-func (tc *tableCache) getOnce(num uint64, override base.SeqNum, recorded uint64) (r *sstable.Reader, opened bool, err error) {
+func (tc *tableCache) getOnce(num uint64, override base.SeqNum, recorded uint64) (_ *openTable, opened bool, err error) {
 	tc.mu.Lock()
 	if tc.closed {
 		tc.mu.Unlock()
@@ -162,7 +161,10 @@ func (tc *tableCache) getOnce(num uint64, override base.SeqNum, recorded uint64)
 		}
 		tc.mu.Unlock()
 	}
-	return t.r, opened, t.err
+	if t.err != nil {
+		return nil, opened, t.err
+	}
+	return t, opened, nil
 }
 
 // adopt makes r, reading the open file f, the open reader of table num, as
@@ -188,8 +190,11 @@ func (tc *tableCache) evict(num uint64) {
 	t, ok := tc.tables[num]
 	delete(tc.tables, num)
 	tc.mu.Unlock()
-	if ok && t.f != nil {
-		t.f.Close()
+	if ok {
+		t.evicted.Store(true)
+		if t.f != nil {
+			t.f.Close()
+		}
 	}
 }
 
@@ -197,9 +202,9 @@ func (tc *tableCache) close() error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.closed = true
-	tc.closedFlag.Store(true)
 	var first error
 	for num, t := range tc.tables {
+		t.evicted.Store(true)
 		if t.f != nil {
 			if err := t.f.Close(); err != nil && first == nil {
 				first = err

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -48,13 +47,11 @@ func TestTableOpenFailureIsNotShared(t *testing.T) {
 
 	// A call that finds another call's failed entry (as it would while
 	// that call, a compaction say, was failing) opens the table itself.
-	// (It comes with metadata of its own: meta keeps the reader opened
-	// above.)
 	failed := &openTable{err: errors.New("another call's failed open")}
 	failed.once.Do(func() {})
 	tc.evict(num)
 	tc.tables[num] = failed
-	if r, err := tc.get(freshMeta(meta)); err != nil || r == nil {
+	if r, err := tc.get(meta); err != nil || r == nil {
 		t.Fatalf("a call that found a failed entry: %v", err)
 	}
 	tc.mu.Lock()
@@ -67,9 +64,8 @@ func TestTableOpenFailureIsNotShared(t *testing.T) {
 
 // TestTableCacheForgets: a get finds the reader kept with the table's
 // metadata without the cache's map; a table evicted is opened again by the
-// next get through other metadata (a store keeps no version holding the
-// evicted one's); after close, a get of a table opened before is
-// ErrClosed, its kept reader included.
+// next get, not served from what its metadata keeps; after close, a get of
+// a table opened before is ErrClosed, its kept reader included.
 func TestTableCacheForgets(t *testing.T) {
 	mem := vfs.NewMem()
 	d := mustOpen(t, "/db", memOpts(mem))
@@ -101,7 +97,7 @@ func TestTableCacheForgets(t *testing.T) {
 	tc.tables[meta.FileNum] = entry
 	tc.mu.Unlock()
 	tc.evict(meta.FileNum)
-	reopened, err := tc.get(freshMeta(meta))
+	reopened, err := tc.get(meta)
 	if err != nil || reopened == first {
 		t.Fatalf("get after evict = %p, %v; want a new open of the table", reopened, err)
 	}
@@ -373,12 +369,4 @@ func randomValue(r *rand.Rand) []byte {
 		v[i] = byte(r.Uint32())
 	}
 	return v
-}
-
-// freshMeta returns metadata of the table m describes, as a version made
-// anew (a reopened store's) would hold it: with no reader kept.
-func freshMeta(m *manifest.FileMetadata) *manifest.FileMetadata {
-	return &manifest.FileMetadata{FileNum: m.FileNum, Size: m.Size, Smallest: m.Smallest, Largest: m.Largest,
-		SmallestSeq: m.SmallestSeq, LargestSeq: m.LargestSeq, SeqNumOverride: m.SeqNumOverride,
-		Entries: m.Entries, Deletions: m.Deletions}
 }
