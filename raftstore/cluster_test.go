@@ -400,6 +400,11 @@ func TestCluster(t *testing.T) {
 	w.waitMore(t, per)
 	c.start(old.ID(), false, "")
 	w.waitMore(t, per)
+	// A restarted node catches up once the leader retries it, which raft
+	// backs off from while the node was down (up to 10 s): every phase
+	// below needs every node current, so that the others always hold a
+	// majority.
+	c.converge()
 
 	// A follower restarts from its directory.
 	var follower string
@@ -413,6 +418,7 @@ func TestCluster(t *testing.T) {
 	w.waitMore(t, per)
 	c.start(follower, false, "")
 	w.waitMore(t, per)
+	c.converge()
 
 	// A fourth node joins through a follower and catches up through a
 	// snapshot: the log it would need is truncated.
@@ -437,7 +443,9 @@ func TestCluster(t *testing.T) {
 	}
 
 	// The leader is cut off both ways; the others elect a new one and
-	// writes go on; then the partition heals.
+	// writes go on; then the partition heals. The others are a majority
+	// only once each is current.
+	c.converge()
 	l := c.leader()
 	var others []string
 	var otherAddrs []raft.ServerAddress
