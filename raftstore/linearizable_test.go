@@ -234,12 +234,7 @@ func TestLinearizableReadsWithoutWrites(t *testing.T) {
 	defer cancel()
 	// The node writes its HTTP address once it leads; wait for that write,
 	// so that the barrier below is the last entry.
-	for _, err := n.fsm.meta(metaHTTP("n1")); err != nil; _, err = n.fsm.meta(metaHTTP("n1")) {
-		if ctx.Err() != nil {
-			t.Fatalf("the node never wrote its address: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitAddressWrite(ctx, t, n)
 	b := &Batch{}
 	b.Set([]byte("k"), []byte("v"))
 	if err := n.Apply(ctx, b); err != nil {
@@ -389,6 +384,9 @@ func TestRestartAfterSnapshotAtBarrier(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// The node writes its HTTP address once it leads; wait for that write,
+	// so that the barrier below is the last entry.
+	awaitAddressWrite(ctx, t, n)
 	b := &Batch{}
 	b.Set([]byte("k"), []byte("v"))
 	if err := n.Apply(ctx, b); err != nil {
@@ -427,5 +425,18 @@ func TestRestartAfterSnapshotAtBarrier(t *testing.T) {
 	}
 	if v, err := n.Get(ctx, []byte("k"), Linearizable); err != nil || string(v) != "v" {
 		t.Errorf("after the restart: %q, %v", v, err)
+	}
+}
+
+// awaitAddressWrite waits until node n1, leading, has written its HTTP
+// address (its first entry of the term after the no-op), so that no entry
+// the test does not make comes after.
+func awaitAddressWrite(ctx context.Context, t *testing.T, n *Node) {
+	t.Helper()
+	for _, err := n.fsm.meta(metaHTTP("n1")); err != nil; _, err = n.fsm.meta(metaHTTP("n1")) {
+		if ctx.Err() != nil {
+			t.Fatalf("the node never wrote its address: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
