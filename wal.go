@@ -130,13 +130,9 @@ type logFile struct {
 // pred is synced and closed and then syncDir (which syncs the directory
 // that names f) has returned; a failure there fails f as a failed write
 // would, onFail included.
-func newLogFile(f vfs.File, name string, size int64, delay time.Duration, prep io.WriterAt, onFail func(error), pred *logFile, syncDir func() error) *logFile {
-	return newLogFileBuffers(f, name, size, delay, prep, onFail, pred, syncDir, nil)
-}
-
-// newLogFileBuffers is newLogFile taking its queue buffers from bufs, and
-// giving them back to it when closed, if bufs is not nil.
-func newLogFileBuffers(f vfs.File, name string, size int64, delay time.Duration, prep io.WriterAt, onFail func(error), pred *logFile, syncDir func() error, bufs *logBuffers) *logFile {
+// With bufs, not nil, it takes its queue buffers from bufs and gives them
+// back when closed.
+func newLogFile(f vfs.File, name string, size int64, delay time.Duration, prep io.WriterAt, onFail func(error), pred *logFile, syncDir func() error, bufs *logBuffers) *logFile {
 	l := &logFile{f: f, name: name, onFail: onFail, written: size, done: make(chan struct{}),
 		delay: delay, kick: make(chan struct{}, 1), prep: prep, filled: size, bufs: bufs}
 	if bufs != nil {
@@ -373,15 +369,13 @@ func (l *logFile) Close() error {
 		<-l.followed
 	}
 	if l.bufs != nil {
+		// The writer and follow are done: nothing is writing the buffers.
 		l.mu.Lock()
-		var bufs [2][]byte
-		if !l.writing { // (never writing here: the writer and follow are done)
-			bufs = [2][]byte{l.pending, l.spare}
-			l.pending, l.spare = nil, nil
-		}
+		pending, spare := l.pending, l.spare
+		l.pending, l.spare = nil, nil
 		l.mu.Unlock()
-		l.bufs.put(bufs[0])
-		l.bufs.put(bufs[1])
+		l.bufs.put(pending)
+		l.bufs.put(spare)
 	}
 	return l.f.Close()
 }

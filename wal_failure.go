@@ -46,7 +46,7 @@ func (d *DB) createWAL(num uint64, pred *logFile, seal func()) error {
 	if seal != nil {
 		seal()
 	}
-	d.wal = newLogFileBuffers(f, d.path(logName(num)), 0, logWriteDelay, prep, func(err error) { d.walFailed(err) }, pred, syncDir, &d.logBufs)
+	d.wal = newLogFile(f, d.path(logName(num)), 0, logWriteDelay, prep, func(err error) { d.walFailed(err) }, pred, syncDir, &d.logBufs)
 	d.walW = record.NewWriterOptions(d.wal, 0, record.WriterOptions{SyncOffsets: syncOffsets, LogNum: num})
 	return nil
 }

@@ -28,7 +28,7 @@ func newTestLogDelay(t *testing.T, fs vfs.FS, name string, delay time.Duration) 
 		t.Fatal(err)
 	}
 	failed := make(chan error, 4)
-	return newLogFile(f, name, 0, delay, nil, func(err error) { failed <- err }, nil, nil), failed
+	return newLogFile(f, name, 0, delay, nil, func(err error) { failed <- err }, nil, nil, nil), failed
 }
 
 // TestLogFileKeepsOrder writes records of many sizes, some past
@@ -295,7 +295,7 @@ func newFollowingLog(t *testing.T, fs vfs.FS, name string, pred *logFile, dirSyn
 	l := newLogFile(f, name, 0, logWriteDelay, nil, func(err error) { failed <- err }, pred, func() error {
 		dirSynced.Store(true)
 		return nil
-	})
+	}, nil)
 	return l, failed
 }
 
@@ -469,7 +469,7 @@ func TestLogBuffersPassToTheNextLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		failed := make(chan error, 4)
-		l := newLogFileBuffers(f, name, 0, logWriteDelay, nil, func(err error) { failed <- err }, nil, nil, &bufs)
+		l := newLogFile(f, name, 0, logWriteDelay, nil, func(err error) { failed <- err }, nil, nil, &bufs)
 		l.mu.Lock()
 		caps = append(caps, cap(l.pending))
 		l.mu.Unlock()

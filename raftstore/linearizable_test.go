@@ -258,17 +258,7 @@ func TestLinearizableReadsWithoutWrites(t *testing.T) {
 // entries above it are passed over, and an entry the log no longer holds
 // (in a snapshot the state holds) ends the walk at the applied index.
 func TestFSMTarget(t *testing.T) {
-	dir := t.TempDir()
-	fsm, err := OpenFSM(filepath.Join(dir, "fsm"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fsm.Close()
-	logs, err := OpenLogStore(filepath.Join(dir, "log"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
+	fsm, logs := openFSMAndLog(t)
 	b := &Batch{}
 	b.Set([]byte("k"), []byte("v"))
 	cmd := func(i uint64) *raft.Log { return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: b.Bytes()} }
@@ -303,17 +293,7 @@ func TestFSMTarget(t *testing.T) {
 // and it only no-ops and barriers; an entry the log no longer holds, a
 // command, an unknown type or another term means the state may be older.
 func TestStateHolds(t *testing.T) {
-	dir := t.TempDir()
-	fsm, err := OpenFSM(filepath.Join(dir, "fsm"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fsm.Close()
-	logs, err := OpenLogStore(filepath.Join(dir, "log"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
+	fsm, logs := openFSMAndLog(t)
 	b := &Batch{}
 	b.Set([]byte("k"), []byte("v"))
 	cmd := func(i, term uint64) *raft.Log {
@@ -339,10 +319,11 @@ func TestStateHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	apply(cmd(4, 1))
-	check := func(when string, cases []struct {
+	type holdsCase struct {
 		index, term uint64
 		holds       bool
-	}) {
+	}
+	check := func(when string, cases []holdsCase) {
 		t.Helper()
 		for _, c := range cases {
 			if got := stateHolds(fsm, logs, c.index, c.term); got != c.holds {
@@ -350,25 +331,16 @@ func TestStateHolds(t *testing.T) {
 			}
 		}
 	}
-	check("4 applied", []struct {
-		index, term uint64
-		holds       bool
-	}{
+	check("4 applied", []holdsCase{
 		{3, 1, true}, {4, 1, true}, {6, 1, true}, {7, 2, true},
 		{6, 2, false}, {7, 1, false}, {8, 2, false}, {9, 2, false}, {11, 2, false},
 	})
 	if err := logs.DeleteRange(5, 5); err != nil {
 		t.Fatal(err)
 	}
-	check("5 dropped from the log", []struct {
-		index, term uint64
-		holds       bool
-	}{{7, 2, false}})
+	check("5 dropped from the log", []holdsCase{{7, 2, false}})
 	apply(cmd(8, 2))
-	check("8 applied", []struct {
-		index, term uint64
-		holds       bool
-	}{{8, 2, true}, {9, 2, true}, {10, 2, false}})
+	check("8 applied", []holdsCase{{8, 2, true}, {9, 2, true}, {10, 2, false}})
 }
 
 // TestRestartAfterSnapshotAtBarrier: a node whose last snapshot was taken
@@ -439,4 +411,22 @@ func awaitAddressWrite(ctx context.Context, t *testing.T, n *Node) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// openFSMAndLog opens a state machine and a log store in a new directory,
+// closed when the test ends.
+func openFSMAndLog(t *testing.T) (*FSM, *LogStore) {
+	t.Helper()
+	dir := t.TempDir()
+	fsm, err := OpenFSM(filepath.Join(dir, "fsm"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fsm.Close() })
+	logs, err := OpenLogStore(filepath.Join(dir, "log"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logs.Close() })
+	return fsm, logs
 }
