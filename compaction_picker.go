@@ -21,16 +21,22 @@ type levelTargets struct {
 }
 
 // levelTargets computes the targets from the tables in v and the running
-// compactions, as RocksDB's level_compaction_dynamic_level_bytes does (and
-// Pebble by default): the last level is to hold all but 1/LevelMultiplier
-// of the data, each level above it a LevelMultiplier-th of the next, and
-// the base is the highest level that needs data by that rule (never above
-// the first level holding data, never below level 1), its target
-// LBaseMaxBytes; the levels from the base down grow by a constant factor
-// to the last's size. A small store thus keeps its data in level 0 and the
-// last level alone, and each level that fills in the middle holds what the
-// levels below it make room for, rather than level 1 filling to its fixed
-// size first, whatever the store's size.
+// compactions by the shares of RocksDB's level_compaction_dynamic_level_bytes:
+// the last level is to hold all but 1/LevelMultiplier of the data, each level
+// above it a LevelMultiplier-th of the next, and the base is the highest
+// level that needs data by that rule (never above the first level holding
+// data, never below level 1); each level from the base down has its share
+// by that rule as its target, the base's at least
+// LBaseMaxBytes/LevelMultiplier. A small store thus keeps its data in level
+// 0 and the last level alone, and each level that fills in the middle holds
+// what the levels below it make room for, rather than level 1 filling to
+// its fixed size first, whatever the store's size. The levels above the
+// last then hold about a LevelMultiplier-th of the data, which bounds the
+// older versions a store keeps beside the last level's, and what a scan
+// merges and skips. (RocksDB raises every target to its base size, and
+// Pebble gives the base LBaseMaxBytes and spreads the rest by a smaller
+// factor: in both the levels above the last can hold a third of the data
+// and more.)
 func (d *DB) levelTargets(v *manifest.Version, running []*compaction) levelTargets {
 	const last = manifest.NumLevels - 1
 	var t levelTargets
@@ -74,14 +80,10 @@ func (d *DB) levelTargets(v *manifest.Version, running []*compaction) levelTarge
 		t.base--
 		size /= mult
 	}
-	step := 1.0
-	if t.base < last {
-		step = math.Pow(bottom/lbase, 1/float64(last-t.base))
-	}
-	size = lbase
+	size = max(size, lbase/mult)
 	for l := t.base; l < last; l++ {
 		t.maxBytes[l] = size
-		size *= step
+		size *= mult
 	}
 	return t
 }

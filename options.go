@@ -72,9 +72,12 @@ type Options struct {
 	// holds all but 1/LevelMultiplier (10) of it and each level above a
 	// LevelMultiplier-th of the next: the last level itself in a store of
 	// up to about LBaseMaxBytes×LevelMultiplier/(LevelMultiplier-1) bytes,
-	// level 5 in one up to LevelMultiplier times that, and so on. The
-	// levels from the base down have targets growing by a constant factor
-	// from LBaseMaxBytes to the last level's size; the last has no limit.
+	// level 5 in one up to LevelMultiplier times that, and so on. Each
+	// level from the base down to the one above the last has that share as
+	// its target, a LevelMultiplier-th of the next level's (the base's at
+	// least LBaseMaxBytes/LevelMultiplier), so that the levels above the
+	// last hold about a LevelMultiplier-th of the data; the last has no
+	// limit.
 	LBaseMaxBytes   int64
 	LevelMultiplier int
 	// TargetFileSize is the size at which a compaction starts a new output
