@@ -20,13 +20,12 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"weak"
 )
 
 // entryOverhead is charged per entry on top of its value: the entry, with
-// its ring and file links (120 bytes, which the allocator rounds to 128),
-// and its map slot.
-const entryOverhead = 144
+// its ring and file links (136 bytes, which the allocator rounds to 144),
+// its map slot and the slot others' follow hints reach it by.
+const entryOverhead = 176
 
 type key struct{ file, offset uint64 }
 
@@ -48,15 +47,39 @@ type entry struct {
 	// pinned: Get or Load handed the block out without a Handle, so its
 	// memory is never reused.
 	pinned atomic.Bool
-	// follow is the entry GetRefAfter last found after this one, weakly
-	// held: a hint, checked before use, that keeps nothing alive.
-	follow atomic.Pointer[weak.Pointer[entry]]
+	// follow is the slot of the entry GetRefAfter last found after this
+	// one: a hint, checked before use. A slot lets go of its entry when the
+	// entry leaves the cache, so a hint keeps no block alive.
+	follow atomic.Pointer[slot]
+	// slot is this entry's, for other entries' follow hints; nil until
+	// one is needed.
+	slot atomic.Pointer[slot]
 	// cached is set while the entry is in its shard's map, so that a
 	// follow hint to a block evicted or swapped out is not taken.
 	cached atomic.Bool
 	// noSwap is set once Swap refused another form of the block for want
 	// of room: MaySwap then says no without the form being built again.
 	noSwap atomic.Bool
+}
+
+// slot refers to an entry while it is cached, and to nothing afterwards.
+type slot struct{ e atomic.Pointer[entry] }
+
+// slotOf returns e's slot, made on first use. A slot made as e leaves the
+// cache is emptied at once: remove or slotOf sees the other's store.
+func (e *entry) slotOf() *slot {
+	if s := e.slot.Load(); s != nil {
+		return s
+	}
+	s := new(slot)
+	s.e.Store(e)
+	if !e.slot.CompareAndSwap(nil, s) {
+		return e.slot.Load()
+	}
+	if !e.cached.Load() {
+		s.e.Store(nil)
+	}
+	return s
 }
 
 // tryRef takes a reference to e unless its count is zero: a block whose
@@ -180,8 +203,8 @@ func (c *Cache) GetRefAfter(prev Handle, file, offset uint64) (Handle, bool) {
 	if prev.e == nil {
 		return c.GetRef(file, offset)
 	}
-	if w := prev.e.follow.Load(); w != nil {
-		if e := w.Value(); e != nil && e.key == k && e.cached.Load() && e.tryRef() {
+	if s := prev.e.follow.Load(); s != nil {
+		if e := s.e.Load(); e != nil && e.key == k && e.cached.Load() && e.tryRef() {
 			e.referenced.Store(true)
 			c.hits.Add(1)
 			return Handle{e}, true
@@ -189,8 +212,7 @@ func (c *Cache) GetRefAfter(prev Handle, file, offset uint64) (Handle, bool) {
 	}
 	h, ok := c.GetRef(file, offset)
 	if ok {
-		w := weak.Make(h.e)
-		prev.e.follow.Store(&w)
+		prev.e.follow.Store(h.e.slotOf())
 	}
 	return h, ok
 }
@@ -563,6 +585,10 @@ func (s *shard) victim() *entry {
 // remove drops e from the cache, and the cache's reference to it.
 func (s *shard) remove(e *entry) {
 	e.cached.Store(false)
+	if sl := e.slot.Load(); sl != nil {
+		sl.e.Store(nil)
+	}
+	e.follow.Store(nil)
 	delete(s.entries, e.key)
 	s.used -= e.charge
 	s.unlink(e)

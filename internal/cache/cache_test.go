@@ -119,7 +119,7 @@ func TestLoadErrorsAreNotCached(t *testing.T) {
 
 // TestEntryOverhead checks that the charge per entry covers the entry.
 func TestEntryOverhead(t *testing.T) {
-	if size := unsafe.Sizeof(entry{}); size+16 > entryOverhead {
+	if size := unsafe.Sizeof(entry{}) + unsafe.Sizeof(slot{}); size+16 > entryOverhead {
 		t.Fatalf("an entry is %d bytes; entryOverhead %d leaves too little for its map slot", size, entryOverhead)
 	}
 }
@@ -352,6 +352,50 @@ func TestGetRefAfterSkipsSwappedOut(t *testing.T) {
 	c.EvictFile(1)
 	if h, ok := c.GetRefAfter(prev, 1, 1); ok {
 		t.Fatalf("GetRefAfter returns %q, evicted", h.Value())
+	}
+}
+
+// TestFollowHintLetsGo removes the block a follow hint reaches, by a swap
+// and by eviction: the hint then reaches no entry, so it keeps no block
+// alive, and the next GetRefAfter records the block cached since.
+func TestFollowHintLetsGo(t *testing.T) {
+	c := New(1<<20, Options{Shards: 1})
+	c.Set(0, 0, []byte("first")) // in a file of its own, which stays
+	c.Set(1, 1, []byte("stored"))
+	prev, _ := c.GetRef(0, 0)
+	defer prev.Release()
+	old, _ := c.GetRefAfter(prev, 1, 1)
+	target := func() *entry {
+		s := prev.e.follow.Load()
+		if s == nil {
+			t.Fatal("GetRefAfter recorded no hint")
+		}
+		return s.e.Load()
+	}
+	if target() != old.e {
+		t.Fatal("the hint does not reach the block found")
+	}
+	nh, ok := c.Swap(old, 1, 1, append(c.Alloc(4)[:0], "flat"...))
+	old.Release()
+	if !ok {
+		t.Fatal("Swap refused")
+	}
+	nh.Release()
+	if e := target(); e != nil {
+		t.Fatalf("the hint still reaches the swapped-out block %q", e.value)
+	}
+	h, _ := c.GetRefAfter(prev, 1, 1)
+	h.Release()
+	if e := target(); e == nil || string(e.value) != "flat" {
+		t.Fatal("GetRefAfter did not record the block cached after the swap")
+	}
+	c.EvictFile(1)
+	if e := target(); e != nil {
+		t.Fatalf("the hint still reaches the evicted block %q", e.value)
+	}
+	// A slot made for an entry already out of the cache is empty.
+	if s := h.e.slotOf(); s.e.Load() != nil {
+		t.Fatal("the slot of an evicted entry reaches it")
 	}
 }
 
