@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/bloomkv/bloomkv/internal/cache"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 )
@@ -143,7 +144,7 @@ func (it *Iter) seekLookup(enc []byte, cur *int) bool {
 		}
 		if i != *cur {
 			*cur = -1
-			if !it.lookupBlock(w.handles[i]) {
+			if !it.lookupBlock(w.handles[i], &w.hints[i]) {
 				return it.settle(false)
 			}
 			*cur = i
@@ -171,18 +172,19 @@ func (it *Iter) lookupIndexed() bool {
 	if n == 0 || it.t.cc == nil || it.t.opts.IngestChecks != nil {
 		return it.loadBlock() // which reports a bad handle
 	}
-	return it.lookupBlock(bh)
+	return it.lookupBlock(bh, nil)
 }
 
 // lookupBlock loads the data block at bh for a point lookup. A block in
-// bloomkv's cache is used there; a block missing from it is cached only if
-// the cache admits it (cache.Cache.Admit: a block missed again soon), and
+// bloomkv's cache is used there, found through hint when not nil (the
+// block's index entry's); a block missing from it is cached only if the
+// cache admits it (cache.Cache.Admit: a block missed again soon), and
 // otherwise read, verified and decoded into the iterator's own buffers,
 // where it lasts until the iterator's next block.
-func (it *Iter) lookupBlock(bh BlockHandle) bool {
+func (it *Iter) lookupBlock(bh BlockHandle, hint *cache.Hint) bool {
 	t := it.t
 	it.release()
-	b, err := it.lookupBytes(bh)
+	b, err := it.lookupBytes(bh, hint)
 	if err == nil {
 		// The cache may hold the block flat, as an iterator left it.
 		err = it.data.initCached(b, t.where("data", bh))
@@ -197,9 +199,9 @@ func (it *Iter) lookupBlock(bh BlockHandle) bool {
 
 // lookupBytes returns the data block at bh for lookupBlock: from the cache,
 // held by it.h, or read into the iterator's buffers.
-func (it *Iter) lookupBytes(bh BlockHandle) ([]byte, error) {
+func (it *Iter) lookupBytes(bh BlockHandle, hint *cache.Hint) ([]byte, error) {
 	t := it.t
-	if h, ok := t.cc.GetRef(t.opts.FileNum, bh.Offset); ok {
+	if h, ok := t.cc.GetRefHinted(hint, t.opts.FileNum, bh.Offset); ok {
 		it.h = h
 		return h.Value(), nil
 	}
@@ -210,6 +212,9 @@ func (it *Iter) lookupBytes(bh BlockHandle) ([]byte, error) {
 	it.h, err = t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
 		return t.readBlockAlloc(bh, "data", t.cc.Alloc)
 	})
+	if err == nil && hint != nil {
+		hint.Note(it.h)
+	}
 	return it.h.Value(), err
 }
 
@@ -226,11 +231,13 @@ var ErrIterClosed = errors.New("sstable: iterator is closed")
 // strictly smaller window means a strictly smaller separator, so the seek
 // searches a small array of integers and compares whole keys only among the
 // entries whose window equals the key's, and with the last. The entries'
-// block handles, decoded, spare the lookup the index block altogether.
+// block handles, decoded, spare the lookup the index block altogether, and
+// each entry's cache hint the block cache's lookup of its block.
 type indexWindows struct {
 	common  []byte        // the user-key prefix the windowed separators share
 	window  []uint64      // per index entry but the last
 	handles []BlockHandle // per index entry
+	hints   []cache.Hint  // per index entry
 	entries int           // the index's entries
 }
 
@@ -295,6 +302,7 @@ func (t *Reader) buildIndexWindows(index []byte) *indexWindows {
 		return nil
 	}
 	w.common = w.common[:len(w.common):len(w.common)]
+	w.hints = make([]cache.Hint, n)
 	return &w
 }
 
@@ -303,7 +311,7 @@ func (w *indexWindows) bytes() uint64 {
 	if w == nil {
 		return 0
 	}
-	return uint64(len(w.common) + 8*len(w.window) + 16*len(w.handles))
+	return uint64(len(w.common) + 8*len(w.window) + 16*len(w.handles) + 8*len(w.hints))
 }
 
 // seek returns the first entry of the index whose separator is ≥ enc (a

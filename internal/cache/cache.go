@@ -47,10 +47,9 @@ type entry struct {
 	// pinned: Get or Load handed the block out without a Handle, so its
 	// memory is never reused.
 	pinned atomic.Bool
-	// follow is the slot of the entry GetRefAfter last found after this
-	// one: a hint, checked before use. A slot lets go of its entry when the
-	// entry leaves the cache, so a hint keeps no block alive.
-	follow atomic.Pointer[slot]
+	// follow is the hint of the block GetRefAfter last found after this
+	// one.
+	follow Hint
 	// slot is this entry's, for other entries' follow hints; nil until
 	// one is needed.
 	slot atomic.Pointer[slot]
@@ -64,6 +63,53 @@ type entry struct {
 
 // slot refers to an entry while it is cached, and to nothing afterwards.
 type slot struct{ e atomic.Pointer[entry] }
+
+// Hint remembers the block last found for one place in a file (a table's
+// index entry, the block after another), so that the next read of it takes
+// the block without a lookup while it is still the one cached there. It
+// keeps no block alive: it reaches its block through the block's slot,
+// which lets go when the block leaves the cache. The zero Hint remembers
+// nothing; a Hint is safe for concurrent use.
+type Hint struct{ s atomic.Pointer[slot] }
+
+// take returns a reference to the block h reaches, when that is the block
+// cached under k.
+func (c *Cache) take(h *Hint, k key) (Handle, bool) {
+	if s := h.s.Load(); s != nil {
+		if e := s.e.Load(); e != nil && e.key == k && e.cached.Load() && e.tryRef() {
+			e.referenced.Store(true)
+			c.hits.Add(1)
+			return Handle{e}, true
+		}
+	}
+	return Handle{}, false
+}
+
+// Note records in h the block ref refers to; a zero ref records nothing.
+func (h *Hint) Note(ref Handle) {
+	if ref.e != nil {
+		h.s.Store(ref.e.slotOf())
+	}
+}
+
+// GetRefHinted is GetRef for a reader that keeps a Hint for (file, offset):
+// the block h reaches is taken without a lookup while it is the one cached
+// there; otherwise GetRef's lookup is made and its block noted in h. A nil
+// h is GetRef.
+func (c *Cache) GetRefHinted(h *Hint, file, offset uint64) (Handle, bool) {
+	if h == nil {
+		return c.GetRef(file, offset)
+	}
+	k := key{file, offset}
+	if ref, ok := c.take(h, k); ok {
+		return ref, true
+	}
+	ref, ok := c.GetRef(file, offset)
+	if ok {
+		h.Note(ref)
+	}
+	return ref, ok
+}
 
 // slotOf returns e's slot, made on first use. A slot made as e leaves the
 // cache is emptied at once: remove or slotOf sees the other's store.
@@ -199,22 +245,10 @@ func (c *Cache) GetRef(file, offset uint64) (Handle, bool) {
 // one cached, without a lookup; otherwise GetRef's lookup is made and its
 // block recorded as the one after prev's.
 func (c *Cache) GetRefAfter(prev Handle, file, offset uint64) (Handle, bool) {
-	k := key{file, offset}
 	if prev.e == nil {
 		return c.GetRef(file, offset)
 	}
-	if s := prev.e.follow.Load(); s != nil {
-		if e := s.e.Load(); e != nil && e.key == k && e.cached.Load() && e.tryRef() {
-			e.referenced.Store(true)
-			c.hits.Add(1)
-			return Handle{e}, true
-		}
-	}
-	h, ok := c.GetRef(file, offset)
-	if ok {
-		prev.e.follow.Store(h.e.slotOf())
-	}
-	return h, ok
+	return c.GetRefHinted(&prev.e.follow, file, offset)
 }
 
 // GetOrLoad returns the block cached under (file, offset), or calls load and
@@ -588,7 +622,7 @@ func (s *shard) remove(e *entry) {
 	if sl := e.slot.Load(); sl != nil {
 		sl.e.Store(nil)
 	}
-	e.follow.Store(nil)
+	e.follow.s.Store(nil)
 	delete(s.entries, e.key)
 	s.used -= e.charge
 	s.unlink(e)

@@ -366,7 +366,7 @@ func TestFollowHintLetsGo(t *testing.T) {
 	defer prev.Release()
 	old, _ := c.GetRefAfter(prev, 1, 1)
 	target := func() *entry {
-		s := prev.e.follow.Load()
+		s := prev.e.follow.s.Load()
 		if s == nil {
 			t.Fatal("GetRefAfter recorded no hint")
 		}
@@ -396,6 +396,50 @@ func TestFollowHintLetsGo(t *testing.T) {
 	// A slot made for an entry already out of the cache is empty.
 	if s := h.e.slotOf(); s.e.Load() != nil {
 		t.Fatal("the slot of an evicted entry reaches it")
+	}
+}
+
+// TestGetRefHinted reads a block through a Hint: the first read looks it
+// up and notes it, the next takes it without a lookup, and after a swap or
+// an eviction the hint is not taken for the block that left.
+func TestGetRefHinted(t *testing.T) {
+	c := New(1<<20, Options{Shards: 1})
+	c.Set(1, 0, []byte("stored"))
+	var hint Hint
+	get := func() (string, bool) {
+		h, ok := c.GetRefHinted(&hint, 1, 0)
+		defer h.Release()
+		return string(h.Value()), ok
+	}
+	if v, ok := get(); !ok || v != "stored" {
+		t.Fatalf("first read: %q, %v", v, ok)
+	}
+	if s := hint.s.Load(); s == nil || s.e.Load() == nil {
+		t.Fatal("the hint noted no block")
+	}
+	old, _ := c.GetRefHinted(&hint, 1, 0)
+	nh, ok := c.Swap(old, 1, 0, append(c.Alloc(4)[:0], "flat"...))
+	old.Release()
+	if !ok {
+		t.Fatal("Swap refused")
+	}
+	nh.Release()
+	if v, ok := get(); !ok || v != "flat" {
+		t.Fatalf("after the swap: %q, %v", v, ok)
+	}
+	if e := hint.s.Load().e.Load(); e == nil || string(e.value) != "flat" {
+		t.Fatal("the hint did not note the block cached after the swap")
+	}
+	c.EvictFile(1)
+	if v, ok := get(); ok {
+		t.Fatalf("after the eviction: %q", v)
+	}
+	// A nil hint is GetRef.
+	c.Set(2, 0, []byte("x"))
+	if h, ok := c.GetRefHinted(nil, 2, 0); !ok || string(h.Value()) != "x" {
+		t.Fatalf("nil hint: %q, %v", h.Value(), ok)
+	} else {
+		h.Release()
 	}
 }
 
