@@ -89,7 +89,7 @@ type blockWhere struct {
 type blockIter struct {
 	cmp         keyCmp   // how keys compare
 	order       keyOrder // the user keys' order, with cmpForeign
-	data        []byte   // the entries, without the restart array
+	data        []byte   // the entries, without the restart array; a flat block's values
 	restarts    []byte   // numRestarts uint32s
 	numRestarts int
 	where       blockWhere // names the block for errors
@@ -101,7 +101,7 @@ type blockIter struct {
 	n    int
 	i    int
 
-	offset     int // of the current entry; len(data) when exhausted forward
+	offset     int // of the current entry (a flat block's: its value); len(data) when exhausted forward
 	nextOffset int
 	key        []byte // in a row block, the buffer keys are decoded into
 	own        []byte // in a flat block, that buffer, kept for the next block
@@ -173,7 +173,7 @@ func (it *blockIter) initCached(block []byte, where blockWhere) error {
 	if it.tab != nil {
 		own = it.own[:0]
 	}
-	*it = blockIter{where: where, data: f.data, tab: f.tab, keys: f.keys, n: f.n, own: own, offset: len(f.data), nextOffset: len(f.data)}
+	*it = blockIter{where: where, data: f.values, tab: f.tab, keys: f.keys, n: f.n, own: own, offset: len(f.values), nextOffset: len(f.values)}
 	return nil
 }
 
@@ -381,11 +381,7 @@ func (it *blockIter) seekGE(key []byte) bool {
 	if it.err != nil {
 		return false
 	}
-	if len(it.data) == 0 { // an empty block (a table of range deletions only)
-		it.valid = false
-		return false
-	}
-	if it.tab != nil {
+	if it.tab != nil { // never empty; its values may be
 		lo, hi := 0, it.n
 		for lo < hi {
 			mid := int(uint(lo+hi) >> 1)
@@ -396,6 +392,10 @@ func (it *blockIter) seekGE(key []byte) bool {
 			}
 		}
 		return it.flatAt(lo)
+	}
+	if len(it.data) == 0 { // an empty block (a table of range deletions only)
+		it.valid = false
+		return false
 	}
 	// Binary search for the first restart whose key is ≥ key; the answer is
 	// at or after the restart before it.
@@ -438,24 +438,25 @@ func (it *blockIter) seekLT(key []byte) bool {
 }
 
 // A flat block is a data block of internal keys laid out for iteration from
-// the cache: the row block as stored, then every entry's key whole, one after
-// another, then a table of 16 bytes per entry (the key's start and end among
-// the keys, the value's start and end in the row block; uint32 LE each), then
-// a footer of uint32s LE: the row block's length, the length of its entries
-// (without the restarts), the keys' length, the number of entries and
-// flatMagic. Moving to an entry reads its table entry, with no varint or
-// prefix to decode, and a seek searches every key in place. A row block
-// never ends in flatMagic: as a restart count it overruns any block.
+// the cache: every entry's value, one after another, then every entry's key
+// whole, one after another, then a table of n+1 pairs of uint32s LE (where
+// entry i's key and value start among the keys and the values; pair n holds
+// where they end), then a footer of uint32s LE: the values' length, the
+// keys' length, the number of entries n and flatMagic. Moving to an entry
+// reads 16 bytes of the table, with no varint or prefix to decode, a seek
+// searches every key in place, and a walk reads values and keys as two
+// sequential streams. A row block never ends in flatMagic: as a restart
+// count it overruns any block.
 const (
-	flatMagic    = 0xf1a7b10c
-	flatFooter   = 20
-	flatEntryLen = 16
+	flatMagic   = 0xf1a7b10c
+	flatFooter  = 16
+	flatPairLen = 8
 )
 
 // flatParts are the parts of a flat block.
 type flatParts struct {
-	data, tab, keys []byte // the row entries, the table, the keys
-	n               int    // entries
+	values, tab, keys []byte // the values, the table, the keys
+	n                 int    // entries
 }
 
 // splitFlat returns the parts of a flat block; ok is false when block is not
@@ -466,12 +467,12 @@ func splitFlat(block []byte) (f flatParts, ok bool) {
 		return f, false
 	}
 	h := block[end:]
-	r, d := uint64(binary.LittleEndian.Uint32(h)), uint64(binary.LittleEndian.Uint32(h[4:]))
-	k, c := uint64(binary.LittleEndian.Uint32(h[8:])), uint64(binary.LittleEndian.Uint32(h[12:]))
-	if d > r || r+k+c*flatEntryLen != uint64(end) {
+	v, k := uint64(binary.LittleEndian.Uint32(h)), uint64(binary.LittleEndian.Uint32(h[4:]))
+	c := uint64(binary.LittleEndian.Uint32(h[8:]))
+	if c == 0 || v+k+(c+1)*flatPairLen != uint64(end) {
 		return f, false
 	}
-	return flatParts{data: block[:d], tab: block[r+k : end], keys: block[r : r+k], n: int(c)}, true
+	return flatParts{values: block[:v], keys: block[v : v+k], tab: block[v+k : end], n: int(c)}, true
 }
 
 // flatAt positions at entry i of a flat block; false, and no entry, when
@@ -482,9 +483,9 @@ func (it *blockIter) flatAt(i int) bool {
 		it.offset = len(it.data)
 		return false
 	}
-	e := it.tab[flatEntryLen*i : flatEntryLen*i+flatEntryLen]
-	ks, ke := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
-	vs, ve := binary.LittleEndian.Uint32(e[8:]), binary.LittleEndian.Uint32(e[12:])
+	e := it.tab[flatPairLen*i : flatPairLen*i+2*flatPairLen]
+	ks, vs := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+	ke, ve := binary.LittleEndian.Uint32(e[8:]), binary.LittleEndian.Uint32(e[12:])
 	it.key = it.keys[ks:ke:ke]
 	it.value = it.data[vs:ve:ve]
 	it.i, it.offset, it.valid = i, int(vs), true
@@ -493,13 +494,13 @@ func (it *blockIter) flatAt(i int) bool {
 
 // flatKey returns the key of entry i of a flat block.
 func (it *blockIter) flatKey(i int) []byte {
-	e := it.tab[flatEntryLen*i : flatEntryLen*i+flatEntryLen]
-	ks, ke := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+	e := it.tab[flatPairLen*i : flatPairLen*i+2*flatPairLen]
+	ks, ke := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[8:])
 	return it.keys[ks:ke:ke]
 }
 
-// flatScratch holds the keys and table of a block being flattened.
-type flatScratch struct{ keys, tab []byte }
+// flatScratch holds the values, keys and table of a block being flattened.
+type flatScratch struct{ values, keys, tab []byte }
 
 // flattenBlock returns the flat form of b, a checked data block of internal
 // keys, in memory from alloc. ok is false, and nothing allocated, when b
@@ -519,34 +520,32 @@ func flattenBlock(b []byte, alloc func(int) []byte, scratch *sync.Pool) (out []b
 		sc = new(flatScratch)
 	}
 	defer scratch.Put(sc)
-	keys, tab := sc.keys[:0], sc.tab[:0]
+	values, keys, tab := sc.values[:0], sc.keys[:0], sc.tab[:0]
 	n := 0
 	for ok := it.first(); ok; ok = it.next() {
 		if len(it.key) < base.TrailerLen {
 			return nil, false
 		}
-		ks := len(keys)
-		keys = append(keys, it.key...)
-		vs := it.nextOffset - len(it.value)
-		tab = binary.LittleEndian.AppendUint32(tab, uint32(ks))
 		tab = binary.LittleEndian.AppendUint32(tab, uint32(len(keys)))
-		tab = binary.LittleEndian.AppendUint32(tab, uint32(vs))
-		tab = binary.LittleEndian.AppendUint32(tab, uint32(it.nextOffset))
+		tab = binary.LittleEndian.AppendUint32(tab, uint32(len(values)))
+		keys = append(keys, it.key...)
+		values = append(values, it.value...)
 		n++
 	}
-	sc.keys, sc.tab = keys, tab
-	if it.err != nil || n == 0 || len(keys) > math.MaxUint32/2 {
+	tab = binary.LittleEndian.AppendUint32(tab, uint32(len(keys)))
+	tab = binary.LittleEndian.AppendUint32(tab, uint32(len(values)))
+	sc.values, sc.keys, sc.tab = values, keys, tab
+	if it.err != nil || n == 0 || len(keys)+len(values) > math.MaxUint32/2 {
 		return nil, false
 	}
-	out = alloc(len(b) + len(keys) + len(tab) + flatFooter)
-	w := copy(out, b)
+	out = alloc(len(values) + len(keys) + len(tab) + flatFooter)
+	w := copy(out, values)
 	w += copy(out[w:], keys)
 	w += copy(out[w:], tab)
 	f := out[w:]
-	binary.LittleEndian.PutUint32(f, uint32(len(b)))
-	binary.LittleEndian.PutUint32(f[4:], uint32(len(it.data)))
-	binary.LittleEndian.PutUint32(f[8:], uint32(len(keys)))
-	binary.LittleEndian.PutUint32(f[12:], uint32(n))
-	binary.LittleEndian.PutUint32(f[16:], flatMagic)
+	binary.LittleEndian.PutUint32(f, uint32(len(values)))
+	binary.LittleEndian.PutUint32(f[4:], uint32(len(keys)))
+	binary.LittleEndian.PutUint32(f[8:], uint32(n))
+	binary.LittleEndian.PutUint32(f[12:], flatMagic)
 	return out, true
 }
