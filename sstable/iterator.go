@@ -102,12 +102,13 @@ func (t *Reader) iterBlock(bh BlockHandle, kind string, reuse bool, bufs *blockB
 }
 
 // loadBlock loads the data block the index iterator points at.
-func (it *Iter) loadBlock() bool { return it.loadBlockAfter(false) }
+func (it *Iter) loadBlock() bool { return it.loadBlockAfter(false, nil) }
 
 // loadBlockAfter is loadBlock; after says the block follows the one held,
 // for a walk forward, whose block the cache can find without a lookup
-// (cache.GetRefAfter).
-func (it *Iter) loadBlockAfter(after bool) bool {
+// (cache.GetRefAfter), as it can through hint when not nil (the index
+// entry's, cache.GetRefHinted).
+func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 	cur := it.index.cur()
 	bh, n := decodeHandle(cur.value)
 	if n == 0 {
@@ -142,7 +143,7 @@ func (it *Iter) loadBlockAfter(after bool) bool {
 			err = chk.checkIngested(bh, b)
 		}
 	case it.counted:
-		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk, it.reuse, prev)
+		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk, it.reuse, prev, hint)
 	default:
 		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs, chk)
 	}
@@ -199,7 +200,7 @@ func (it *Iter) settle(ok bool) bool {
 // the data iterator is exhausted.
 func (it *Iter) skipForward(ok bool) bool {
 	for !ok && it.err == nil && it.data.err == nil {
-		if !it.index.next() || !it.loadBlockAfter(true) {
+		if !it.index.next() || !it.loadBlockAfter(true, nil) {
 			return false
 		}
 		ok = it.data.first()
@@ -308,7 +309,7 @@ func (it *Iter) seekGEEncoded(enc []byte) bool {
 	if it.err != nil {
 		return false
 	}
-	ok := it.index.seekGE(enc) && it.loadBlock() && it.data.seekGE(enc)
+	ok := it.seekIndexed(enc) && it.data.seekGE(enc)
 	if !ok && it.index.valid() && it.err == nil && it.data.err == nil {
 		// Every key of this block is below enc; the answer starts the next.
 		ok = it.skipForward(false)
@@ -320,6 +321,22 @@ func (it *Iter) seekGEEncoded(enc []byte) bool {
 		}
 	}
 	return it.settle(ok)
+}
+
+// seekIndexed positions the index at the first data block whose separator
+// is ≥ enc and loads that block. Through bloomkv's cache, in a table whose
+// index has windows (indexWindows), the windows find the entry and its
+// hint the block.
+func (it *Iter) seekIndexed(enc []byte) bool {
+	t := it.t
+	if w := t.windows; w != nil && t.cc != nil && it.counted && !it.index.twoLevel && t.opts.IngestChecks == nil && len(enc) >= base.TrailerLen {
+		if i, ok := w.seek(&it.index.top, enc); ok && i < w.entries {
+			return it.index.top.seekRestart(i) && it.loadBlockAfter(false, &w.hints[i])
+		}
+		// Past the last separator, or a damaged index: the index's own
+		// seek says which.
+	}
+	return it.index.seekGE(enc) && it.loadBlock()
 }
 
 // SeekLT moves to the last entry whose user key is < userKey.

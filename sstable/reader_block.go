@@ -250,12 +250,20 @@ func (t *Reader) readChecked(bh BlockHandle, kind string, chk *Iter) ([]byte, er
 // costs more than it saves. One read for a point lookup, or into a cache
 // that evicts, is cached as stored, the smaller form. prev, when not the zero
 // Handle, is the caller's reference to the block before bh's in the file
-// (cache.GetRefAfter).
-func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool, prev cache.Handle) ([]byte, cache.Handle, error) {
+// (cache.GetRefAfter); hint, when not nil, the block's index entry's hint
+// (cache.GetRefHinted), which notes the block found or loaded.
+func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool, prev cache.Handle, hint *cache.Hint) ([]byte, cache.Handle, error) {
 	if ra != nil {
 		ra.saw(bh)
 	}
-	if h, ok := t.cc.GetRefAfter(prev, t.opts.FileNum, bh.Offset); ok {
+	var h cache.Handle
+	var ok bool
+	if hint != nil {
+		h, ok = t.cc.GetRefHinted(hint, t.opts.FileNum, bh.Offset)
+	} else {
+		h, ok = t.cc.GetRefAfter(prev, t.opts.FileNum, bh.Offset)
+	}
+	if ok {
 		if flat && ra != nil && ra.seq >= flattenAfterBlocks {
 			h = t.flattenCached(h, bh)
 		}
@@ -264,6 +272,9 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
 		return t.cacheBlock(bh, ra, chk, flat)
 	})
+	if err == nil && hint != nil {
+		hint.Note(h)
+	}
 	return h.Value(), h, err
 }
 
