@@ -27,7 +27,8 @@ type levelTargets struct {
 // level that needs data by that rule (never above the first level holding
 // data, never below level 1); each level from the base down has its share
 // by that rule as its target, the base's at least
-// LBaseMaxBytes/LevelMultiplier. A small store thus keeps its data in level
+// LBaseMaxBytes/LevelMultiplier (the levels below a base so raised
+// LevelMultiplier times the one above). A small store thus keeps its data in level
 // 0 and the last level alone, and each level that fills in the middle holds
 // what the levels below it make room for, rather than level 1 filling to
 // its fixed size first, whatever the store's size. The levels above the
@@ -179,9 +180,9 @@ func (d *DB) levelScoresLocked(v *manifest.Version) [manifest.NumLevels]float64 
 //
 // Level 0 scores the larger of its depth (l0Depth) over
 // L0CompactionThreshold and its tables over half of L0StopWritesThreshold,
-// divided by the base level's score when that exceeds 1 and level 0 has not
-// stopped writes (as Pebble weighs a level against the one it compacts
-// into): each merge of level 0 rewrites the base tables it overlaps, all of
+// divided by the base level's score, counted against a target of at least
+// LBaseMaxBytes, when that exceeds 1 and level 0 has not stopped writes (as
+// Pebble weighs a level against the one it compacts into): each merge of level 0 rewrites the base tables it overlaps, all of
 // them for random keys, so a base let grow while level 0 keeps the one
 // compaction slot makes every later merge longer (at 8M keys the base
 // reached 5.6 times its target, and a random load wrote 8.6 bytes a byte
@@ -207,8 +208,14 @@ func (d *DB) levelScores(v *manifest.Version, t levelTargets, busy map[uint64]bo
 	l0 := v.Files(0)
 	depth := l0Depth(l0, busy)
 	s[0] = max(float64(depth)/float64(d.opts.L0CompactionThreshold), float64(len(l0))/(float64(d.opts.L0StopWritesThreshold)/2))
-	if b := s[t.base]; t.base > 0 && b > 1 && len(l0) < d.opts.L0StopWritesThreshold {
-		s[0] /= b
+	if t.base > 0 && t.base < manifest.NumLevels-1 && len(l0) < d.opts.L0StopWritesThreshold {
+		// The base weighs on level 0 as if its target were at least
+		// LBaseMaxBytes: a base target of a tenth of that, a few
+		// memtables, would hold level 0 back until writes stop.
+		target := t.maxBytes[t.base]
+		if b := s[t.base] * target / max(target, float64(d.opts.LBaseMaxBytes)); b > 1 {
+			s[0] /= b
+		}
 	}
 	if s[0] < 1 && len(l0Movable(v, t.base, busy)) > 0 {
 		s[0] = 1

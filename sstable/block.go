@@ -162,8 +162,7 @@ func (it *blockIter) init(block []byte, bytewise bool, where blockWhere) error {
 // initCached is init for a data block from bloomkv's cache, which may be
 // flat (flattenBlock). Only the cache holds flat blocks: every block it
 // holds otherwise passed checkBlock, whose restart count never reads as
-// flatMagic. A flat block's iterator reads neither its restarts nor its
-// row entries' headers.
+// flatMagic. A flat block has no restarts and no entry headers to decode.
 func (it *blockIter) initCached(block []byte, where blockWhere) error {
 	f, ok := splitFlat(block)
 	if !ok {

@@ -265,7 +265,12 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 	}
 	if ok {
 		if flat && ra != nil && ra.seq >= flattenAfterBlocks {
-			h = t.flattenCached(h, bh)
+			if f := t.flattenCached(h, bh); f != h {
+				h = f
+				if hint != nil {
+					hint.Note(h) // the flat form took the block's place
+				}
+			}
 		}
 		return h.Value(), h, nil
 	}

@@ -8,9 +8,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"github.com/bloomkv/bloomkv/internal/cache"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/cache"
 )
 
 // LookupCopy returns the newest point entry for userKey written before seq (a
@@ -302,7 +302,9 @@ func (t *Reader) buildIndexWindows(index []byte) *indexWindows {
 		return nil
 	}
 	w.common = w.common[:len(w.common):len(w.common)]
-	w.hints = make([]cache.Hint, n)
+	if t.cc != nil { // hints are for bloomkv's cache
+		w.hints = make([]cache.Hint, n)
+	}
 	return &w
 }
 
