@@ -106,7 +106,7 @@ func (it *Iter) loadBlock() bool { return it.loadBlockAfter(false, nil) }
 
 // loadBlockAfter is loadBlock; after says the block follows the one held,
 // for a walk forward, whose block the cache can find without a lookup
-// (cache.GetRefAfter), as it can through hint when not nil (the index
+// (cache.Handle.Follow), as it can through hint when not nil (the index
 // entry's, cache.GetRefHinted).
 func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 	cur := it.index.cur()

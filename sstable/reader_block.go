@@ -248,28 +248,23 @@ func (t *Reader) readChecked(bh BlockHandle, kind string, chk *Iter) ([]byte, er
 // iterators walk and seek a flat block faster; in a cache that evicts, a
 // block is walked a few times at most before it goes, which flattening
 // costs more than it saves. One read for a point lookup, or into a cache
-// that evicts, is cached as stored, the smaller form. prev, when not the zero
-// Handle, is the caller's reference to the block before bh's in the file
-// (cache.GetRefAfter); hint, when not nil, the block's index entry's hint
-// (cache.GetRefHinted), which notes the block found or loaded.
+// that evicts, is cached as stored, the smaller form. The block is found
+// through hint (cache.GetRefHinted), which notes the block found or loaded:
+// the block's index entry's when not nil, otherwise the one prev, the
+// caller's reference to the block before bh's in the file, keeps for the
+// block after it (cache.Handle.Follow), when prev is not the zero Handle.
 func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool, prev cache.Handle, hint *cache.Hint) ([]byte, cache.Handle, error) {
 	if ra != nil {
 		ra.saw(bh)
 	}
-	var h cache.Handle
-	var ok bool
-	if hint != nil {
-		h, ok = t.cc.GetRefHinted(hint, t.opts.FileNum, bh.Offset)
-	} else {
-		h, ok = t.cc.GetRefAfter(prev, t.opts.FileNum, bh.Offset)
+	if hint == nil {
+		hint = prev.Follow()
 	}
-	if ok {
+	if h, ok := t.cc.GetRefHinted(hint, t.opts.FileNum, bh.Offset); ok {
 		if flat && ra != nil && ra.seq >= flattenAfterBlocks {
 			if f := t.flattenCached(h, bh); f != h {
 				h = f
-				if hint != nil {
-					hint.Note(h) // the flat form took the block's place
-				}
+				hint.Note(h) // the flat form took the block's place
 			}
 		}
 		return h.Value(), h, nil
@@ -277,7 +272,7 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 	h, err := t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
 		return t.cacheBlock(bh, ra, chk, flat)
 	})
-	if err == nil && hint != nil {
+	if err == nil {
 		hint.Note(h)
 	}
 	return h.Value(), h, err

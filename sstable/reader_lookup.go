@@ -212,7 +212,7 @@ func (it *Iter) lookupBytes(bh BlockHandle, hint *cache.Hint) ([]byte, error) {
 	it.h, err = t.cc.LoadRef(t.opts.FileNum, bh.Offset, func() ([]byte, error) {
 		return t.readBlockAlloc(bh, "data", t.cc.Alloc)
 	})
-	if err == nil && hint != nil {
+	if err == nil {
 		hint.Note(it.h)
 	}
 	return it.h.Value(), err

@@ -85,11 +85,21 @@ func (c *Cache) take(h *Hint, k key) (Handle, bool) {
 	return Handle{}, false
 }
 
-// Note records in h the block ref refers to; a zero ref records nothing.
+// Note records in h the block ref refers to; a nil h or a zero ref records
+// nothing.
 func (h *Hint) Note(ref Handle) {
-	if ref.e != nil {
+	if h != nil && ref.e != nil {
 		h.s.Store(ref.e.slotOf())
 	}
+}
+
+// Follow returns the hint the block h refers to keeps for the block after
+// it, for a reader walking blocks in order; nil for the zero Handle.
+func (h Handle) Follow() *Hint {
+	if h.e == nil {
+		return nil
+	}
+	return &h.e.follow
 }
 
 // GetRefHinted is GetRef for a reader that keeps a Hint for (file, offset):
@@ -245,10 +255,7 @@ func (c *Cache) GetRef(file, offset uint64) (Handle, bool) {
 // one cached, without a lookup; otherwise GetRef's lookup is made and its
 // block recorded as the one after prev's.
 func (c *Cache) GetRefAfter(prev Handle, file, offset uint64) (Handle, bool) {
-	if prev.e == nil {
-		return c.GetRef(file, offset)
-	}
-	return c.GetRefHinted(&prev.e.follow, file, offset)
+	return c.GetRefHinted(prev.Follow(), file, offset)
 }
 
 // GetOrLoad returns the block cached under (file, offset), or calls load and

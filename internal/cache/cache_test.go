@@ -434,7 +434,12 @@ func TestGetRefHinted(t *testing.T) {
 	if v, ok := get(); ok {
 		t.Fatalf("after the eviction: %q", v)
 	}
-	// A nil hint is GetRef.
+	// A nil hint is GetRef and notes nothing; the zero Handle has none.
+	if (Handle{}).Follow() != nil {
+		t.Fatal("the zero Handle has a follow hint")
+	}
+	var none *Hint
+	none.Note(Handle{})
 	c.Set(2, 0, []byte("x"))
 	if h, ok := c.GetRefHinted(nil, 2, 0); !ok || string(h.Value()) != "x" {
 		t.Fatalf("nil hint: %q, %v", h.Value(), ok)
