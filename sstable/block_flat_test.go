@@ -285,3 +285,87 @@ func TestIteratorFlattenKeepsReserve(t *testing.T) {
 		})
 	}
 }
+
+// TestIteratorLooksAhead walks a table whose blocks the cache holds flat: a
+// walk by NextKey takes each next block ahead of reaching it
+// (Iter.lookAhead), moves to the block it took, and reads the same entries
+// as before; a seek elsewhere and Close let the block taken ahead go.
+func TestIteratorLooksAhead(t *testing.T) {
+	// Entries of one size, about 15 to a block: each block has room for
+	// the look-ahead's steps.
+	var spec tableSpec
+	for i := range 3000 {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte(fmt.Sprintf("key%06d", i)), 1, base.KindSet), bytes.Repeat([]byte{byte(i)}, 20)})
+	}
+	data := writeSpec(t, spec, WriterOptions{BlockSize: 512})
+	c := cache.New(64<<20, cache.Options{Shards: 1})
+	rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "test.sst", Cache: c, FileNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := 0
+	for _, b := range rd.Layout().Blocks {
+		if b.Kind == BlockData {
+			blocks++
+		}
+	}
+	it := rd.NewIter()
+	walk := func() (taken, moves int) {
+		i := 0
+		var want uint64 // the offset of the block taken ahead, when one is
+		k, ok := it.Key(), it.First()
+		for ; ok; k, ok = it.NextKey() {
+			if i > 0 && base.CompareInternal(k, it.Key()) != 0 {
+				t.Fatalf("NextKey returned %s at %s", k, it.Key())
+			}
+			if i >= len(spec.entries) || base.CompareInternal(it.Key(), spec.entries[i].key) != 0 || !bytes.Equal(it.Value(), spec.entries[i].value) {
+				t.Fatalf("entry %d: %s", i, it.Key())
+			}
+			if it.data.i == 0 && i > 0 {
+				moves++
+				if want != 0 {
+					if bh, _ := decodeHandle(it.index.cur().value); bh.Offset != want {
+						t.Fatalf("moved to the block at %d; the one taken ahead is at %d", bh.Offset, want)
+					}
+					taken++
+				}
+				want = 0
+			}
+			if it.next != (cache.Handle{}) {
+				want = it.nextOff
+			}
+			i++
+		}
+		if err := it.Error(); err != nil || i != len(spec.entries) {
+			t.Fatalf("walked %d of %d entries: %v", i, len(spec.entries), err)
+		}
+		return taken, moves
+	}
+	walk() // caches the blocks flat and notes each one's follow hint
+	taken, moves := walk()
+	// Every move but the first: a walk looks ahead once it has moved
+	// from a block to the next.
+	if moves != blocks-1 || taken != moves-1 {
+		t.Fatalf("%d of %d moves to a block taken ahead", taken, moves)
+	}
+	// Stop in the middle of a block holding the next one, then seek away.
+	it.First()
+	for it.next == (cache.Handle{}) {
+		if _, ok := it.NextKey(); !ok {
+			t.Fatal("no block taken ahead")
+		}
+	}
+	last := spec.entries[len(spec.entries)-1].key.UserKey
+	if !it.SeekGE(last) || it.next != (cache.Handle{}) {
+		t.Fatalf("a seek to another block kept the block taken ahead (%v)", it.Error())
+	}
+	it.First()
+	for it.next == (cache.Handle{}) {
+		if _, ok := it.NextKey(); !ok {
+			t.Fatal("no block taken ahead")
+		}
+	}
+	if err := it.Close(); err != nil || it.next != (cache.Handle{}) {
+		t.Fatalf("Close kept the block taken ahead (%v)", err)
+	}
+}

@@ -3,6 +3,7 @@ package sstable
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/bloomkv/bloomkv/internal/prefetch"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
@@ -43,7 +44,67 @@ type Iter struct {
 	// chk is scratch memory for ReaderOptions.IngestChecks, made on first
 	// use.
 	chk *ingestScratch
+	// A forward walk through flat blocks looks ahead for the block after
+	// the current one (lookAhead): aheadAt is the entry at which it takes
+	// its next step (aheadStep), 0 once it is done. next holds the block
+	// it took, at file offset nextOff, until the walk moves to it.
+	ahead     cache.Lookahead
+	aheadAt   int
+	aheadStep uint8
+	next      cache.Handle
+	nextOff   uint64
 }
+
+// Steps of a look-ahead, one every few entries of the current block
+// (lookAhead).
+const (
+	aheadSlot  = iota // find the slot of the block after
+	aheadEntry        // read the entry it holds
+	aheadTake         // take the block, ask for its footer
+	aheadParts        // ask for its table and the start of its keys
+	aheadSteps
+)
+
+// lookAhead takes the look-ahead's next step; it.aheadAt is the entry at
+// which it does so. It starts in a walk that has moved forward from a block
+// to the next (it.ra.seq), through a block it holds counted, whose
+// successor's hint it reads (cache.Handle.Follow); the steps are spaced a
+// fifth of the block's entries apart, each letting the memory it asked for
+// arrive while the walk reads entries.
+func (it *Iter) lookAhead() {
+	d := &it.data
+	step := it.aheadStep
+	it.aheadStep++
+	it.aheadAt += max(1, d.n/(aheadSteps+1))
+	ok := true
+	switch step {
+	case aheadSlot:
+		ok = it.counted && it.ra.seq > 0 && it.next == (cache.Handle{}) && it.ahead.Start(it.h.Follow())
+	case aheadEntry:
+		ok = it.ahead.Step()
+	case aheadTake:
+		it.next, ok = it.t.cc.TakeAhead(&it.ahead, it.t.opts.FileNum, it.ra.next)
+		if ok {
+			it.nextOff = it.ra.next
+			if b := it.next.Value(); len(b) > 0 {
+				prefetch.Range(b[len(b)-1:])
+			}
+		}
+	case aheadParts:
+		if f, flat := splitFlat(it.next.Value()); flat {
+			prefetch.Range(f.tab)
+			prefetch.Range(f.keys[:min(len(f.keys), aheadKeyBytes)])
+		}
+		ok = false
+	}
+	if !ok {
+		it.aheadAt = 0
+	}
+}
+
+// aheadKeyBytes is the most of the next block's keys a look-ahead asks for;
+// the CPU's own prefetcher follows a walk through the rest.
+const aheadKeyBytes = 1 << 10
 
 // NewIter returns an iterator over the table, positioned nowhere.
 func (t *Reader) NewIter() *Iter {
@@ -119,6 +180,14 @@ func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 	if after {
 		prev, it.h = it.h, cache.Handle{}
 	}
+	// The block a look-ahead took, when it is this one.
+	taken := it.next
+	it.next = cache.Handle{}
+	if !after || it.nextOff != bh.Offset {
+		taken.Release()
+		taken = cache.Handle{}
+	}
+	it.aheadAt, it.aheadStep = 1, aheadSlot
 	it.release()
 	var b []byte
 	var err error
@@ -143,7 +212,7 @@ func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 			err = chk.checkIngested(bh, b)
 		}
 	case it.counted:
-		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk, it.reuse, prev, hint)
+		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk, it.reuse, prev, hint, taken)
 	default:
 		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs, chk)
 	}
@@ -169,7 +238,8 @@ func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 // iterator must not be used until the next loadBlock.
 func (it *Iter) release() {
 	it.h.Release()
-	it.h = cache.Handle{}
+	it.next.Release()
+	it.h, it.next = cache.Handle{}, cache.Handle{}
 	it.data.data, it.data.value, it.data.valid = nil, nil, false
 }
 
@@ -257,6 +327,9 @@ func (it *Iter) Next() bool {
 func (it *Iter) NextKey() (k base.InternalKey, ok bool) {
 	if d := &it.data; d.tab != nil && d.valid && it.valid && it.plain && it.err == nil {
 		if d.flatAt(d.i + 1) {
+			if d.i == it.aheadAt {
+				it.lookAhead()
+			}
 			// A flat block's keys all hold a trailer (flattenBlock).
 			n := len(d.key) - base.TrailerLen
 			return base.InternalKey{UserKey: d.key[:n:n], Trailer: base.Trailer(binary.LittleEndian.Uint64(d.key[n:]))}, true

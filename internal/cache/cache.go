@@ -20,6 +20,9 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/bloomkv/bloomkv/internal/prefetch"
 )
 
 // entryOverhead is charged per entry on top of its value: the entry, with
@@ -76,13 +79,67 @@ type Hint struct{ s atomic.Pointer[slot] }
 // cached under k.
 func (c *Cache) take(h *Hint, k key) (Handle, bool) {
 	if s := h.s.Load(); s != nil {
-		if e := s.e.Load(); e != nil && e.key == k && e.cached.Load() && e.tryRef() {
-			e.referenced.Store(true)
-			c.hits.Add(1)
-			return Handle{e}, true
-		}
+		return c.takeEntry(s.e.Load(), k)
 	}
 	return Handle{}, false
+}
+
+// takeEntry returns a reference to e's block, when e is not nil and holds
+// the block cached under k.
+func (c *Cache) takeEntry(e *entry, k key) (Handle, bool) {
+	if e != nil && e.key == k && e.cached.Load() && e.tryRef() {
+		e.referenced.Store(true)
+		c.hits.Add(1)
+		return Handle{e}, true
+	}
+	return Handle{}, false
+}
+
+// Lookahead takes the block a Hint reaches in steps that a reader spaces
+// out, each step asking the CPU for the memory the next one reads: Start
+// for the hint's slot, Step for the entry it holds, Take for the block.
+// Each load then finds its line in the CPU's caches, as it would not when
+// the reader took the block at once (Handle.Follow, GetRefHinted) and paid
+// one memory latency after the other. A Lookahead keeps nothing alive
+// that Take does not check again.
+type Lookahead struct {
+	s *slot
+	e *entry
+}
+
+// Start begins a look-ahead at the block h reaches; false, and nothing to
+// take, when h reaches none.
+func (l *Lookahead) Start(h *Hint) bool {
+	l.s, l.e = nil, nil
+	if h == nil {
+		return false
+	}
+	if l.s = h.s.Load(); l.s == nil {
+		return false
+	}
+	prefetch.Ptr(unsafe.Pointer(l.s))
+	return true
+}
+
+// Step reads the entry the slot holds; false, and nothing to take, when it
+// holds none.
+func (l *Lookahead) Step() bool {
+	if l.s == nil {
+		return false
+	}
+	if l.e = l.s.e.Load(); l.e == nil {
+		return false
+	}
+	prefetch.Range(unsafe.Slice((*byte)(unsafe.Pointer(l.e)), unsafe.Sizeof(entry{})))
+	return true
+}
+
+// TakeAhead returns a reference to the block l reached, when that is the
+// block cached at (file, offset), and ends l.
+func (c *Cache) TakeAhead(l *Lookahead, file, offset uint64) (Handle, bool) {
+	e := l.e
+	l.s, l.e = nil, nil
+	return c.takeEntry(e, key{file, offset})
 }
 
 // Note records in h the block ref refers to; a nil h or a zero ref records

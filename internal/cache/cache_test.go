@@ -761,3 +761,69 @@ func TestGetRefAfterConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLookahead takes a block in a look-ahead's steps: it reaches the block
+// a follow hint notes, refuses one cached under another key, and after a
+// swap or an eviction does not take the block that left.
+func TestLookahead(t *testing.T) {
+	c := New(1<<20, Options{Shards: 1})
+	c.Set(1, 0, []byte("first"))
+	c.Set(1, 1, []byte("stored"))
+	prev, _ := c.GetRef(1, 0)
+	defer prev.Release()
+	h, _ := c.GetRefAfter(prev, 1, 1) // notes the follow hint
+	h.Release()
+	take := func(offset uint64) (string, bool) {
+		var l Lookahead
+		if !l.Start(prev.Follow()) || !l.Step() {
+			return "", false
+		}
+		h, ok := c.TakeAhead(&l, 1, offset)
+		defer h.Release()
+		if l != (Lookahead{}) {
+			t.Fatal("TakeAhead did not end the look-ahead")
+		}
+		return string(h.Value()), ok
+	}
+	if v, ok := take(1); !ok || v != "stored" {
+		t.Fatalf("look-ahead took %q, %v", v, ok)
+	}
+	if v, ok := take(2); ok {
+		t.Fatalf("look-ahead took %q for a block at another offset", v)
+	}
+	// A look-ahead held across a swap: the entry it read left the cache.
+	var l Lookahead
+	if !l.Start(prev.Follow()) || !l.Step() {
+		t.Fatal("look-ahead found no entry")
+	}
+	old, _ := c.GetRef(1, 1)
+	nh, ok := c.Swap(old, 1, 1, append(c.Alloc(4)[:0], "flat"...))
+	old.Release()
+	if !ok {
+		t.Fatal("Swap refused")
+	}
+	nh.Release()
+	if h, ok := c.TakeAhead(&l, 1, 1); ok {
+		t.Fatalf("look-ahead took the swapped-out block %q", h.Value())
+	}
+	h, _ = c.GetRefAfter(prev, 1, 1) // notes the flat form
+	h.Release()
+	if v, ok := take(1); !ok || v != "flat" {
+		t.Fatalf("after the swap the look-ahead took %q, %v", v, ok)
+	}
+	c.EvictFile(1)
+	if v, ok := take(1); ok {
+		t.Fatalf("look-ahead took the evicted block %q", v)
+	}
+	// Nothing to start from, or to step to.
+	var none Lookahead
+	if none.Start(nil) || none.Step() {
+		t.Fatal("a look-ahead started without a hint")
+	}
+	if none.Start(&Hint{}) || none.Step() {
+		t.Fatal("a look-ahead started from an empty hint")
+	}
+	if h, ok := c.TakeAhead(&none, 1, 1); ok {
+		t.Fatalf("an empty look-ahead took %q", h.Value())
+	}
+}

@@ -1,0 +1,4 @@
+package prefetch
+
+//go:noescape
+func lines(p *byte, n int)
