@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -289,30 +290,33 @@ func TestIteratorFlattenKeepsReserve(t *testing.T) {
 // TestIteratorLooksAhead walks a table whose blocks the cache holds flat: a
 // walk by NextKey takes each next block ahead of reaching it
 // (Iter.lookAhead), moves to the block it took, and reads the same entries
-// as before; a seek elsewhere and Close let the block taken ahead go.
+// as before; a seek elsewhere, a walk backward, Close and ResetIter let the
+// block taken ahead go; a block taken, then swapped for its flat form by
+// another reader, is not the one the walk moves to.
 func TestIteratorLooksAhead(t *testing.T) {
-	// Entries of one size, about 15 to a block: each block has room for
-	// the look-ahead's steps.
-	var spec tableSpec
-	for i := range 3000 {
-		spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte(fmt.Sprintf("key%06d", i)), 1, base.KindSet), bytes.Repeat([]byte{byte(i)}, 20)})
-	}
-	data := writeSpec(t, spec, WriterOptions{BlockSize: 512})
-	c := cache.New(64<<20, cache.Options{Shards: 1})
-	rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "test.sst", Cache: c, FileNum: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := 0
+	spec, rd, c := aheadTable(t)
+	var offsets []uint64
 	for _, b := range rd.Layout().Blocks {
 		if b.Kind == BlockData {
-			blocks++
+			offsets = append(offsets, b.Handle.Offset)
 		}
 	}
-	it := rd.NewIter()
-	walk := func() (taken, moves int) {
+	// unheld checks that no reader holds a block: each has the cache's
+	// reference only.
+	unheld := func(when string) {
+		t.Helper()
+		for _, off := range offsets {
+			if n := c.Refs(1, off); n > 1 {
+				t.Fatalf("%s: %d references to the block at %d", when, n, off)
+			}
+		}
+	}
+	// walk checks every entry of a walk by NextKey from the first, and
+	// returns the moves to a block and those to a block taken ahead.
+	walk := func(it *Iter) (moves, used int) {
+		t.Helper()
+		used = it.aheadUsed
 		i := 0
-		var want uint64 // the offset of the block taken ahead, when one is
 		k, ok := it.Key(), it.First()
 		for ; ok; k, ok = it.NextKey() {
 			if i > 0 && base.CompareInternal(k, it.Key()) != 0 {
@@ -323,49 +327,174 @@ func TestIteratorLooksAhead(t *testing.T) {
 			}
 			if it.data.i == 0 && i > 0 {
 				moves++
-				if want != 0 {
-					if bh, _ := decodeHandle(it.index.cur().value); bh.Offset != want {
-						t.Fatalf("moved to the block at %d; the one taken ahead is at %d", bh.Offset, want)
-					}
-					taken++
-				}
-				want = 0
-			}
-			if it.next != (cache.Handle{}) {
-				want = it.nextOff
 			}
 			i++
 		}
 		if err := it.Error(); err != nil || i != len(spec.entries) {
 			t.Fatalf("walked %d of %d entries: %v", i, len(spec.entries), err)
 		}
-		return taken, moves
+		return moves, it.aheadUsed - used
 	}
-	walk() // caches the blocks flat and notes each one's follow hint
-	taken, moves := walk()
-	// Every move but the first: a walk looks ahead once it has moved
-	// from a block to the next.
-	if moves != blocks-1 || taken != moves-1 {
-		t.Fatalf("%d of %d moves to a block taken ahead", taken, moves)
-	}
-	// Stop in the middle of a block holding the next one, then seek away.
-	it.First()
-	for it.next == (cache.Handle{}) {
-		if _, ok := it.NextKey(); !ok {
-			t.Fatal("no block taken ahead")
+	// holding moves it from its first entry until it holds a block taken
+	// ahead.
+	holding := func(it *Iter) {
+		t.Helper()
+		it.First()
+		for it.next == (cache.Handle{}) {
+			if _, ok := it.NextKey(); !ok {
+				t.Fatal("no block taken ahead")
+			}
 		}
+	}
+	it := rd.NewIter()
+	walk(it) // caches the blocks flat and notes each one's follow hint
+	// Every move but the first: a walk looks ahead from a block it moved
+	// into from the one before.
+	if moves, used := walk(it); moves != len(offsets)-1 || used != moves-1 {
+		t.Fatalf("%d of %d moves to a block taken ahead", used, moves)
 	}
 	last := spec.entries[len(spec.entries)-1].key.UserKey
-	if !it.SeekGE(last) || it.next != (cache.Handle{}) {
-		t.Fatalf("a seek to another block kept the block taken ahead (%v)", it.Error())
-	}
-	it.First()
-	for it.next == (cache.Handle{}) {
-		if _, ok := it.NextKey(); !ok {
-			t.Fatal("no block taken ahead")
+	for _, away := range []struct {
+		name string
+		move func() bool
+	}{
+		{"SeekGE elsewhere", func() bool { return it.SeekGE(last) }},
+		{"Last", it.Last},
+		{"Prev into the block before", func() bool {
+			for it.data.i > 0 {
+				it.Prev()
+			}
+			return it.Prev()
+		}},
+	} {
+		holding(it)
+		if !away.move() || it.next != (cache.Handle{}) {
+			t.Fatalf("%s kept the block taken ahead (%v)", away.name, it.Error())
 		}
 	}
-	if err := it.Close(); err != nil || it.next != (cache.Handle{}) {
+	holding(it)
+	rd.ResetIter(it)
+	unheld("after ResetIter")
+	holding(it)
+	if err := it.Close(); err != nil || it.next != (cache.Handle{}) || it.ahead != (cache.Lookahead{}) {
 		t.Fatalf("Close kept the block taken ahead (%v)", err)
 	}
+	unheld("after Close")
+
+	// A walk takes a block ahead; another reader swaps in a copy of it
+	// before the walk comes to it: the walk moves to the copy cached.
+	it = rd.NewIter()
+	holding(it)
+	off := it.nextOff
+	h, _ := c.GetRef(1, off)
+	cp := append(c.Alloc(len(h.Value()))[:0], h.Value()...)
+	nh, ok := c.Swap(h, 1, off, cp)
+	h.Release()
+	if !ok {
+		t.Fatal("Swap refused")
+	}
+	nh.Release()
+	used := it.aheadUsed
+	for it.next != (cache.Handle{}) {
+		if _, ok := it.NextKey(); !ok {
+			t.Fatal("the walk never reached the block swapped")
+		}
+	}
+	if bh, _ := decodeHandle(it.index.cur().value); bh.Offset != off || it.data.i != 0 {
+		t.Fatalf("the walk let the block taken go at entry %d of the block at %d", it.data.i, bh.Offset)
+	}
+	if &it.h.Value()[0] != &cp[0] || it.aheadUsed != used {
+		t.Fatal("the walk moved to the block it took, not the copy cached since")
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	unheld("after the swap and Close")
+}
+
+// TestIteratorLooksAheadConcurrent runs walks, seeks and walks backward on
+// iterators of one table while its blocks are evicted and cached again
+// (under -race in CI): every walk reads the table's entries in order, and
+// once the iterators are closed no block is held.
+func TestIteratorLooksAheadConcurrent(t *testing.T) {
+	spec, rd, c := aheadTable(t)
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	var used atomic.Int64 // moves to a block taken ahead
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 13))
+			it := rd.NewIter()
+			defer func() { used.Add(int64(it.aheadUsed)); it.Close() }()
+			for range 20 {
+				i := 0
+				for ok := it.First(); ok; _, ok = it.NextKey() {
+					if !bytes.Equal(it.Key().UserKey, spec.entries[i].key.UserKey) || !bytes.Equal(it.Value(), spec.entries[i].value) {
+						errs <- fmt.Errorf("walk: entry %d is %s", i, it.Key())
+						return
+					}
+					i++
+					if r.IntN(500) == 0 { // a seek and a step back midway
+						j := r.IntN(len(spec.entries)-1) + 1
+						if !it.SeekGE(spec.entries[j].key.UserKey) || !it.Prev() || !bytes.Equal(it.Key().UserKey, spec.entries[j-1].key.UserKey) {
+							errs <- fmt.Errorf("seek to %d then Prev: %s, %v", j, it.Key(), it.Error())
+							return
+						}
+						break
+					}
+				}
+				if err := it.Error(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	evicted := make(chan struct{})
+	go func() {
+		defer close(evicted)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				c.EvictFile(1)
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-evicted
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if used.Load() == 0 {
+		t.Fatal("no walk moved to a block taken ahead")
+	}
+	for _, b := range rd.Layout().Blocks {
+		if n := c.Refs(1, b.Handle.Offset); b.Kind == BlockData && n > 1 {
+			t.Fatalf("%d references to the block at %d with every iterator closed", n, b.Handle.Offset)
+		}
+	}
+}
+
+// aheadTable returns a table of entries of one size, about 15 to a block,
+// so that each block has room for a look-ahead's steps, with a reader of it
+// through a cache with room for every block.
+func aheadTable(t *testing.T) (tableSpec, *Reader, *cache.Cache) {
+	var spec tableSpec
+	for i := range 3000 {
+		spec.entries = append(spec.entries, entry{base.MakeInternalKey([]byte(fmt.Sprintf("key%06d", i)), 1, base.KindSet), bytes.Repeat([]byte{byte(i)}, 20)})
+	}
+	data := writeSpec(t, spec, WriterOptions{BlockSize: 512})
+	c := cache.New(64<<20, cache.Options{Shards: 1})
+	rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "test.sst", Cache: c, FileNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, rd, c
 }

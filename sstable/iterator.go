@@ -3,10 +3,10 @@ package sstable
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/bloomkv/bloomkv/internal/prefetch"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
+	"github.com/bloomkv/bloomkv/internal/prefetch"
 )
 
 // Iter iterates over a table's point entries in internal-key order: the index
@@ -53,6 +53,7 @@ type Iter struct {
 	aheadStep uint8
 	next      cache.Handle
 	nextOff   uint64
+	aheadUsed int // moves to a block taken ahead, for tests
 }
 
 // Steps of a look-ahead, one every few entries of the current block
@@ -66,11 +67,11 @@ const (
 )
 
 // lookAhead takes the look-ahead's next step; it.aheadAt is the entry at
-// which it does so. It starts in a walk that has moved forward from a block
-// to the next (it.ra.seq), through a block it holds counted, whose
-// successor's hint it reads (cache.Handle.Follow); the steps are spaced a
-// fifth of the block's entries apart, each letting the memory it asked for
-// arrive while the walk reads entries.
+// which it does so. It starts in a block a walk moved into from the one
+// before (loadBlockAfter), held counted, whose successor's hint it reads
+// (cache.Handle.Follow); the steps are spaced a fifth of the block's
+// entries apart, each letting the memory it asked for arrive while the
+// walk reads entries.
 func (it *Iter) lookAhead() {
 	d := &it.data
 	step := it.aheadStep
@@ -79,7 +80,7 @@ func (it *Iter) lookAhead() {
 	ok := true
 	switch step {
 	case aheadSlot:
-		ok = it.counted && it.ra.seq > 0 && it.next == (cache.Handle{}) && it.ahead.Start(it.h.Follow())
+		ok = it.counted && it.next == (cache.Handle{}) && it.ahead.Start(it.h.Follow())
 	case aheadEntry:
 		ok = it.ahead.Step()
 	case aheadTake:
@@ -180,15 +181,21 @@ func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 	if after {
 		prev, it.h = it.h, cache.Handle{}
 	}
-	// The block a look-ahead took, when it is this one.
+	// The block a look-ahead took, when it is this one; a walk forward
+	// looks ahead from the block it moves into.
 	taken := it.next
 	it.next = cache.Handle{}
-	if !after || it.nextOff != bh.Offset {
+	if !after || !it.counted || it.nextOff != bh.Offset || !taken.Cached() {
+		// Not the block moved to, or no longer the one cached: another
+		// reader may have swapped in its flat form since.
 		taken.Release()
 		taken = cache.Handle{}
 	}
-	it.aheadAt, it.aheadStep = 1, aheadSlot
 	it.release()
+	it.aheadAt, it.aheadStep = 0, aheadSlot
+	if after {
+		it.aheadAt = 1
+	}
 	var b []byte
 	var err error
 	var chk *Iter // checks the block as read, for IngestChecks
@@ -212,6 +219,9 @@ func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 			err = chk.checkIngested(bh, b)
 		}
 	case it.counted:
+		if taken != (cache.Handle{}) {
+			it.aheadUsed++
+		}
 		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk, it.reuse, prev, hint, taken)
 	default:
 		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs, chk)
@@ -239,7 +249,7 @@ func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 func (it *Iter) release() {
 	it.h.Release()
 	it.next.Release()
-	it.h, it.next = cache.Handle{}, cache.Handle{}
+	it.h, it.next, it.ahead = cache.Handle{}, cache.Handle{}, cache.Lookahead{}
 	it.data.data, it.data.value, it.data.valid = nil, nil, false
 }
 

@@ -254,7 +254,8 @@ func (t *Reader) readChecked(bh BlockHandle, kind string, chk *Iter) ([]byte, er
 // caller's reference to the block before bh's in the file, keeps for the
 // block after it (cache.Handle.Follow), when prev is not the zero Handle.
 // taken, when not the zero Handle, is a reference to the block that the
-// caller took already (Iter.lookAhead), which countedBlock then owns.
+// caller took already (Iter.lookAhead), which countedBlock then owns and
+// returns.
 func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool, prev cache.Handle, hint *cache.Hint, taken cache.Handle) ([]byte, cache.Handle, error) {
 	if ra != nil {
 		ra.saw(bh)
@@ -263,7 +264,9 @@ func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat boo
 		hint = prev.Follow()
 	}
 	h, ok := taken, taken != (cache.Handle{})
-	if !ok {
+	if ok {
+		t.cc.Touch(h)
+	} else {
 		h, ok = t.cc.GetRefHinted(hint, t.opts.FileNum, bh.Offset)
 	}
 	if ok {

@@ -785,8 +785,15 @@ func TestLookahead(t *testing.T) {
 		}
 		return string(h.Value()), ok
 	}
+	hits := c.Metrics().Hits
 	if v, ok := take(1); !ok || v != "stored" {
 		t.Fatalf("look-ahead took %q, %v", v, ok)
+	}
+	if m := c.Metrics(); m.Hits != hits {
+		t.Fatalf("taking a block ahead counted %d hits", m.Hits-hits)
+	}
+	if n := c.Refs(1, 1); n != 1 {
+		t.Fatalf("%d references to a block no reader holds, want the cache's 1", n)
 	}
 	if v, ok := take(2); ok {
 		t.Fatalf("look-ahead took %q for a block at another offset", v)
@@ -806,9 +813,33 @@ func TestLookahead(t *testing.T) {
 	if h, ok := c.TakeAhead(&l, 1, 1); ok {
 		t.Fatalf("look-ahead took the swapped-out block %q", h.Value())
 	}
+	// A block taken, then swapped out before its reader comes to it.
 	h, _ = c.GetRefAfter(prev, 1, 1) // notes the flat form
 	h.Release()
-	if v, ok := take(1); !ok || v != "flat" {
+	if !l.Start(prev.Follow()) || !l.Step() {
+		t.Fatal("look-ahead found no entry")
+	}
+	ahead, ok := c.TakeAhead(&l, 1, 1)
+	if !ok || !ahead.Cached() || c.Refs(1, 1) != 2 {
+		t.Fatalf("took %q, %v, cached %v, %d references", ahead.Value(), ok, ahead.Cached(), c.Refs(1, 1))
+	}
+	hits = c.Metrics().Hits
+	c.Touch(ahead)
+	if m := c.Metrics(); m.Hits != hits+1 {
+		t.Fatalf("Touch counted %d hits", m.Hits-hits)
+	}
+	nh, ok = c.Swap(ahead, 1, 1, append(c.Alloc(6)[:0], "flat 2"...))
+	if !ok || ahead.Cached() || string(ahead.Value()) != "flat" {
+		t.Fatalf("swap: %v; the block taken is cached: %v, %q", ok, ahead.Cached(), ahead.Value())
+	}
+	ahead.Release()
+	nh.Release()
+	if (Handle{}).Cached() || c.Refs(1, 2) != 0 {
+		t.Fatal("the zero Handle is cached, or an absent block has references")
+	}
+	h, _ = c.GetRefAfter(prev, 1, 1) // notes the flat form
+	h.Release()
+	if v, ok := take(1); !ok || v != "flat 2" {
 		t.Fatalf("after the swap the look-ahead took %q, %v", v, ok)
 	}
 	c.EvictFile(1)
