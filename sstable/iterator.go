@@ -6,7 +6,6 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/cache"
-	"github.com/bloomkv/bloomkv/internal/prefetch"
 )
 
 // Iter iterates over a table's point entries in internal-key order: the index
@@ -44,68 +43,7 @@ type Iter struct {
 	// chk is scratch memory for ReaderOptions.IngestChecks, made on first
 	// use.
 	chk *ingestScratch
-	// A forward walk through flat blocks looks ahead for the block after
-	// the current one (lookAhead): aheadAt is the entry at which it takes
-	// its next step (aheadStep), 0 once it is done. next holds the block
-	// it took, at file offset nextOff, until the walk moves to it.
-	ahead     cache.Lookahead
-	aheadAt   int
-	aheadStep uint8
-	next      cache.Handle
-	nextOff   uint64
-	aheadUsed int // moves to a block taken ahead, for tests
 }
-
-// Steps of a look-ahead, one every few entries of the current block
-// (lookAhead).
-const (
-	aheadSlot  = iota // find the slot of the block after
-	aheadEntry        // read the entry it holds
-	aheadTake         // take the block, ask for its footer
-	aheadParts        // ask for its table and the start of its keys
-	aheadSteps
-)
-
-// lookAhead takes the look-ahead's next step; it.aheadAt is the entry at
-// which it does so. It starts in a block a walk moved into from the one
-// before (loadBlockAfter), held counted, whose successor's hint it reads
-// (cache.Handle.Follow); the steps are spaced a fifth of the block's
-// entries apart, each letting the memory it asked for arrive while the
-// walk reads entries.
-func (it *Iter) lookAhead() {
-	d := &it.data
-	step := it.aheadStep
-	it.aheadStep++
-	it.aheadAt += max(1, d.n/(aheadSteps+1))
-	ok := true
-	switch step {
-	case aheadSlot:
-		ok = it.counted && it.next == (cache.Handle{}) && it.ahead.Start(it.h.Follow())
-	case aheadEntry:
-		ok = it.ahead.Step()
-	case aheadTake:
-		it.next, ok = it.t.cc.TakeAhead(&it.ahead, it.t.opts.FileNum, it.ra.next)
-		if ok {
-			it.nextOff = it.ra.next
-			if b := it.next.Value(); len(b) > 0 {
-				prefetch.Range(b[len(b)-1:])
-			}
-		}
-	case aheadParts:
-		if f, flat := splitFlat(it.next.Value()); flat {
-			prefetch.Range(f.tab)
-			prefetch.Range(f.keys[:min(len(f.keys), aheadKeyBytes)])
-		}
-		ok = false
-	}
-	if !ok {
-		it.aheadAt = 0
-	}
-}
-
-// aheadKeyBytes is the most of the next block's keys a look-ahead asks for;
-// the CPU's own prefetcher follows a walk through the rest.
-const aheadKeyBytes = 1 << 10
 
 // NewIter returns an iterator over the table, positioned nowhere.
 func (t *Reader) NewIter() *Iter {
@@ -181,21 +119,7 @@ func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 	if after {
 		prev, it.h = it.h, cache.Handle{}
 	}
-	// The block a look-ahead took, when it is this one; a walk forward
-	// looks ahead from the block it moves into.
-	taken := it.next
-	it.next = cache.Handle{}
-	if !after || !it.counted || it.nextOff != bh.Offset || !taken.Cached() {
-		// Not the block moved to, or no longer the one cached: another
-		// reader may have swapped in its flat form since.
-		taken.Release()
-		taken = cache.Handle{}
-	}
 	it.release()
-	it.aheadAt, it.aheadStep = 0, aheadSlot
-	if after {
-		it.aheadAt = 1
-	}
 	var b []byte
 	var err error
 	var chk *Iter // checks the block as read, for IngestChecks
@@ -219,10 +143,7 @@ func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 			err = chk.checkIngested(bh, b)
 		}
 	case it.counted:
-		if taken != (cache.Handle{}) {
-			it.aheadUsed++
-		}
-		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk, it.reuse, prev, hint, taken)
+		b, it.h, err = it.t.countedBlock(bh, &it.ra, chk, it.reuse, prev, hint)
 	default:
 		b, err = it.t.iterBlock(bh, "data", it.reuse, &it.bufs, chk)
 	}
@@ -248,8 +169,7 @@ func (it *Iter) loadBlockAfter(after bool, hint *cache.Hint) bool {
 // iterator must not be used until the next loadBlock.
 func (it *Iter) release() {
 	it.h.Release()
-	it.next.Release()
-	it.h, it.next, it.ahead = cache.Handle{}, cache.Handle{}, cache.Lookahead{}
+	it.h = cache.Handle{}
 	it.data.data, it.data.value, it.data.valid = nil, nil, false
 }
 
@@ -337,9 +257,6 @@ func (it *Iter) Next() bool {
 func (it *Iter) NextKey() (k base.InternalKey, ok bool) {
 	if d := &it.data; d.tab != nil && d.valid && it.valid && it.plain && it.err == nil {
 		if d.flatAt(d.i + 1) {
-			if d.i == it.aheadAt {
-				it.lookAhead()
-			}
 			// A flat block's keys all hold a trailer (flattenBlock).
 			n := len(d.key) - base.TrailerLen
 			return base.InternalKey{UserKey: d.key[:n:n], Trailer: base.Trailer(binary.LittleEndian.Uint64(d.key[n:]))}, true

@@ -253,23 +253,14 @@ func (t *Reader) readChecked(bh BlockHandle, kind string, chk *Iter) ([]byte, er
 // the block's index entry's when not nil, otherwise the one prev, the
 // caller's reference to the block before bh's in the file, keeps for the
 // block after it (cache.Handle.Follow), when prev is not the zero Handle.
-// taken, when not the zero Handle, is a reference to the block that the
-// caller took already (Iter.lookAhead), which countedBlock then owns and
-// returns.
-func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool, prev cache.Handle, hint *cache.Hint, taken cache.Handle) ([]byte, cache.Handle, error) {
+func (t *Reader) countedBlock(bh BlockHandle, ra *readahead, chk *Iter, flat bool, prev cache.Handle, hint *cache.Hint) ([]byte, cache.Handle, error) {
 	if ra != nil {
 		ra.saw(bh)
 	}
 	if hint == nil {
 		hint = prev.Follow()
 	}
-	h, ok := taken, taken != (cache.Handle{})
-	if ok {
-		t.cc.Touch(h)
-	} else {
-		h, ok = t.cc.GetRefHinted(hint, t.opts.FileNum, bh.Offset)
-	}
-	if ok {
+	if h, ok := t.cc.GetRefHinted(hint, t.opts.FileNum, bh.Offset); ok {
 		if flat && ra != nil && ra.seq >= flattenAfterBlocks {
 			if f := t.flattenCached(h, bh); f != h {
 				h = f

@@ -20,9 +20,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"unsafe"
-
-	"github.com/bloomkv/bloomkv/internal/prefetch"
 )
 
 // entryOverhead is charged per entry on top of its value: the entry, with
@@ -79,102 +76,14 @@ type Hint struct{ s atomic.Pointer[slot] }
 // cached under k.
 func (c *Cache) take(h *Hint, k key) (Handle, bool) {
 	if s := h.s.Load(); s != nil {
-		return c.takeEntry(s.e.Load(), k)
+		if e := s.e.Load(); e != nil && e.key == k && e.cached.Load() && e.tryRef() {
+			e.referenced.Store(true)
+			c.hits.Add(1)
+			return Handle{e}, true
+		}
 	}
 	return Handle{}, false
 }
-
-// takeEntry returns a reference to e's block, when e is not nil and holds
-// the block cached under k.
-func (c *Cache) takeEntry(e *entry, k key) (Handle, bool) {
-	if e != nil && e.key == k && e.cached.Load() && e.tryRef() {
-		h := Handle{e}
-		c.Touch(h)
-		return h, true
-	}
-	return Handle{}, false
-}
-
-// Lookahead takes the block a Hint reaches in steps that a reader spaces
-// out, each step asking the CPU for the memory the next one reads: Start
-// for the hint's slot, Step for the entry it holds, TakeAhead for the block.
-// Each load then finds its line in the CPU's caches, as it would not when
-// the reader took the block at once (Handle.Follow, GetRefHinted) and paid
-// one memory latency after the other. What a Lookahead holds, TakeAhead
-// checks again before taking; a reader drops it (the zero Lookahead) when
-// it no longer walks.
-type Lookahead struct {
-	s *slot
-	e *entry
-}
-
-// Start begins a look-ahead at the block h reaches; false, and nothing to
-// take, when h reaches none.
-func (l *Lookahead) Start(h *Hint) bool {
-	l.s, l.e = nil, nil
-	if h == nil {
-		return false
-	}
-	if l.s = h.s.Load(); l.s == nil {
-		return false
-	}
-	prefetch.Ptr(unsafe.Pointer(l.s))
-	return true
-}
-
-// Step reads the entry the slot holds; false, and nothing to take, when it
-// holds none.
-func (l *Lookahead) Step() bool {
-	if l.s == nil {
-		return false
-	}
-	if l.e = l.s.e.Load(); l.e == nil {
-		return false
-	}
-	prefetch.Range(unsafe.Slice((*byte)(unsafe.Pointer(l.e)), unsafe.Sizeof(entry{})))
-	return true
-}
-
-// TakeAhead returns a reference to the block l reached, when that is the
-// block cached at (file, offset), and ends l. Taking it is not reading it:
-// it counts no hit and gives the block no second chance against eviction
-// until the reader calls Touch on using it.
-func (c *Cache) TakeAhead(l *Lookahead, file, offset uint64) (Handle, bool) {
-	e := l.e
-	l.s, l.e = nil, nil
-	if e != nil && e.key == (key{file, offset}) && e.cached.Load() && e.tryRef() {
-		return Handle{e}, true
-	}
-	return Handle{}, false
-}
-
-// Touch counts a hit on the block h refers to and marks it recently used,
-// as a lookup that finds it does: for a block taken ahead (TakeAhead) when
-// the reader comes to it.
-func (c *Cache) Touch(h Handle) {
-	if h.e != nil {
-		h.e.referenced.Store(true)
-		c.hits.Add(1)
-	}
-}
-
-// Refs returns the references held to the block cached under (file,
-// offset), the cache's own included: 1 when no Handle to it is held, 0
-// when no block is cached there. For tests and diagnostics.
-func (c *Cache) Refs(file, offset uint64) int32 {
-	h, ok := c.GetRef(file, offset)
-	if !ok {
-		return 0
-	}
-	n := h.e.refs.Load() - 1
-	h.Release()
-	return n
-}
-
-// Cached reports whether the block h refers to is still the one cached
-// under its key: not evicted, its file not dropped, no other form swapped
-// in its place. False for the zero Handle.
-func (h Handle) Cached() bool { return h.e != nil && h.e.cached.Load() }
 
 // Note records in h the block ref refers to; a nil h or a zero ref records
 // nothing.

@@ -1,4 +1,0 @@
-package prefetch
-
-//go:noescape
-func lines(p *byte, n int)

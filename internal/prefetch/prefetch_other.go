@@ -1,5 +1,0 @@
-//go:build !amd64
-
-package prefetch
-
-func lines(p *byte, n int) {}
