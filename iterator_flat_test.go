@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,5 +131,77 @@ func TestIteratorFlatBlocksMatchRowBlocks(t *testing.T) {
 	}
 	if row := iterTrace(t, d, 9, keys); row != flat {
 		t.Fatalf("iterators over row blocks and over flat blocks differ:\nrow:  %.300s\nflat: %.300s", row, flat)
+	}
+}
+
+// TestMergeRunsThroughBlocks scans a store of one compacted table and a
+// memtable holding a few keys: some new, some newer versions of the table's
+// keys, the first and last keys of its blocks among them. The merge steps
+// through blocks no memtable key falls in without comparing (startRun),
+// and the scan, forward and after seeks, sees what a model of the writes
+// holds.
+func TestMergeRunsThroughBlocks(t *testing.T) {
+	d := mustOpen(t, "db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+	defer d.Close()
+	const keys = 20_000
+	model := make(map[string]string)
+	set := func(i int, v string) {
+		if err := d.Set(levelKey(i), []byte(v), nil); err != nil {
+			t.Fatal(err)
+		}
+		model[string(levelKey(i))] = v
+	}
+	for i := 0; i < keys; i += 2 {
+		set(i, fmt.Sprintf("old%d", i))
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Compact(nil, levelKey(keys)); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 10 {
+		i := r.IntN(keys)
+		set(i, fmt.Sprintf("new%d", i)) // an odd key is new, an even one overwrites
+	}
+	set(0, "first")
+	set(keys-2, "last")
+	want := make([]string, 0, len(model))
+	for k := range model {
+		want = append(want, k)
+	}
+	slices.Sort(want)
+	scan := func(from int) (runs int) {
+		it, err := d.NewIter(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		ok := it.First()
+		if from > 0 {
+			ok = it.SeekGE([]byte(want[from]))
+		}
+		for i := from; i < len(want); i++ {
+			if !ok || string(it.Key()) != want[i] || string(it.Value()) != model[want[i]] {
+				t.Fatalf("entry %d: got %q=%q (%v), want %q=%q", i, it.Key(), it.Value(), ok, want[i], model[want[i]])
+			}
+			if it.m.h.run > 0 {
+				runs++
+			}
+			ok = it.Next()
+		}
+		if ok || it.Error() != nil {
+			t.Fatalf("past the last key: %v, %v", ok, it.Error())
+		}
+		return runs
+	}
+	scan(0) // caches the blocks flat
+	// The table has about 90 blocks, 12 of which hold a memtable key.
+	if runs := scan(0); runs < len(want)/2 {
+		t.Fatalf("the merge ran through blocks at %d of %d keys", runs, len(want))
+	}
+	for range 20 {
+		scan(r.IntN(len(want)))
 	}
 }

@@ -56,7 +56,7 @@ type mergingIter struct {
 
 // position repositions every child with fn and rebuilds the heap.
 func (m *mergingIter) position(reverse bool, fn func(internalIterator) bool) {
-	m.h.items, m.h.reverse = m.h.items[:0], reverse
+	m.h.items, m.h.reverse, m.h.run = m.h.items[:0], reverse, 0
 	if m.e != nil {
 		return
 	}
@@ -109,9 +109,17 @@ func (m *mergingIter) step() bool {
 		ok = top.next()
 	}
 	if ok {
+		if m.h.run > 0 {
+			m.h.run--
+			return true
+		}
 		m.h.fixTop()
+		if !m.h.reverse && m.h.items[0].atFlatBlockStart() {
+			m.h.startRun()
+		}
 		return true
 	}
+	m.h.run = 0
 	if err := top.it.Error(); err != nil {
 		m.e = err
 		m.h.items = m.h.items[:0]
@@ -176,6 +184,10 @@ type iterHeap struct {
 	// stay in place: a move of the top child that keeps it on top leaves
 	// them be.
 	runner int
+	// run counts the forward moves of the top child that keep it on top
+	// without a comparison: the rest of a block whose last key sorts below
+	// the runner-up's (startRun).
+	run int
 }
 
 // heapItem is a child in the heap. Besides the interface, it holds the
@@ -231,6 +243,30 @@ func (h *heapItem) next() bool {
 	return ok
 }
 
+// atFlatBlockStart is sstable.Iter.AtFlatBlockStart of a table or level
+// child; false for any other.
+func (h *heapItem) atFlatBlockStart() bool {
+	switch {
+	case h.lv != nil:
+		return h.lv.it.AtFlatBlockStart()
+	case h.tb != nil:
+		return h.tb.AtFlatBlockStart()
+	}
+	return false
+}
+
+// blockRun is sstable.Iter.BlockRun of a table or level child; n is 0 for
+// any other.
+func (h *heapItem) blockRun() (last base.InternalKey, n int) {
+	switch {
+	case h.lv != nil:
+		return h.lv.it.BlockRun()
+	case h.tb != nil:
+		return h.tb.BlockRun()
+	}
+	return base.InternalKey{}, 0
+}
+
 // nextKeepsKey reports whether the child's next forward move leaves its
 // current key's bytes as they are: a memtable's keys never move, and a
 // table's stay while it stays within a flat block.
@@ -276,24 +312,47 @@ func (h *iterHeap) init() {
 // below the runner-up it stays on top, and items 1 and 2 keep their places,
 // at the cost of one comparison.
 func (h *iterHeap) fixTop() {
-	n := len(h.items)
-	if n < 2 {
+	if len(h.items) < 2 {
 		return
 	}
-	r := h.runner
-	if r == 0 {
-		r = 1
-		if n > 2 && h.less(2, 1) {
-			r = 2
-		}
-		h.runner = r
-	}
+	r := h.runnerUp()
 	if !h.less(r, 0) {
 		return
 	}
 	h.items[0], h.items[r] = h.items[r], h.items[0]
 	h.runner = 0
 	h.down(r)
+}
+
+// runnerUp returns runner, finding it first when not known; there are at
+// least two items.
+func (h *iterHeap) runnerUp() int {
+	if h.runner == 0 {
+		h.runner = 1
+		if len(h.items) > 2 && h.less(2, 1) {
+			h.runner = 2
+		}
+	}
+	return h.runner
+}
+
+// startRun sets run when the top child, going forward, has just entered a
+// flat block whose last key sorts below the runner-up's: every entry of the
+// block then comes before any other child's, and the top stays on top
+// through the block at the cost of one comparison. A merge of one sorted
+// run with a few keys from above, a store's usual shape, walks most blocks
+// so.
+func (h *iterHeap) startRun() {
+	if len(h.items) < 2 {
+		return // fixTop makes no comparison
+	}
+	last, rest := h.items[0].blockRun()
+	if rest == 0 {
+		return
+	}
+	if compareInternal(last, h.items[h.runnerUp()].key) < 0 {
+		h.run = rest
+	}
 }
 
 // down moves item i down to its place.

@@ -285,3 +285,80 @@ func TestIteratorFlattenKeepsReserve(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockRun: an iterator at the first entry of a block cached flat
+// reports the entries after it in the block and the block's last key, which
+// the next Nexts reach in order; anywhere else, in a block cached as stored
+// and in a block of one entry, it reports none.
+func TestBlockRun(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	spec := randomSpec(r, 3000)
+	data := writeSpec(t, spec, WriterOptions{BlockSize: 512})
+	c := cache.New(64<<20, cache.Options{Shards: 1})
+	rd, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "test.sst", Cache: c, FileNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := rd.NewIter()
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() { // caches the blocks flat
+	}
+	runs, stored := 0, 0
+	for ok := it.First(); ok; {
+		last, n := it.BlockRun()
+		_, isFlat := splitFlat(it.h.Value())
+		switch {
+		case it.data.i != 0:
+			if n != 0 {
+				t.Fatalf("a run of %d from entry %d of a block", n, it.data.i)
+			}
+			ok = it.Next()
+			continue
+		case !isFlat || it.data.n == 1:
+			if n != 0 {
+				t.Fatalf("a run of %d in a block cached as stored, or of one entry", n)
+			}
+			if !isFlat {
+				stored++
+			}
+			ok = it.Next()
+			continue
+		}
+		if n != it.data.n-1 {
+			t.Fatalf("a run of %d in a block of %d entries", n, it.data.n)
+		}
+		want := base.InternalKey{UserKey: bytes.Clone(last.UserKey), Trailer: last.Trailer}
+		for range n {
+			if ok = it.Next(); !ok {
+				t.Fatalf("the block ended before its run: %v", it.Error())
+			}
+		}
+		if base.CompareInternal(it.Key(), want) != 0 {
+			t.Fatalf("the run ends at %s, not at the block's last key %s", it.Key(), want)
+		}
+		runs++
+		ok = it.Next()
+	}
+	if runs == 0 || stored != 0 {
+		t.Fatalf("%d runs, %d blocks stored", runs, stored)
+	}
+	// A block a point lookup cached, as stored.
+	c = cache.New(64<<20, cache.Options{Shards: 1})
+	if rd, err = NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "test.sst", Cache: c, FileNum: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := lookup(rd, spec.entries[0].key.UserKey, base.SeqNumMax); err != nil {
+		t.Fatal(err)
+	}
+	st := rd.NewIter()
+	defer st.Close()
+	if !st.First() {
+		t.Fatal(st.Error())
+	}
+	if _, isFlat := splitFlat(st.h.Value()); isFlat {
+		t.Fatal("the block a point lookup cached is flat")
+	}
+	if _, n := st.BlockRun(); n != 0 {
+		t.Fatalf("a run of %d in a block cached as stored", n)
+	}
+}
