@@ -74,45 +74,72 @@ func iterTrace(t *testing.T, d *DB, seed uint64, keys int) string {
 
 // TestIteratorFlatBlocksMatchRowBlocks checks that iterators reading data
 // blocks that iterators cached (flat) see what iterators reading blocks
-// that point reads cached (as stored) see, on a random store of several
-// levels with overwrites, deletions and range deletions.
+// that point reads cached (as stored) see, on random stores with
+// overwrites, deletions and range deletions: one of several levels, whose
+// blocks most hold keys from above, and one of a compacted sorted run and
+// a few writes above it, through most of whose blocks the merge runs
+// without comparing (startRun).
 func TestIteratorFlatBlocksMatchRowBlocks(t *testing.T) {
-	fs := vfs.NewMem()
-	o := &Options{FS: fs, MemTableSize: 64 << 10, LBaseMaxBytes: 256 << 10, TargetFileSize: 64 << 10, Logger: quietLogger()}
 	const keys = 4000
-	d := mustOpen(t, "db", o)
-	r := rand.New(rand.NewPCG(5, 6))
-	v := make([]byte, 60)
-	for i := range 30_000 {
+	write := func(d *DB, r *rand.Rand) error {
 		k := levelKey(r.IntN(keys))
-		var err error
 		switch c := r.IntN(100); {
 		case c < 80:
+			v := make([]byte, r.IntN(60))
 			for j := range v {
 				v[j] = byte(r.Uint32())
 			}
-			err = d.Set(k, v[:r.IntN(len(v))], nil)
+			return d.Set(k, v, nil)
 		case c < 97:
-			err = d.Delete(k, nil)
+			return d.Delete(k, nil)
 		default:
 			lo := r.IntN(keys)
-			err = d.DeleteRange(levelKey(lo), levelKey(lo+1+r.IntN(20)), nil)
+			return d.DeleteRange(levelKey(lo), levelKey(lo+1+r.IntN(20)), nil)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i%7000 == 0 {
-			if err := d.Flush(); err != nil {
+	}
+	for _, shape := range []struct {
+		name   string
+		writes int  // random writes
+		base   bool // every key written and compacted first
+	}{{"levels", 30_000, false}, {"one run", 12, true}} {
+		t.Run(shape.name, func(t *testing.T) {
+			o := &Options{FS: vfs.NewMem(), MemTableSize: 64 << 10, LBaseMaxBytes: 256 << 10, TargetFileSize: 64 << 10, Logger: quietLogger()}
+			d := mustOpen(t, "db", o)
+			r := rand.New(rand.NewPCG(5, 6))
+			if shape.base {
+				for i := range keys {
+					if err := d.Set(levelKey(i), []byte(fmt.Sprint(i)), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := d.Compact(nil, levelKey(keys)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range shape.writes {
+				if err := write(d, r); err != nil {
+					t.Fatal(err)
+				}
+				if i%7000 == 0 || i == shape.writes/2 {
+					if err := d.Flush(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := d.Close(); err != nil {
 				t.Fatal(err)
 			}
-		}
+			flatMatchesRow(t, o, keys)
+		})
 	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+}
 
-	// Iterators first: they cache the blocks flat.
-	d = mustOpen(t, "db", o)
+// flatMatchesRow reopens the store in "db" twice: iterators first, which
+// cache its blocks flat, then point reads first, which cache them as
+// stored; the same moves see the same keys each time.
+func flatMatchesRow(t *testing.T, o *Options, keys int) {
+	t.Helper()
+	d := mustOpen(t, "db", o)
 	flat := iterTrace(t, d, 9, keys)
 	if again := iterTrace(t, d, 9, keys); again != flat {
 		t.Fatal("a second pass over cached flat blocks differs from the first")
@@ -120,8 +147,6 @@ func TestIteratorFlatBlocksMatchRowBlocks(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-
-	// Point reads first: they cache the blocks as stored.
 	d = mustOpen(t, "db", o)
 	defer d.Close()
 	for i := range keys {
@@ -136,7 +161,7 @@ func TestIteratorFlatBlocksMatchRowBlocks(t *testing.T) {
 
 // TestMergeRunsThroughBlocks scans a store of one compacted table and a
 // memtable holding a few keys: some new, some newer versions of the table's
-// keys, the first and last keys of its blocks among them. The merge steps
+// keys, its first and last keys among them. The merge steps
 // through blocks no memtable key falls in without comparing (startRun),
 // and the scan, forward and after seeks, sees what a model of the writes
 // holds.

@@ -336,8 +336,9 @@ func (h *iterHeap) runnerUp() int {
 	return h.runner
 }
 
-// startRun sets run when the top child, going forward, has just entered a
-// flat block whose last key sorts below the runner-up's: every entry of the
+// startRun sets run when the top child, going forward, is at the first
+// entry of a flat block (it has just moved into it, or has just risen to
+// the top there) whose last key sorts below the runner-up's: every entry of the
 // block then comes before any other child's, and the top stays on top
 // through the block at the cost of one comparison. A merge of one sorted
 // run with a few keys from above, a store's usual shape, walks most blocks

@@ -271,8 +271,9 @@ func (it *Iter) NextKey() (k base.InternalKey, ok bool) {
 // BlockRun reports, at the first entry of a data block cached flat, the
 // entries after it in the block and the block's last key, so that a merge
 // that finds that key below every other source's can step through the
-// block without comparing; n is 0 anywhere else. The key is valid while
-// the iterator stays in the block.
+// block without comparing. n is 0 anywhere else, in a block of one entry,
+// and where the iterator rewrites keys (ReaderOptions.SeqNumOverride,
+// obsolete bits). The key is valid while the iterator stays in the block.
 func (it *Iter) BlockRun() (last base.InternalKey, n int) {
 	d := &it.data
 	if d.tab == nil || !d.valid || !it.valid || !it.plain || d.i != 0 || d.n < 2 {
@@ -286,7 +287,9 @@ func (it *Iter) BlockRun() (last base.InternalKey, n int) {
 
 // AtFlatBlockStart reports whether the iterator is at the first entry of a
 // data block cached flat, where BlockRun may report a run.
-func (it *Iter) AtFlatBlockStart() bool { return it.data.i == 0 && it.data.tab != nil }
+func (it *Iter) AtFlatBlockStart() bool {
+	return it.data.i == 0 && it.data.tab != nil && it.valid
+}
 
 // NextKeepsKey reports whether the next Next stays within the data block of
 // the current entry, whose Key then stays valid across it: it holds the
