@@ -114,8 +114,8 @@ func (m *mergingIter) step() bool {
 			return true
 		}
 		m.h.fixTop()
-		if !m.h.reverse && m.h.items[0].atFlatBlockStart() {
-			m.h.startRun()
+		if t := m.h.items[0].table(); t != nil && !m.h.reverse && t.AtFlatBlockStart() {
+			m.h.startRun(t)
 		}
 		return true
 	}
@@ -243,28 +243,16 @@ func (h *heapItem) next() bool {
 	return ok
 }
 
-// atFlatBlockStart is sstable.Iter.AtFlatBlockStart of a table or level
-// child; false for any other.
-func (h *heapItem) atFlatBlockStart() bool {
+// table returns the table iterator of a table or level child, nil for any
+// other.
+func (h *heapItem) table() *sstable.Iter {
 	switch {
 	case h.lv != nil:
-		return h.lv.it.AtFlatBlockStart()
+		return h.lv.it
 	case h.tb != nil:
-		return h.tb.AtFlatBlockStart()
+		return h.tb
 	}
-	return false
-}
-
-// blockRun is sstable.Iter.BlockRun of a table or level child; n is 0 for
-// any other.
-func (h *heapItem) blockRun() (last base.InternalKey, n int) {
-	switch {
-	case h.lv != nil:
-		return h.lv.it.BlockRun()
-	case h.tb != nil:
-		return h.tb.BlockRun()
-	}
-	return base.InternalKey{}, 0
+	return nil
 }
 
 // nextKeepsKey reports whether the child's next forward move leaves its
@@ -336,18 +324,18 @@ func (h *iterHeap) runnerUp() int {
 	return h.runner
 }
 
-// startRun sets run when the top child, going forward, is at the first
-// entry of a flat block (it has just moved into it, or has just risen to
-// the top there) whose last key sorts below the runner-up's: every entry of the
-// block then comes before any other child's, and the top stays on top
-// through the block at the cost of one comparison. A merge of one sorted
-// run with a few keys from above, a store's usual shape, walks most blocks
-// so.
-func (h *iterHeap) startRun() {
+// startRun sets run when the top child, whose table iterator is top, is
+// going forward at the first entry of a flat block (it has just moved into
+// it, or has just risen to the top there) whose last key sorts below the
+// runner-up's: every entry of the block then comes before any other
+// child's, and the top stays on top through the block at the cost of one
+// comparison. A merge of one sorted run with a few keys from above, a
+// store's usual shape, walks most blocks so.
+func (h *iterHeap) startRun(top *sstable.Iter) {
 	if len(h.items) < 2 {
 		return // fixTop makes no comparison
 	}
-	last, rest := h.items[0].blockRun()
+	last, rest := top.BlockRun()
 	if rest == 0 {
 		return
 	}

@@ -257,9 +257,7 @@ func (it *Iter) Next() bool {
 func (it *Iter) NextKey() (k base.InternalKey, ok bool) {
 	if d := &it.data; d.tab != nil && d.valid && it.valid && it.plain && it.err == nil {
 		if d.flatAt(d.i + 1) {
-			// A flat block's keys all hold a trailer (flattenBlock).
-			n := len(d.key) - base.TrailerLen
-			return base.InternalKey{UserKey: d.key[:n:n], Trailer: base.Trailer(binary.LittleEndian.Uint64(d.key[n:]))}, true
+			return flatInternalKey(d.key), true
 		}
 	}
 	if !it.Next() {
@@ -274,15 +272,19 @@ func (it *Iter) NextKey() (k base.InternalKey, ok bool) {
 // block without comparing. n is 0 anywhere else, in a block of one entry,
 // and where the iterator rewrites keys (ReaderOptions.SeqNumOverride,
 // obsolete bits). The key is valid while the iterator stays in the block.
-func (it *Iter) BlockRun() (last base.InternalKey, n int) {
+func (it *Iter) BlockRun() (last InternalKey, n int) {
 	d := &it.data
 	if d.tab == nil || !d.valid || !it.valid || !it.plain || d.i != 0 || d.n < 2 {
-		return base.InternalKey{}, 0
+		return InternalKey{}, 0
 	}
-	// A flat block's keys all hold a trailer (flattenBlock).
-	k := d.flatKey(d.n - 1)
-	m := len(k) - base.TrailerLen
-	return base.InternalKey{UserKey: k[:m:m], Trailer: base.Trailer(binary.LittleEndian.Uint64(k[m:]))}, d.n - 1
+	return flatInternalKey(d.flatKey(d.n - 1)), d.n - 1
+}
+
+// flatInternalKey decodes k, a key of a flat block, which always holds a
+// trailer (flattenBlock), without the checks base.DecodeInternalKey makes.
+func flatInternalKey(k []byte) InternalKey {
+	n := len(k) - base.TrailerLen
+	return InternalKey{UserKey: k[:n:n], Trailer: base.Trailer(binary.LittleEndian.Uint64(k[n:]))}
 }
 
 // AtFlatBlockStart reports whether the iterator is at the first entry of a
