@@ -101,7 +101,11 @@ func (d *DB) compactLoop() {
 	for {
 		var c *compaction
 		for !d.mu.closed {
-			if d.mu.bgErr == nil {
+			// Not while an edit is being written: the picker would read
+			// the version it is about to replace, without the tables an
+			// ingest adds, and could write over their key range in
+			// their level.
+			if d.mu.bgErr == nil && !d.mu.editing {
 				if c = d.pickAutoLocked(); c != nil {
 					break
 				}
@@ -142,9 +146,9 @@ func (d *DB) runLocked(c *compaction) error {
 
 // compactLocked merges (or moves) the compaction's inputs into its output
 // level and installs the result. d.mu is held on entry and on return, and
-// released twice: while the CompactionBegin listener runs and the tables
-// are merged, and while the CompactionEnd listener runs, after the result
-// is installed. The inputs stay busy throughout (startLocked), so no other
+// released while the CompactionBegin listener runs and the tables are
+// merged, while the edit is written and synced (logAndApplyLocked), and
+// while the CompactionEnd listener runs, after the result is installed. The inputs stay busy throughout (startLocked), so no other
 // compaction takes them meanwhile.
 func (d *DB) compactLocked(c *compaction) error {
 	info := CompactionInfo{FromLevel: c.level, ToLevel: c.outputLevel, Move: c.move, Manual: c.manual, Score: c.score}
@@ -488,7 +492,9 @@ func (c *compaction) keepTombstones(frags []rangedel.Tombstone) []rangedel.Tombs
 // exclusive as in DeleteRange and iterator bounds: shadowed versions and
 // deletions no snapshot needs are dropped. A nil start or end leaves that
 // side open. The memtable is flushed first. A table that holds end itself
-// may be compacted too, which changes no answer.
+// may be compacted too, which changes no answer. The tables it replaced
+// are deleted by the time it returns, but for those a read under way or
+// an open iterator or snapshot still reads, deleted once released.
 func (d *DB) Compact(start, end []byte) error {
 	if d.closedFlag.Load() {
 		return ErrClosed
@@ -518,6 +524,7 @@ func (d *DB) Compact(start, end []byte) error {
 	d.mu.cond.Broadcast() // the filter's builder waits for the end
 	if err == nil {
 		d.waitDiffBuildLocked()
+		d.waitRemovedLocked() // the space the compaction freed is free on return
 	}
 	return err
 }
@@ -528,6 +535,7 @@ func (d *DB) Compact(start, end []byte) error {
 func (d *DB) compactRangeLocked(start, end []byte) error {
 	for l := 0; l < manifest.NumLevels-1; l++ {
 		for {
+			d.waitEditLocked() // as compactLoop: set up from the version an edit leaves
 			if d.mu.closed {
 				return ErrClosed
 			}
@@ -575,6 +583,7 @@ func (d *DB) compactRangeLocked(start, end []byte) error {
 func (d *DB) compactLastLevelLocked(start, end []byte) error {
 	const last = manifest.NumLevels - 1
 	for {
+		d.waitEditLocked()
 		if d.mu.closed {
 			return ErrClosed
 		}

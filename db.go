@@ -67,9 +67,17 @@ type DB struct {
 		nextFileNum uint64
 		logNumber   uint64      // WALs below it are in tables
 		lastSeq     base.SeqNum // the last sequence number handed to a batch
-		manifest    vfs.File    // manifest writes happen with d.mu held
+		// manifest, manifestW and manifestNum are the manifest open for
+		// edits. An edit is written and synced with d.mu released and
+		// editing set (logAndApplyLocked); while it is set, no other
+		// goroutine touches them or changes version.
+		manifest    vfs.File
 		manifestW   *record.Writer
 		manifestNum uint64
+		editing     bool
+		// manifestErr is the error of a failed manifest write or sync: the
+		// edit may or may not be durable, so no edit follows it.
+		manifestErr error
 		// formatVersion is the store's format version (format.go).
 		formatVersion FormatVersion
 		bgErr         error // a failed flush, compaction or WAL write: the store takes no more writes
@@ -102,6 +110,14 @@ type DB struct {
 		// the directory, not even the release of a read state that
 		// outlived Close.
 		dirReleased bool
+		// obsolete are the files queued for the file deleter
+		// (fileDeleter); queued counts the files ever queued and removed
+		// those it has removed. deleter is set while it runs. Without it
+		// (read-only, or once Close has stopped it) files are removed at
+		// once.
+		obsolete        []obsoleteFile
+		queued, removed uint64
+		deleter         bool
 		// diff is the differential-file filter (difffilter.go): guarded by
 		// d.mu but for its list of filters commits add to, which the commit
 		// leader reads atomically, and its counters.
@@ -159,7 +175,7 @@ type DB struct {
 	// level 0 last changed; at l0SeekLimit (0: level 0 is empty) level 0
 	// is due for compaction (noteL0Seek).
 	l0Seeks, l0SeekLimit atomic.Int64
-	bgWG                 sync.WaitGroup // the flusher, the compactors, the filter builder and running Compact calls
+	bgWG                 sync.WaitGroup // the flusher, the compactors, the filter builder, the file deleter and running Compact calls
 	metrics              dbMetrics
 }
 
@@ -214,6 +230,9 @@ func (d *DB) Close() error {
 	d.bgWG.Wait()
 	d.chunks.close()
 	d.mu.Lock()
+	// The compactors may have queued removals after the deleter stopped.
+	d.mu.deleter = false
+	d.removeQueuedLocked()
 	// Writes the failed WAL lacks are in frozen memtables, which the
 	// flusher left when it stopped; they must reach tables before the
 	// store lets go of them.
@@ -227,6 +246,7 @@ func (d *DB) Close() error {
 		// next Open can tell it cut short from a crash's torn tail.
 		err = d.logAndApplyLocked(&manifest.VersionEdit{ClosedLog: manifest.ClosedLog{Num: d.mu.mem.logNum, Size: uint64(d.walW.Size())}})
 	}
+	d.waitEditLocked() // a format raise under way: the manifest closes below
 	if derr := d.releaseDirLocked(); err == nil {
 		err = derr
 	}

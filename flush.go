@@ -53,9 +53,10 @@ func (d *DB) rescueDueLocked() bool {
 
 // flushOldestLocked writes the oldest frozen memtable to a level-0 table,
 // records it in the manifest and removes its WAL. d.mu is held on entry and
-// on return, and released while the table is written and while listeners
-// run (FlushBegin, FlushEnd, and BackgroundError for a failure, which stops
-// the store).
+// on return, and released while the table is written, while the edit is
+// written and synced (logAndApplyLocked), while the WAL is removed and
+// while listeners run (FlushBegin, FlushEnd, and BackgroundError for a
+// failure, which stops the store).
 func (d *DB) flushOldestLocked() error {
 	m := d.mu.imm[0]
 	num := d.allocFileNumLocked()
@@ -142,7 +143,17 @@ func (d *DB) flushOldestLocked() error {
 	// FlushEnd runs before m leaves d.mu.imm, so that a Flush waiting for m
 	// returns after it. Only the flusher takes memtables out of d.mu.imm, so m
 	// is still its first when d.mu comes back.
-	d.unlocked(func() { d.opts.EventListener.FlushEnd(info) })
+	//
+	// m's log goes first, without d.mu: what it holds is in a table the
+	// manifest names. It may still be being synced by the next log's
+	// writer (logFile.follow): removing it meanwhile is allowed, since an
+	// open file outlives its name. A failure of that sync still fails the
+	// store, as any failed WAL sync does, though no write is lost: a
+	// failed fsync is never judged harmless.
+	d.unlocked(func() {
+		d.removeFile(obsoleteFile{num: m.logNum, log: true})
+		d.opts.EventListener.FlushEnd(info)
+	})
 	d.mu.imm = d.mu.imm[1:]
 	if meta != nil {
 		delete(d.mu.busy, meta.FileNum)
@@ -152,15 +163,6 @@ func (d *DB) flushOldestLocked() error {
 	if meta != nil {
 		d.metrics.flushBytes.Add(meta.Size)
 		d.metrics.levels[0].bytesWritten.Add(meta.Size)
-	}
-	// m's log may still be being synced by the next log's writer
-	// (logFile.follow): removing it meanwhile is allowed, since what it
-	// holds is in a table the manifest names, and an open file outlives
-	// its name. A failure of that sync still fails the store, as any failed
-	// WAL sync does, though no write is lost: a failed fsync is never
-	// judged harmless.
-	if err := d.fs.Remove(d.path(logName(m.logNum))); err != nil {
-		d.opts.Logger.Warn("bloomkv: removing a flushed write-ahead log", "file", d.path(logName(m.logNum)), "err", err)
 	}
 	d.mu.cond.Broadcast()
 	return nil

@@ -135,6 +135,9 @@ func (d *DB) RatchetFormatVersion(v FormatVersion) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// A raise under way is seen before the version is compared: d.mu stays
+	// held from here to the edit, so no other raise comes between.
+	d.waitEditLocked()
 	switch {
 	case d.mu.closed:
 		return ErrClosed
@@ -144,7 +147,12 @@ func (d *DB) RatchetFormatVersion(v FormatVersion) error {
 		return nil
 	}
 	if err := d.logAndApplyLocked(&manifest.VersionEdit{FormatVersion: uint64(v)}); err != nil {
-		return fmt.Errorf("bloomkv: raising the format version to %v: %w", v, err)
+		err = fmt.Errorf("bloomkv: raising the format version to %v failed; the store takes no more writes until reopened: %w", v, err)
+		if d.mu.bgErr == nil {
+			d.mu.bgErr = err
+		}
+		d.mu.cond.Broadcast()
+		return err
 	}
 	d.opts.Logger.Info("bloomkv: format version raised", "dir", d.dir, "from", d.mu.formatVersion.String(), "to", v.String())
 	d.mu.formatVersion = v

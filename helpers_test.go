@@ -98,14 +98,14 @@ func fillKeysOrder(tb testing.TB, d *DB, n, valueSize int, shuffle bool) {
 }
 
 // waitForCompactions waits until no level is due for compaction and none
-// runs, and no build of the differential-file filter is asked for or runs;
-// or until the store fails or closes.
+// runs, no build of the differential-file filter is asked for or runs, and
+// no obsolete file awaits removal; or until the store fails or closes.
 func waitForCompactions(t testing.TB, d *DB) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
 		s := d.levelScoresLocked(d.mu.version)
-		due := len(d.mu.running) > 0 || len(d.mu.imm) > 0 || d.mu.diff.wantBuild || d.mu.diff.buildRunning
+		due := len(d.mu.running) > 0 || len(d.mu.imm) > 0 || d.mu.diff.wantBuild || d.mu.diff.buildRunning || d.mu.removed < d.mu.queued
 		for l := range manifest.NumLevels - 1 { // the last level never scores
 			due = due || s[l] >= 1
 		}

@@ -569,9 +569,11 @@ func (d *DB) ingestStepLocked(op *ingestOp) error {
 // step of the commit pipeline: the caller leads the commit queue, so no
 // write is under way and none starts until it is done. Memtables holding
 // keys in the tables' ranges are frozen and flushed first (d.mu is released
-// while it waits for the flush); then each table's level is picked, the
-// next sequence number assigned, the edit logged and the state published
-// with that number visible. d.mu is held on entry and on return. A WAL
+// while it waits for the flush, and for an edit under way); then each
+// table's level is picked, the next sequence number assigned, the edit
+// logged (d.mu released while it is synced; no compaction is picked
+// meanwhile) and the state published with that number visible. d.mu is
+// held on entry and on return. A WAL
 // failure while freezing comes back as a *logFailure (reportLogFailure).
 func (d *DB) applyIngestLocked(op *ingestOp) error {
 	overlaps := func(m *memEntry) bool {
@@ -592,6 +594,9 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 		}
 		d.mu.cond.Wait()
 	}
+	// The levels are picked from the version the edit will apply to: not
+	// one that an edit being written is about to replace.
+	d.waitEditLocked()
 
 	lbase := d.levelTargets(d.mu.version, d.mu.running).base
 	seq := d.mu.lastSeq + 1
@@ -616,6 +621,10 @@ func (d *DB) applyIngestLocked(op *ingestOp) error {
 	}
 	if _, err := d.mu.version.Apply(edit); err != nil {
 		return fmt.Errorf("bloomkv: Ingest: placing the tables: %w", err) // nothing written
+	}
+	if err := d.mu.manifestErr; err != nil {
+		// Nothing of this ingest is written: its links go (ingestStepLocked).
+		return fmt.Errorf("bloomkv: Ingest: an earlier edit of the manifest failed: %w", err)
 	}
 	d.mu.lastSeq = seq
 	op.seq, op.edited = seq, true

@@ -33,7 +33,7 @@ func (d *DB) releaseFilesLocked(s *readState) {
 		}
 		delete(d.mu.fileRefs, f.FileNum)
 		if !d.mu.dirReleased {
-			d.removeTableLocked(f.FileNum, "an obsolete table")
+			d.retireTableLocked(f.FileNum)
 		}
 		f.ClearOpened() // the reader is closed: let it go with the table
 	}
@@ -44,13 +44,100 @@ func (d *DB) releaseFilesLocked(s *readState) {
 // blocks in the block cache, the range deletions kept of it for the
 // differential-file filter. what names the table in the warning a failed
 // removal logs; a file already gone is no failure (a compaction's output
-// whose sync failed was removed by its builder). d.mu is held.
+// whose sync failed was removed by its builder). d.mu is held. The
+// failure paths use it: the file is gone when it returns.
 func (d *DB) removeTableLocked(num uint64, what string) {
 	delete(d.mu.diff.tableDels, num)
-	d.tables.evict(num)
-	d.cache.EvictFile(num)
-	if err := d.fs.Remove(d.path(tableName(num))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		d.opts.Logger.Warn("bloomkv: removing "+what, "file", d.path(tableName(num)), "err", err)
+	d.removeFile(obsoleteFile{num: num, what: what})
+}
+
+// retireTableLocked is removeTableLocked for an obsolete table, whose file
+// the file deleter removes when it runs (removeFileLocked). d.mu is held.
+func (d *DB) retireTableLocked(num uint64) {
+	delete(d.mu.diff.tableDels, num)
+	d.removeFileLocked(obsoleteFile{num: num, what: "an obsolete table"})
+}
+
+// obsoleteFile is a file no version and no read state needs: a table
+// (what names it in the warning a failed removal logs) or a flushed WAL.
+type obsoleteFile struct {
+	num  uint64
+	log  bool
+	what string
+}
+
+// removeFileLocked has f removed: by the file deleter when it runs, so
+// that commits and reads waiting for d.mu do not wait for the file system
+// too; otherwise at once. d.mu is held.
+func (d *DB) removeFileLocked(f obsoleteFile) {
+	if !d.mu.deleter {
+		d.removeFile(f)
+		return
+	}
+	d.mu.obsolete = append(d.mu.obsolete, f)
+	d.mu.queued++
+	if len(d.mu.obsolete) == 1 {
+		d.mu.cond.Broadcast()
+	}
+}
+
+// removeFile removes f: for a table, its reader and cached blocks first.
+// A failure is logged.
+func (d *DB) removeFile(f obsoleteFile) {
+	if f.log {
+		if err := d.fs.Remove(d.path(logName(f.num))); err != nil {
+			d.opts.Logger.Warn("bloomkv: removing a flushed write-ahead log", "file", d.path(logName(f.num)), "err", err)
+		}
+		return
+	}
+	d.tables.evict(f.num)
+	d.cache.EvictFile(f.num)
+	if err := d.fs.Remove(d.path(tableName(f.num))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.opts.Logger.Warn("bloomkv: removing "+f.what, "file", d.path(tableName(f.num)), "err", err)
+	}
+}
+
+// removeQueuedLocked removes the files queued for the deleter, with d.mu
+// held: Close's way, once the deleter has stopped.
+func (d *DB) removeQueuedLocked() {
+	for _, f := range d.mu.obsolete {
+		d.removeFile(f)
+	}
+	d.mu.removed += uint64(len(d.mu.obsolete))
+	d.mu.obsolete = nil
+}
+
+// fileDeleter is the goroutine that removes the files queued by
+// removeFileLocked, without d.mu. It stops once the store is closed and
+// the queue is empty.
+func (d *DB) fileDeleter() {
+	defer d.bgWG.Done()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		for len(d.mu.obsolete) == 0 && !d.mu.closed {
+			d.mu.cond.Wait()
+		}
+		if len(d.mu.obsolete) == 0 {
+			return
+		}
+		todo := d.mu.obsolete
+		d.mu.obsolete = nil
+		d.mu.Unlock()
+		for _, f := range todo {
+			d.removeFile(f)
+		}
+		d.mu.Lock()
+		d.mu.removed += uint64(len(todo))
+		d.mu.cond.Broadcast() // for waitRemovedLocked
+	}
+}
+
+// waitRemovedLocked waits until the files queued for removal so far are
+// removed. d.mu is held, and released while it waits.
+func (d *DB) waitRemovedLocked() {
+	for queued := d.mu.queued; d.mu.deleter && !d.mu.closed && d.mu.removed < queued; {
+		d.mu.cond.Wait()
 	}
 }
 

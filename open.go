@@ -75,9 +75,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	if !o.ReadOnly {
-		d.bgWG.Add(2 + o.MaxConcurrentCompactions)
+		d.bgWG.Add(3 + o.MaxConcurrentCompactions)
+		d.mu.deleter = true
 		go d.flushLoop()
 		go d.diffBuilder()
+		go d.fileDeleter()
 		for range o.MaxConcurrentCompactions {
 			go d.compactLoop()
 		}

@@ -81,26 +81,59 @@ func createManifest(fs vfs.FS, name string, edits ...*manifest.VersionEdit) (vfs
 }
 
 // logAndApplyLocked records edit in the manifest (synced) and installs the new
-// version. d.mu is held.
+// version. d.mu is held on entry and on return, and released while the
+// edit is written and synced, so that commits and reads do not wait for
+// the manifest's sync; an edit under way holds off every other one
+// (waitEditLocked), and the version it replaces stays current until the
+// edit is durable.
 func (d *DB) logAndApplyLocked(edit *manifest.VersionEdit) error {
+	d.waitEditLocked()
+	if err := d.mu.manifestErr; err != nil {
+		return fmt.Errorf("bloomkv: an earlier edit of %s failed: %w", d.path(manifestName(d.mu.manifestNum)), err)
+	}
 	edit.NextFileNum, edit.LastSeq = d.mu.nextFileNum, d.mu.lastSeq
 	v, err := d.mu.version.Apply(edit)
 	if err != nil {
 		return err
 	}
-	if _, err := d.mu.manifestW.Write(edit.Encode()); err != nil {
+	d.mu.editing = true
+	f, w, name := d.mu.manifest, d.mu.manifestW, d.path(manifestName(d.mu.manifestNum))
+	d.mu.Unlock()
+	err = writeEdit(f, w, name, edit)
+	d.mu.Lock()
+	d.mu.editing = false
+	d.mu.cond.Broadcast()
+	if err != nil {
+		d.mu.manifestErr = err
 		return err
-	}
-	if err := d.mu.manifestW.Flush(); err != nil {
-		return err
-	}
-	if err := d.mu.manifest.Sync(); err != nil {
-		return fmt.Errorf("bloomkv: syncing %s: %w", d.path(manifestName(d.mu.manifestNum)), err)
 	}
 	d.mu.version = v
 	d.noteEditLocked(edit)
 	if edit.LogNumber != 0 {
 		d.mu.logNumber = edit.LogNumber
+	}
+	return nil
+}
+
+// waitEditLocked waits until no version edit is being written. d.mu is
+// held, and released while it waits.
+func (d *DB) waitEditLocked() {
+	for d.mu.editing {
+		d.mu.cond.Wait()
+	}
+}
+
+// writeEdit appends edit to the manifest f (written through w, named name)
+// and syncs it.
+func writeEdit(f vfs.File, w *record.Writer, name string, edit *manifest.VersionEdit) error {
+	if _, err := w.Write(edit.Encode()); err != nil {
+		return fmt.Errorf("bloomkv: writing %s: %w", name, err)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("bloomkv: writing %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("bloomkv: syncing %s: %w", name, err)
 	}
 	return nil
 }
