@@ -242,7 +242,10 @@ func BenchmarkJoinUnderLoad(b *testing.B) {
 func TestWriteTimeoutPerFrame(t *testing.T) {
 	const n = 400000
 	d := bigStore(t, n)
-	addr := startServer(t, LocalHandler(d, nil), &ServerOptions{WriteTimeout: 500 * time.Millisecond})
+	// Each pause below is a tenth of the timeout, leaving a loaded
+	// machine the rest for a frame's write; the pauses together, 3 s, are
+	// twice it.
+	addr := startServer(t, LocalHandler(d, nil), &ServerOptions{WriteTimeout: 1500 * time.Millisecond})
 	// A small receive buffer: the client's window reopens as soon as it
 	// reads, so that a frame waits for the client's pauses alone, not for
 	// an autotuned buffer of megabytes to drain by half.
