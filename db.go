@@ -110,12 +110,12 @@ type DB struct {
 		// the directory, not even the release of a read state that
 		// outlived Close.
 		dirReleased bool
-		// obsolete are the files queued for the file deleter
-		// (fileDeleter); queued counts the files ever queued and removed
-		// those it has removed. deleter is set while it runs. Without it
-		// (read-only, or once Close has stopped it) files are removed at
-		// once.
-		obsolete        []obsoleteFile
+		// obsolete are the numbers of the tables queued for the file
+		// deleter (fileDeleter); queued counts the tables ever queued and
+		// removed those it has removed. deleter is set while it runs.
+		// Without it (read-only, or once Close has stopped it) tables are
+		// removed at once.
+		obsolete        []uint64
 		queued, removed uint64
 		deleter         bool
 		// diff is the differential-file filter (difffilter.go): guarded by

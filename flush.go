@@ -151,7 +151,7 @@ func (d *DB) flushOldestLocked() error {
 	// store, as any failed WAL sync does, though no write is lost: a
 	// failed fsync is never judged harmless.
 	d.unlocked(func() {
-		d.removeFile(obsoleteFile{num: m.logNum, log: true})
+		d.removeLog(m.logNum)
 		d.opts.EventListener.FlushEnd(info)
 	})
 	d.mu.imm = d.mu.imm[1:]

@@ -48,67 +48,60 @@ func (d *DB) releaseFilesLocked(s *readState) {
 // failure paths use it: the file is gone when it returns.
 func (d *DB) removeTableLocked(num uint64, what string) {
 	delete(d.mu.diff.tableDels, num)
-	d.removeFile(obsoleteFile{num: num, what: what})
+	d.removeTable(num, what)
 }
 
 // retireTableLocked is removeTableLocked for an obsolete table, whose file
-// the file deleter removes when it runs (removeFileLocked). d.mu is held.
+// the file deleter removes when it runs, so that commits and reads waiting
+// for d.mu do not wait for the file system too; without a deleter, at
+// once. d.mu is held.
 func (d *DB) retireTableLocked(num uint64) {
 	delete(d.mu.diff.tableDels, num)
-	d.removeFileLocked(obsoleteFile{num: num, what: "an obsolete table"})
-}
-
-// obsoleteFile is a file no version and no read state needs: a table
-// (what names it in the warning a failed removal logs) or a flushed WAL.
-type obsoleteFile struct {
-	num  uint64
-	log  bool
-	what string
-}
-
-// removeFileLocked has f removed: by the file deleter when it runs, so
-// that commits and reads waiting for d.mu do not wait for the file system
-// too; otherwise at once. d.mu is held.
-func (d *DB) removeFileLocked(f obsoleteFile) {
 	if !d.mu.deleter {
-		d.removeFile(f)
+		d.removeTable(num, obsoleteTable)
 		return
 	}
-	d.mu.obsolete = append(d.mu.obsolete, f)
+	d.mu.obsolete = append(d.mu.obsolete, num)
 	d.mu.queued++
 	if len(d.mu.obsolete) == 1 {
 		d.mu.cond.Broadcast()
 	}
 }
 
-// removeFile removes f: for a table, its reader and cached blocks first.
-// A failure is logged.
-func (d *DB) removeFile(f obsoleteFile) {
-	if f.log {
-		if err := d.fs.Remove(d.path(logName(f.num))); err != nil {
-			d.opts.Logger.Warn("bloomkv: removing a flushed write-ahead log", "file", d.path(logName(f.num)), "err", err)
-		}
-		return
-	}
-	d.tables.evict(f.num)
-	d.cache.EvictFile(f.num)
-	if err := d.fs.Remove(d.path(tableName(f.num))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		d.opts.Logger.Warn("bloomkv: removing "+f.what, "file", d.path(tableName(f.num)), "err", err)
+// obsoleteTable names a table the file deleter removes in the warning a
+// failed removal logs.
+const obsoleteTable = "an obsolete table"
+
+// removeTable removes table num's reader, cached blocks and file. A
+// failure is logged.
+func (d *DB) removeTable(num uint64, what string) {
+	d.tables.evict(num)
+	d.cache.EvictFile(num)
+	if err := d.fs.Remove(d.path(tableName(num))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.opts.Logger.Warn("bloomkv: removing "+what, "file", d.path(tableName(num)), "err", err)
 	}
 }
 
-// removeQueuedLocked removes the files queued for the deleter, with d.mu
+// removeLog removes WAL num, whose records are all in tables the manifest
+// names. A failure is logged.
+func (d *DB) removeLog(num uint64) {
+	if err := d.fs.Remove(d.path(logName(num))); err != nil {
+		d.opts.Logger.Warn("bloomkv: removing a flushed write-ahead log", "file", d.path(logName(num)), "err", err)
+	}
+}
+
+// removeQueuedLocked removes the tables queued for the deleter, with d.mu
 // held: Close's way, once the deleter has stopped.
 func (d *DB) removeQueuedLocked() {
-	for _, f := range d.mu.obsolete {
-		d.removeFile(f)
+	for _, num := range d.mu.obsolete {
+		d.removeTable(num, obsoleteTable)
 	}
 	d.mu.removed += uint64(len(d.mu.obsolete))
 	d.mu.obsolete = nil
 }
 
-// fileDeleter is the goroutine that removes the files queued by
-// removeFileLocked, without d.mu. It stops once the store is closed and
+// fileDeleter is the goroutine that removes the tables queued by
+// retireTableLocked, without d.mu. It stops once the store is closed and
 // the queue is empty.
 func (d *DB) fileDeleter() {
 	defer d.bgWG.Done()
@@ -124,8 +117,8 @@ func (d *DB) fileDeleter() {
 		todo := d.mu.obsolete
 		d.mu.obsolete = nil
 		d.mu.Unlock()
-		for _, f := range todo {
-			d.removeFile(f)
+		for _, num := range todo {
+			d.removeTable(num, obsoleteTable)
 		}
 		d.mu.Lock()
 		d.mu.removed += uint64(len(todo))
@@ -133,7 +126,7 @@ func (d *DB) fileDeleter() {
 	}
 }
 
-// waitRemovedLocked waits until the files queued for removal so far are
+// waitRemovedLocked waits until the tables queued for removal so far are
 // removed. d.mu is held, and released while it waits.
 func (d *DB) waitRemovedLocked() {
 	for queued := d.mu.queued; d.mu.deleter && !d.mu.closed && d.mu.removed < queued; {
@@ -152,7 +145,7 @@ func (d *DB) releaseDirLocked() error {
 	live := d.liveTables()
 	for num, refs := range d.mu.fileRefs {
 		if refs > 0 && !live[num] {
-			d.removeTableLocked(num, "an obsolete table")
+			d.removeTableLocked(num, obsoleteTable)
 		}
 	}
 	d.mu.dirReleased = true
