@@ -226,10 +226,19 @@ func TestCheckCountsMemtableRangeDeletions(t *testing.T) {
 		t.Fatal(err)
 	}
 	d = mustOpen(t, "/db", o)
+	// No background compaction may start before Check counts (as while a
+	// Compact runs): an elision-only compaction of the flushed table
+	// would rightly drop a range deletion that hides nothing.
+	d.mu.Lock()
+	d.mu.manualCompacts++
+	d.mu.Unlock()
 	if err := d.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	count("flushed", 1)
+	d.mu.Lock()
+	d.mu.manualCompacts--
+	d.mu.Unlock()
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
