@@ -325,9 +325,38 @@ func (it *Iterator) Next() bool {
 		it.keyBuf = append(it.keyBuf[:0], it.key...)
 		it.back = false
 		it.m.seekGE(it.keyBuf)
+	} else if it.m.h.run > 0 {
+		return it.nextInRun()
 	}
 	it.skipUserKey()
 	return it.findNext()
+}
+
+// nextInRun is Next where the merged iterator's top child steps through a
+// run of its flat block (iterHeap.run): no other child's entry comes
+// between, and the current key's bytes, in that block, stay valid. The
+// next entry is the next key when it is a visible set of another user key
+// below the upper bound and the iterator sees no range deletion; otherwise
+// the usual checks settle from it.
+func (it *Iterator) nextInRun() bool {
+	u := it.key
+	if !it.m.next() {
+		return it.findNext()
+	}
+	k := it.m.key()
+	if bytes.Equal(k.UserKey, u) {
+		// An older version of the current key: skip its versions.
+		it.keyBuf = append(it.keyBuf[:0], u...)
+		for it.m.next() && bytes.Equal(it.m.key().UserKey, it.keyBuf) {
+		}
+		return it.findNext()
+	}
+	if k.Kind() != base.KindSet || k.SeqNum() >= it.seq || len(it.tombs) > 0 ||
+		(it.upper != nil && bytes.Compare(k.UserKey, it.upper) >= 0) {
+		return it.findNext()
+	}
+	it.key, it.value, it.valid = k.UserKey, it.m.value(), true
+	return true
 }
 
 // Prev moves to the previous key.

@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -228,5 +229,80 @@ func TestMergeRunsThroughBlocks(t *testing.T) {
 	}
 	for range 20 {
 		scan(r.IntN(len(want)))
+	}
+}
+
+// TestRunsKeepVersionsAndBounds scans a table holding two versions of half
+// its keys (a snapshot kept the older through the compaction), cached flat,
+// with a memtable holding a few keys above it: the merge runs through the
+// table's blocks between the memtable's keys. An iterator of the snapshot
+// sees the older versions, one of now the newer, and bounded iterators stop
+// at their bound wherever in a block it falls.
+func TestRunsKeepVersionsAndBounds(t *testing.T) {
+	d := mustOpen(t, "db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+	defer d.Close()
+	const keys = 6000
+	set := func(i int, v string) {
+		if err := d.Set(levelKey(i), []byte(v), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range keys {
+		set(i, fmt.Sprint("old", i))
+	}
+	snap, err := d.NewSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	for i := 0; i < keys; i += 2 {
+		set(i, fmt.Sprint("new", i))
+	}
+	if err := d.Compact(nil, levelKey(keys)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < keys; i += 600 {
+		set(i, fmt.Sprint("mem", i))
+	}
+	want := func(i int, old bool) string {
+		switch {
+		case old:
+			return fmt.Sprint("old", i)
+		case i%600 == 1:
+			return fmt.Sprint("mem", i)
+		case i%2 == 0:
+			return fmt.Sprint("new", i)
+		}
+		return fmt.Sprint("old", i)
+	}
+	check := func(name string, newIter func(*IterOptions) (*Iterator, error), old bool, upper int) {
+		t.Helper()
+		var o *IterOptions
+		if upper < keys {
+			o = &IterOptions{UpperBound: levelKey(upper)}
+		}
+		it, err := newIter(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			if i >= upper || !bytes.Equal(it.Key(), levelKey(i)) || string(it.Value()) != want(i, old) {
+				t.Fatalf("%s: at %d: %q = %q", name, i, it.Key(), it.Value())
+			}
+			i++
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if i != upper {
+			t.Fatalf("%s: %d keys, want %d", name, i, upper)
+		}
+	}
+	for pass := range 2 { // the first pass caches the blocks flat
+		for _, upper := range []int{keys, 4321, 17} {
+			check(fmt.Sprint("now, pass ", pass, ", upper ", upper), d.NewIter, false, upper)
+			check(fmt.Sprint("snapshot, pass ", pass, ", upper ", upper), snap.NewIter, true, upper)
+		}
 	}
 }

@@ -114,7 +114,7 @@ func (m *mergingIter) step() bool {
 			return true
 		}
 		m.h.fixTop()
-		if t := m.h.items[0].table(); t != nil && !m.h.reverse && t.AtFlatBlockStart() {
+		if t := m.h.items[0].table(); t != nil && !m.h.reverse {
 			m.h.startRun(t)
 		}
 		return true
@@ -185,8 +185,8 @@ type iterHeap struct {
 	// them be.
 	runner int
 	// run counts the forward moves of the top child that keep it on top
-	// without a comparison: the rest of a block whose last key sorts below
-	// the runner-up's (startRun).
+	// without a comparison: the entries of its flat block that sort below
+	// the runner-up's key (startRun).
 	run int
 }
 
@@ -324,24 +324,55 @@ func (h *iterHeap) runnerUp() int {
 	return h.runner
 }
 
-// startRun sets run when the top child, whose table iterator is top, is
-// going forward at the first entry of a flat block (it has just moved into
-// it, or has just risen to the top there) whose last key sorts below the
-// runner-up's: every entry of the block then comes before any other
-// child's, and the top stays on top through the block at the cost of one
-// comparison. A merge of one sorted run with a few keys from above, a
-// store's usual shape, walks most blocks so.
+// startRun sets run, when the top child, whose table iterator is top, is
+// going forward in a flat block, to the entries after its current one in
+// the block whose keys sort below the runner-up's: they come before any
+// other child's, and the top steps through them without comparing. At a
+// block's first entry it costs one comparison where the block's last key
+// sorts below the runner-up's; otherwise a search from the current entry
+// out, in steps that double, costs about two comparisons per doubling of
+// the run. A merge
+// of one sorted run with a few keys from above, a store's usual shape,
+// walks most of each block so, between the keys from above.
 func (h *iterHeap) startRun(top *sstable.Iter) {
 	if len(h.items) < 2 {
 		return // fixTop makes no comparison
 	}
-	last, rest := top.BlockRun()
+	rest := top.BlockRest()
 	if rest == 0 {
 		return
 	}
-	if compareInternal(last, h.items[h.runnerUp()].key) < 0 {
-		h.run = rest
+	r := h.items[h.runnerUp()].key
+	if top.AtBlockStart() && compareInternal(top.RestKey(rest), r) < 0 {
+		h.run = rest // the whole block
+		return
 	}
+	// The run stops before the first entry of the rest at or above the
+	// runner-up's key: probe the 1st, 2nd, 4th, ... entries, the lines a
+	// walk reads next, then bisect between the last two probed.
+	lo, hi := 0, 1 // lo: an entry below r (0: the current one); hi: one probed next
+	for {
+		if hi >= rest {
+			hi = rest
+			if compareInternal(top.RestKey(rest), r) < 0 {
+				h.run = rest
+				return
+			}
+			break
+		}
+		if compareInternal(top.RestKey(hi), r) >= 0 {
+			break
+		}
+		lo, hi = hi, 2*hi
+	}
+	for lo+1 < hi { // RestKey(hi) sorts at or above r, lo's entry below it
+		if mid := int(uint(lo+hi) >> 1); compareInternal(top.RestKey(mid), r) < 0 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	h.run = hi - 1
 }
 
 // down moves item i down to its place.

@@ -286,11 +286,10 @@ func TestIteratorFlattenKeepsReserve(t *testing.T) {
 	}
 }
 
-// TestBlockRun: an iterator at the first entry of a block cached flat
-// reports the entries after it in the block and the block's last key, which
-// the next Nexts reach in order; at the block's other entries, in a block
-// cached as stored and in a block of one entry, it reports none.
-func TestBlockRun(t *testing.T) {
+// TestBlockRest: an iterator at any entry of a block cached flat reports
+// the entries after it in the block, and RestKey(j) is the key the j-th
+// Next reaches; in a block cached as stored it reports none.
+func TestBlockRest(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	spec := randomSpec(r, 3000)
 	data := writeSpec(t, spec, WriterOptions{BlockSize: 512})
@@ -303,41 +302,42 @@ func TestBlockRun(t *testing.T) {
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() { // caches the blocks flat
 	}
-	runs, stored := 0, 0
-	for ok := it.First(); ok; {
-		last, n := it.BlockRun()
-		_, isFlat := splitFlat(it.h.Value())
-		switch {
-		case !isFlat || it.data.n == 1:
+	// A second iterator walks beside it, checking each RestKey ahead.
+	ahead := rd.NewIter()
+	defer ahead.Close()
+	rests, stored := 0, 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n := it.BlockRest()
+		if _, isFlat := splitFlat(it.h.Value()); !isFlat {
+			stored++
 			if n != 0 {
-				t.Fatalf("a run of %d in a block cached as stored, or of one entry", n)
+				t.Fatalf("a rest of %d in a block cached as stored", n)
 			}
-			if !isFlat {
-				stored++
-			}
-			ok = it.Next()
 			continue
 		}
-		if n != it.data.n-1 {
-			t.Fatalf("a run of %d in a block of %d entries", n, it.data.n)
+		if want := it.data.n - 1 - it.data.i; n != want {
+			t.Fatalf("a rest of %d at entry %d of %d", n, it.data.i, it.data.n)
 		}
-		want := base.InternalKey{UserKey: bytes.Clone(last.UserKey), Trailer: last.Trailer}
-		for range n {
-			if ok = it.Next(); !ok {
-				t.Fatalf("the block ended before its run: %v", it.Error())
+		if n == 0 {
+			continue
+		}
+		rests++
+		if !ahead.SeekGE(it.Key().UserKey) {
+			t.Fatal(ahead.Error())
+		}
+		for base.CompareInternal(ahead.Key(), it.Key()) < 0 && ahead.Next() {
+		}
+		for j := 1; j <= n; j++ {
+			if !ahead.Next() {
+				t.Fatalf("the table ended within a block's rest: %v", ahead.Error())
 			}
-			if _, m := it.BlockRun(); m != 0 || it.AtFlatBlockStart() {
-				t.Fatalf("a run of %d from entry %d of a block", m, it.data.i)
+			if k := it.RestKey(j); base.CompareInternal(k, ahead.Key()) != 0 {
+				t.Fatalf("RestKey(%d) at entry %d is %s, Next reaches %s", j, it.data.i, k, ahead.Key())
 			}
 		}
-		if base.CompareInternal(it.Key(), want) != 0 {
-			t.Fatalf("the run ends at %s, not at the block's last key %s", it.Key(), want)
-		}
-		runs++
-		ok = it.Next()
 	}
-	if runs == 0 || stored != 0 {
-		t.Fatalf("%d runs, %d blocks stored", runs, stored)
+	if rests == 0 || stored != 0 {
+		t.Fatalf("%d entries with a rest, %d blocks stored", rests, stored)
 	}
 	// A block a point lookup cached, as stored.
 	c = cache.New(64<<20, cache.Options{Shards: 1})
@@ -355,7 +355,7 @@ func TestBlockRun(t *testing.T) {
 	if _, isFlat := splitFlat(st.h.Value()); isFlat {
 		t.Fatal("the block a point lookup cached is flat")
 	}
-	if _, n := st.BlockRun(); n != 0 {
-		t.Fatalf("a run of %d in a block cached as stored", n)
+	if n := st.BlockRest(); n != 0 {
+		t.Fatalf("a rest of %d in a block cached as stored", n)
 	}
 }

@@ -266,18 +266,28 @@ func (it *Iter) NextKey() (k base.InternalKey, ok bool) {
 	return it.Key(), true
 }
 
-// BlockRun reports, at the first entry of a data block cached flat, the
-// entries after it in the block and the block's last key, so that a merge
-// that finds that key below every other source's can step through the
-// block without comparing. n is 0 anywhere else, in a block of one entry,
-// and where the iterator rewrites keys (ReaderOptions.SeqNumOverride,
-// obsolete bits). The key is valid while the iterator stays in the block.
-func (it *Iter) BlockRun() (last InternalKey, n int) {
+// BlockRest reports, in a data block cached flat, the entries after the
+// current one, which the next Nexts reach in order without leaving the
+// block, so that a merge that finds some of them below every other
+// source's key can step through those without comparing (RestKey). It is 0
+// in a block cached as stored, at a block's last entry, and where the
+// iterator rewrites keys (ReaderOptions.SeqNumOverride, obsolete bits).
+func (it *Iter) BlockRest() int {
 	d := &it.data
-	if d.tab == nil || !d.valid || !it.valid || !it.plain || d.i != 0 || d.n < 2 {
-		return InternalKey{}, 0
+	if d.tab == nil || !d.valid || !it.valid || !it.plain {
+		return 0
 	}
-	return flatInternalKey(d.flatKey(d.n - 1)), d.n - 1
+	return d.n - 1 - d.i
+}
+
+// AtBlockStart reports whether the iterator is at the first entry of its
+// data block.
+func (it *Iter) AtBlockStart() bool { return it.data.i == 0 }
+
+// RestKey returns the key of the j-th entry after the current one, for
+// 1 ≤ j ≤ BlockRest(); it is valid while the iterator stays in the block.
+func (it *Iter) RestKey(j int) InternalKey {
+	return flatInternalKey(it.data.flatKey(it.data.i + j))
 }
 
 // flatInternalKey decodes k, a key of a flat block, which always holds a
@@ -285,12 +295,6 @@ func (it *Iter) BlockRun() (last InternalKey, n int) {
 func flatInternalKey(k []byte) InternalKey {
 	n := len(k) - base.TrailerLen
 	return InternalKey{UserKey: k[:n:n], Trailer: base.Trailer(binary.LittleEndian.Uint64(k[n:]))}
-}
-
-// AtFlatBlockStart reports whether the iterator is at the first entry of a
-// data block cached flat, where BlockRun may report a run.
-func (it *Iter) AtFlatBlockStart() bool {
-	return it.data.i == 0 && it.data.tab != nil && it.valid
 }
 
 // NextKeepsKey reports whether the next Next stays within the data block of
