@@ -233,13 +233,17 @@ func TestMergeRunsThroughBlocks(t *testing.T) {
 }
 
 // TestRunsKeepVersionsAndBounds scans a table holding two versions of half
-// its keys (a snapshot kept the older through the compaction), cached flat,
-// with a memtable holding a few keys above it: the merge runs through the
-// table's blocks between the memtable's keys. An iterator of the snapshot
-// sees the older versions, one of now the newer, and bounded iterators stop
+// its keys and deletions of others (a snapshot kept the older versions
+// through the compaction), cached flat, with a memtable holding a few keys
+// above it, and every key of one range, so that some falls between two
+// blocks: the merge runs through the table's blocks between the
+// memtable's keys. An iterator of the snapshot sees the older versions,
+// one of now the newer ones and no deleted key, and bounded iterators stop
 // at their bound wherever in a block it falls.
 func TestRunsKeepVersionsAndBounds(t *testing.T) {
-	d := mustOpen(t, "db", &Options{FS: vfs.NewMem(), Logger: quietLogger()})
+	// Blocks of a few keys, fewer than lie between two memtable keys, so
+	// that a memtable key often sorts between two blocks.
+	d := mustOpen(t, "db", &Options{FS: vfs.NewMem(), BlockSize: 256, Logger: quietLogger()})
 	defer d.Close()
 	const keys = 6000
 	set := func(i int, v string) {
@@ -258,18 +262,30 @@ func TestRunsKeepVersionsAndBounds(t *testing.T) {
 	for i := 0; i < keys; i += 2 {
 		set(i, fmt.Sprint("new", i))
 	}
+	deleted := func(i int) bool { return i%14 == 8 }
+	for i := 8; i < keys; i += 14 { // even keys, whose one-version odd neighbour a run steps from
+		if err := d.Delete(levelKey(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := d.Compact(nil, levelKey(keys)); err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i < keys; i += 600 {
-		set(i, fmt.Sprint("mem", i))
+	inMem := func(i int) bool { return i%11 == 5 }
+	for i := range keys {
+		if inMem(i) {
+			set(i, fmt.Sprint("mem", i))
+		}
 	}
+	// want returns key i's value, "" when it is deleted.
 	want := func(i int, old bool) string {
 		switch {
 		case old:
 			return fmt.Sprint("old", i)
-		case i%600 == 1:
+		case inMem(i):
 			return fmt.Sprint("mem", i)
+		case deleted(i):
+			return ""
 		case i%2 == 0:
 			return fmt.Sprint("new", i)
 		}
@@ -287,6 +303,9 @@ func TestRunsKeepVersionsAndBounds(t *testing.T) {
 		}
 		i := 0
 		for ok := it.First(); ok; ok = it.Next() {
+			for i < upper && want(i, old) == "" {
+				i++
+			}
 			if i >= upper || !bytes.Equal(it.Key(), levelKey(i)) || string(it.Value()) != want(i, old) {
 				t.Fatalf("%s: at %d: %q = %q", name, i, it.Key(), it.Value())
 			}
@@ -295,8 +314,11 @@ func TestRunsKeepVersionsAndBounds(t *testing.T) {
 		if err := it.Close(); err != nil {
 			t.Fatal(err)
 		}
+		for i < upper && want(i, old) == "" {
+			i++
+		}
 		if i != upper {
-			t.Fatalf("%s: %d keys, want %d", name, i, upper)
+			t.Fatalf("%s: stopped before key %d, want %d", name, i, upper)
 		}
 	}
 	for pass := range 2 { // the first pass caches the blocks flat

@@ -331,9 +331,8 @@ func (h *iterHeap) runnerUp() int {
 // block's first entry it costs one comparison where the block's last key
 // sorts below the runner-up's; otherwise a search from the current entry
 // out, in steps that double, costs about two comparisons per doubling of
-// the run. A merge
-// of one sorted run with a few keys from above, a store's usual shape,
-// walks most of each block so, between the keys from above.
+// the run. A merge of one sorted run with a few keys from above, a store's
+// usual shape, walks most of each block so, between the keys from above.
 func (h *iterHeap) startRun(top *sstable.Iter) {
 	if len(h.items) < 2 {
 		return // fixTop makes no comparison

@@ -358,4 +358,26 @@ func TestBlockRest(t *testing.T) {
 	if n := st.BlockRest(); n != 0 {
 		t.Fatalf("a rest of %d in a block cached as stored", n)
 	}
+	// A reader that rewrites sequence numbers reports none, flat or not.
+	c = cache.New(64<<20, cache.Options{Shards: 1})
+	ov, err := NewReader(bytes.NewReader(data), int64(len(data)), ReaderOptions{FileName: "test.sst", Cache: c, FileNum: 1, SeqNumOverride: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oi := ov.NewIter()
+	defer oi.Close()
+	for ok := oi.First(); ok; ok = oi.Next() { // caches the blocks flat
+	}
+	flat := 0
+	for ok := oi.First(); ok; ok = oi.Next() {
+		if _, isFlat := splitFlat(oi.h.Value()); isFlat {
+			flat++
+		}
+		if n := oi.BlockRest(); n != 0 {
+			t.Fatalf("a rest of %d where the reader overrides sequence numbers", n)
+		}
+	}
+	if flat == 0 {
+		t.Fatal("no block cached flat under the override")
+	}
 }

@@ -280,9 +280,12 @@ func (it *Iter) BlockRest() int {
 	return d.n - 1 - d.i
 }
 
-// AtBlockStart reports whether the iterator is at the first entry of its
-// data block.
-func (it *Iter) AtBlockStart() bool { return it.data.i == 0 }
+// AtBlockStart reports whether the iterator is at the first entry of a data
+// block cached flat.
+func (it *Iter) AtBlockStart() bool {
+	d := &it.data
+	return d.tab != nil && d.valid && it.valid && d.i == 0
+}
 
 // RestKey returns the key of the j-th entry after the current one, for
 // 1 ≤ j ≤ BlockRest(); it is valid while the iterator stays in the block.
