@@ -141,6 +141,12 @@ func TestCommitsGoOnDuringATableRemoval(t *testing.T) {
 	e := vfs.NewErrorFS(vfs.NewMem())
 	d := mustOpen(t, "/db", memOpts(e))
 	closeAtCleanup(t, d)
+	// Held from the start: the first table removal, whether of a
+	// compaction the flushes start or of Compact's, waits, and Compact
+	// waits for it (under load the flushes' compactions may leave Compact
+	// nothing to replace).
+	h := newHoldOp(t, vfs.OpRemove, ".sst")
+	e.SetInjector(h.inject)
 	for round := range 3 {
 		for i := range 100 {
 			if err := d.Set([]byte(fmt.Sprintf("k%04d", i)), []byte(fmt.Sprint("v", round)), NoSync); err != nil {
@@ -151,8 +157,6 @@ func TestCommitsGoOnDuringATableRemoval(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := newHoldOp(t, vfs.OpRemove, ".sst")
-	e.SetInjector(h.inject)
 	compacted := make(chan error, 1)
 	go func() { compacted <- d.Compact(nil, nil) }()
 	h.await(t)
