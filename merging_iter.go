@@ -342,9 +342,13 @@ func (h *iterHeap) startRun(top *sstable.Iter) {
 		return
 	}
 	r := h.items[h.runnerUp()].key
-	if top.AtBlockStart() && compareInternal(top.RestKey(rest), r) < 0 {
-		h.run = rest // the whole block
-		return
+	lastAbove := false // the block's last key is known to sort at or above r
+	if top.AtBlockStart() {
+		if compareInternal(top.RestKey(rest), r) < 0 {
+			h.run = rest // the whole block
+			return
+		}
+		lastAbove = true
 	}
 	// The run stops before the first entry of the rest at or above the
 	// runner-up's key: probe the 1st, 2nd, 4th, ... entries, the lines a
@@ -353,7 +357,7 @@ func (h *iterHeap) startRun(top *sstable.Iter) {
 	for {
 		if hi >= rest {
 			hi = rest
-			if compareInternal(top.RestKey(rest), r) < 0 {
+			if !lastAbove && compareInternal(top.RestKey(rest), r) < 0 {
 				h.run = rest
 				return
 			}
