@@ -148,7 +148,7 @@ func TestNodeKill9(t *testing.T) {
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
 	more := func(n int) {
 		want := count() + n
-		waitFor(t, fmt.Sprintf("%d acknowledged writes", want), 30*time.Second, func() bool { return count() >= want })
+		waitFor(t, fmt.Sprintf("%d acknowledged writes", want), 90*time.Second, func() bool { return count() >= want })
 	}
 	more(50)
 	// Kill the leader, then a follower, each with SIGKILL mid-writes, and
