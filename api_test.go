@@ -1,11 +1,13 @@
 package bloomkv
 
 import (
+	"fmt"
 	"go/importer"
 	"go/token"
 	"go/types"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -21,6 +23,22 @@ var publicPackages = []string{
 	"github.com/bloomkv/bloomkv/vfs",
 }
 
+// publicTypes type-checks publicPackages from source, once for the tests
+// that read their API: the check of every package and its dependencies is
+// most of each test's time, and what it returns is only read.
+var publicTypes = sync.OnceValues(func() ([]*types.Package, error) {
+	imp := importer.ForCompiler(token.NewFileSet(), "source", nil)
+	var pkgs []*types.Package
+	for _, path := range publicPackages {
+		p, err := imp.Import(path)
+		if err != nil {
+			return nil, fmt.Errorf("type-checking %s: %w", path, err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs, nil
+})
+
 func isInternal(path string) bool {
 	return strings.Contains(path, "/internal/") || strings.HasSuffix(path, "/internal")
 }
@@ -31,15 +49,12 @@ func isInternal(path string) bool {
 // outside program can name, either defined in a public package or given a
 // name there by an alias.
 func TestPublicAPINamesNoInternalType(t *testing.T) {
-	imp := importer.ForCompiler(token.NewFileSet(), "source", nil)
-	var pkgs []*types.Package
+	pkgs, err := publicTypes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	aliased := map[*types.TypeName]bool{}
-	for _, path := range publicPackages {
-		p, err := imp.Import(path)
-		if err != nil {
-			t.Fatalf("type-checking %s: %v", path, err)
-		}
-		pkgs = append(pkgs, p)
+	for _, p := range pkgs {
 		for _, name := range p.Scope().Names() {
 			if a, ok := p.Scope().Lookup(name).(*types.TypeName); ok && a.Exported() && a.IsAlias() {
 				if n, ok := types.Unalias(a.Type()).(*types.Named); ok {

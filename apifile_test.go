@@ -4,8 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"go/constant"
-	"go/importer"
-	"go/token"
 	"go/types"
 	"os"
 	"sort"
@@ -58,13 +56,12 @@ func TestAPIFile(t *testing.T) {
 
 // apiLines describes every exported name of the public packages, sorted.
 func apiLines(t *testing.T) []string {
-	imp := importer.ForCompiler(token.NewFileSet(), "source", nil)
+	pkgs, err := publicTypes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var lines []string
-	for _, path := range publicPackages {
-		p, err := imp.Import(path)
-		if err != nil {
-			t.Fatalf("type-checking %s: %v", path, err)
-		}
+	for _, p := range pkgs {
 		qual := func(other *types.Package) string {
 			if other == p {
 				return ""

@@ -62,14 +62,24 @@ func checkDiffFilter(t testing.TB, d *DB) {
 	}
 }
 
+// raceDiffCheckEvery is how many read states apart checkDiffAtEveryPublish
+// checks under the race detector. The check walks every version above the
+// base, so a test's checks grow with the square of its writes, and the
+// detector makes that walk about 30 times slower; the race run looks for
+// data races, and the normal run checks every state.
+const raceDiffCheckEvery = 8
+
 // checkDiffAtEveryPublish makes every read state d publishes from now on
-// pass diffViolations; the first failure is reported by the returned
+// pass diffViolations (under the race detector, every raceDiffCheckEvery-th
+// from the first); the first failure is reported by the returned
 // function, which the test calls at its end (and after each step it likes).
 func checkDiffAtEveryPublish(d *DB) (firstProblem func() string) {
 	var problem string
+	published := 0
 	d.mu.Lock()
 	d.mu.onPublish = func(s *readState) {
-		if problem != "" {
+		published++
+		if problem != "" || (raceBuild && (published-1)%raceDiffCheckEvery != 0) {
 			return
 		}
 		if bad := diffViolations(d, s); len(bad) > 0 {
