@@ -139,9 +139,13 @@ func (d *DB) MayHaveChanged(key []byte) bool {
 // above s's base visible at seq: the filter says maybe, or a range deletion
 // above the base covers it, or s carries no filter.
 func (s *readState) diffMaybe(key []byte, hash uint64, seq base.SeqNum) bool {
-	if s.diff == nil || s.diff.MayContainHash(hash) {
-		return true
-	}
+	return s.diff == nil || s.diff.MayContainHash(hash) || s.diffCovered(key, seq)
+}
+
+// diffCovered reports whether a range deletion above s's base visible at seq
+// covers key: a key the filter rules out may still have lost its base
+// version to one.
+func (s *readState) diffCovered(key []byte, seq base.SeqNum) bool {
 	if len(s.diffDels) > 0 && rangedel.Cover(s.diffDels, key, seq) != 0 {
 		return true
 	}

@@ -94,11 +94,15 @@ type multiGetter struct {
 	spare    []uint64 // scratch for sortWindows
 
 	// One table's run of keys, in key order.
-	run       []int32
-	runKeys   [][]byte
-	runHashes []uint64
-	runMay    []bool
-	runOut    []sstable.LookupResult
+	run        []int32
+	runKeys    [][]byte
+	runHashes  []uint64
+	runFilters []*filterblock.Filter
+	runMay     []bool
+	runOut     []sstable.LookupResult
+	// The tables of one level the run's keys fall in (one table in level
+	// 0).
+	tables []mgTable
 }
 
 // multiGet answers keys as of seq from the sources of s into values and
@@ -134,6 +138,7 @@ func (d *DB) multiGet(s *readState, keys [][]byte, seq base.SeqNum, values [][]b
 	// cleared after an earlier, larger batch.
 	clear(m.runKeys[:min(len(keys), cap(m.runKeys))])
 	clear(m.runOut[:min(len(keys), cap(m.runOut))])
+	clear(m.tables[:cap(m.tables)]) // their readers
 	d.multiGets.Put(m)
 }
 
@@ -338,21 +343,31 @@ func (m *multiGetter) askDiff() {
 	if s.diff == nil || readsOff {
 		return
 	}
-	var probes, skips uint64
+	// The keys to probe (all, or the sample while the filter steps aside)
+	// and their hashes, probed together; the run's scratch is free until
+	// the levels.
 	bypass, salt := ds.bypass.Load(), ds.sampleSalt.Load()
+	asked, hs := m.run[:0], m.runHashes[:0]
 	for _, i := range m.pending {
 		if bypass && !sampledKey(m.hashes[i], salt) {
 			continue
 		}
-		probes++
-		if s.diffMaybe(m.keys[i], m.hashes[i], m.seq) {
+		asked = append(asked, i)
+		hs = append(hs, m.hashes[i])
+	}
+	may := slices.Grow(m.runMay[:0], len(hs))[:len(hs)]
+	m.run, m.runHashes, m.runMay = asked, hs, may
+	s.diff.MayContainHashes(hs, may)
+	var skips uint64
+	for j, i := range asked {
+		if may[j] || s.diffCovered(m.keys[i], m.seq) {
 			m.state[i].maybe = true
 		} else {
 			skips++
 			m.state[i].from = s.diffBase
 		}
 	}
-	ds.noteProbes(probes, skips, s.diffSaves)
+	ds.noteProbes(uint64(len(asked)), skips, s.diffSaves)
 }
 
 // level reads the pending keys that reach level l from its tables: in level
@@ -373,84 +388,122 @@ func (m *multiGetter) level(l int) {
 	}
 	if l == 0 {
 		for f := range s.version.Level(0) {
-			m.run = m.run[:0]
+			m.run, m.tables = m.run[:0], m.tables[:0]
 			for _, i := range m.pending {
 				if st := &m.state[i]; !st.done && st.from == 0 && f.Overlaps(m.keys[i], m.keys[i]) {
 					m.run = append(m.run, i)
 				}
 			}
-			m.table(f)
+			if len(m.run) > 0 {
+				m.tables = append(m.tables, m.openTable(f, 0, len(m.run)))
+				m.readTables()
+			}
 		}
 		m.dropDone()
 		return
 	}
 	var f *manifest.FileMetadata
-	m.run = m.run[:0]
+	m.run, m.tables = m.run[:0], m.tables[:0]
 	for _, i := range m.pending {
 		if m.state[i].from > l {
 			continue
 		}
 		k := m.keys[i]
-		if f != nil && !f.Before(k) && bytes.Compare(f.Smallest.UserKey, k) <= 0 {
-			m.run = append(m.run, i)
-			continue
+		if f == nil || f.Before(k) || bytes.Compare(f.Smallest.UserKey, k) > 0 {
+			if f = s.version.Find(l, k); f == nil {
+				continue
+			}
+			m.tables = append(m.tables, m.openTable(f, len(m.run), len(m.run)))
 		}
-		m.table(f)
-		m.run = m.run[:0]
-		if f = s.version.Find(l, k); f != nil {
-			m.run = append(m.run, i)
-		}
+		m.run = append(m.run, i)
+		m.tables[len(m.tables)-1].hi = len(m.run)
 	}
-	m.table(f)
+	m.readTables()
 	m.dropDone()
 }
 
-// table reads the keys of m.run, in key order, from f, whose range holds
-// them, as getFromTable reads one: its range deletions, its filter for all
-// of them at once, then its data blocks, each once for the keys in it.
-func (m *multiGetter) table(f *manifest.FileMetadata) {
-	run := m.run
-	if f == nil || len(run) == 0 {
-		return
-	}
+// mgTable is a table a batch reads and the batch's keys it holds,
+// m.run[lo:hi], in key order.
+type mgTable struct {
+	r        *sstable.Reader
+	err      error // opening the table, or reading its filter
+	filter   filterblock.Filter
+	filtered bool // filter holds; its answers are m.runMay[probed:]
+	probed   int
+	lo, hi   int
+}
+
+// openTable returns the mgTable of f for the keys m.run[lo:hi].
+func (m *multiGetter) openTable(f *manifest.FileMetadata, lo, hi int) mgTable {
+	r, err := m.d.tables.get(f)
+	return mgTable{r: r, err: err, lo: lo, hi: hi}
+}
+
+// readTables reads the keys of m.run from the tables of m.tables, as
+// getFromTable reads one key from one table: each table's range deletions,
+// then the filters of all the tables for all their keys together, so that
+// the cache misses of keys in different tables are in flight at once, then
+// each table's data blocks, each once for the keys in it.
+func (m *multiGetter) readTables() {
 	d := m.d
-	r, err := d.tables.get(f)
-	if err != nil {
-		for _, i := range run {
-			m.fail(i, err)
+	hs, fs := m.runHashes[:0], m.runFilters[:0]
+	for t := range m.tables {
+		mt := &m.tables[t]
+		if mt.err != nil {
+			continue
 		}
-		return
-	}
-	if dels := r.RangeDeletions(); len(dels) > 0 {
-		for _, i := range run {
-			st := &m.state[i]
-			st.tomb = max(st.tomb, rangedel.Cover(dels, m.keys[i], m.seq))
-		}
-	}
-	// Asked once: an ingested table's filter may load meanwhile.
-	filtered := r.HasFilter()
-	may := m.runMay[:0]
-	if filtered {
-		hs := m.runHashes[:0]
-		for _, i := range run {
-			hs = append(hs, m.hashes[i])
-		}
-		m.runHashes = hs
-		may = slices.Grow(may, len(run))[:len(run)]
-		m.runMay = may
-		passed, err := r.MayContainHashes(hs, may)
-		if err != nil {
-			for _, i := range run {
-				m.fail(i, err)
+		if dels := mt.r.RangeDeletions(); len(dels) > 0 {
+			for _, i := range m.run[mt.lo:mt.hi] {
+				st := &m.state[i]
+				st.tomb = max(st.tomb, rangedel.Cover(dels, m.keys[i], m.seq))
 			}
-			return
 		}
-		d.metrics.filterProbes.Add(uint64(len(run)))
-		d.metrics.filterNegatives.Add(uint64(len(run) - passed))
+		// Asked once: an ingested table's filter may load meanwhile.
+		mt.filter, mt.filtered, mt.err = mt.r.ProbeFilter()
+		if mt.err != nil || !mt.filtered {
+			continue
+		}
+		mt.probed = len(hs)
+		for _, i := range m.run[mt.lo:mt.hi] {
+			hs = append(hs, m.hashes[i])
+			fs = append(fs, &mt.filter)
+		}
+	}
+	may := slices.Grow(m.runMay[:0], len(hs))[:len(hs)]
+	m.runHashes, m.runFilters, m.runMay = hs, fs, may
+	if len(hs) > 0 {
+		passed := filterblock.MayContainEach(fs, hs, may)
+		d.metrics.filterProbes.Add(uint64(len(hs)))
+		d.metrics.filterNegatives.Add(uint64(len(hs) - passed))
+	}
+	clear(fs) // the pointers into m.tables
+	var falsePositives uint64
+	for t := range m.tables {
+		falsePositives += m.lookupTable(&m.tables[t])
+	}
+	if falsePositives > 0 {
+		d.metrics.filterFalsePositives.Add(falsePositives)
+	}
+}
+
+// lookupTable answers the keys of mt that its filter did not rule out from
+// its data blocks, and those it did from its range deletions, and returns
+// how many keys its filter passed that it does not hold.
+func (m *multiGetter) lookupTable(mt *mgTable) (falsePositives uint64) {
+	run := m.run[mt.lo:mt.hi]
+	if mt.err != nil {
+		for _, i := range run {
+			m.fail(i, mt.err)
+		}
+		return 0
+	}
+	var may []bool
+	if mt.filtered {
+		may = m.runMay[mt.probed : mt.probed+len(run)]
 	}
 	keys := m.runKeys[:0]
 	for j, i := range run {
-		if !filtered || may[j] {
+		if !mt.filtered || may[j] {
 			keys = append(keys, m.keys[i])
 		}
 	}
@@ -458,14 +511,14 @@ func (m *multiGetter) table(f *manifest.FileMetadata) {
 	out := slices.Grow(m.runOut[:0], len(keys))[:len(keys)]
 	m.runOut = out
 	var n int
+	var err error
 	if len(keys) > 0 {
-		n, err = r.LookupCopyAll(keys, m.seq, out)
+		n, err = mt.r.LookupCopyAll(keys, m.seq, out)
 	}
-	var falsePositives uint64
 	j := 0 // the next of keys and out
 	for k, i := range run {
 		st := &m.state[i]
-		if filtered && !may[k] {
+		if mt.filtered && !may[k] {
 			// The filter rules the key out; the table's range
 			// deletions still apply.
 		} else {
@@ -479,7 +532,7 @@ func (m *multiGetter) table(f *manifest.FileMetadata) {
 				m.answer(i, out[o].Value, out[o].Trailer)
 				continue
 			}
-			if filtered {
+			if mt.filtered {
 				falsePositives++
 			}
 		}
@@ -487,7 +540,5 @@ func (m *multiGetter) table(f *manifest.FileMetadata) {
 			m.fail(i, ErrNotFound)
 		}
 	}
-	if falsePositives > 0 {
-		d.metrics.filterFalsePositives.Add(falsePositives)
-	}
+	return falsePositives
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/internal/manifest"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -433,6 +434,69 @@ func TestSortWindows(t *testing.T) {
 		{"key00000", "key00000", 8}, {"key000001", "key00000", 8}, {"key00000xyz", "key00001xyz", 7}} {
 		if got := commonPrefix([]byte(c.a), []byte(c.b)); got != c.want {
 			t.Errorf("commonPrefix(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// TestMultiGetTableErrors: a table of the last level that cannot be opened
+// fails the batch's keys that fall in it, each with the error its Get gives,
+// and no other key; once the table opens, every key is answered.
+func TestMultiGetTableErrors(t *testing.T) {
+	const n = 5000
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	o := memOpts(efs)
+	o.TargetFileSize = 16 << 10
+	d := baseStore(t, o, n)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d = mustOpen(t, "/db", o) // no table open yet
+	closeAtCleanup(t, d)
+	s := d.acquire()
+	var tables []*manifest.FileMetadata
+	for f := range s.version.Level(manifest.NumLevels - 1) {
+		tables = append(tables, f)
+	}
+	d.release(s)
+	if len(tables) < 3 {
+		t.Fatalf("%d tables in the last level, want 3 or more", len(tables))
+	}
+	bad := tables[len(tables)/2]
+	badName := tableName(bad.FileNum)
+	efs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpOpen && filepath.Base(name) == badName {
+			return fmt.Errorf("open %s: %w", name, vfs.ErrInjected)
+		}
+		return nil
+	})
+	keys := make([][]byte, 0, 2*n)
+	for i := range n {
+		keys = append(keys, diffKey(i), append(diffKey(i), 'x')) // present, absent
+	}
+	checkMultiGet(t, "one table failing to open", d, keys)
+	_, errs := d.MultiGet(keys)
+	failed := 0
+	for i, k := range keys {
+		inside := bytes.Compare(bad.Smallest.UserKey, k) <= 0 && bytes.Compare(k, bad.Largest.UserKey) <= 0
+		if inside != (errs[i] != nil && !errors.Is(errs[i], ErrNotFound)) {
+			t.Fatalf("key %q (in %s: %v): error %v", k, badName, inside, errs[i])
+		}
+		if inside {
+			if !errors.Is(errs[i], vfs.ErrInjected) {
+				t.Fatalf("key %q: error %v does not wrap the injected one", k, errs[i])
+			}
+			failed++
+		}
+	}
+	if failed == 0 || failed == len(keys) {
+		t.Fatalf("%d of %d keys failed", failed, len(keys))
+	}
+	efs.SetInjector(nil)
+	checkMultiGet(t, "the table opening again", d, keys)
+	vals, errs := d.MultiGet(keys)
+	for i := 0; i < len(keys); i += 2 {
+		if errs[i] != nil || errs[i+1] != ErrNotFound || vals[i] == nil {
+			t.Fatalf("key %q: %q, %v; absent key after it: %v", keys[i], vals[i], errs[i], errs[i+1])
 		}
 	}
 }

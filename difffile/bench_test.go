@@ -43,6 +43,46 @@ func BenchmarkMayContainHash(b *testing.B) {
 	}
 }
 
+// BenchmarkMayContainHashes probes batches of 100 keys, each batch one
+// MayContainHashes call ("batched") or a MayContainHash per key ("single");
+// an op is a key.
+func BenchmarkMayContainHashes(b *testing.B) {
+	f, present, absent := benchFilter(b)
+	const batch = 100
+	may := make([]bool, batch)
+	for _, c := range []struct {
+		name   string
+		hashes []uint64
+	}{{"present", present}, {"absent", absent}} {
+		b.Run(c.name+"/batched", func(b *testing.B) {
+			b.ReportAllocs()
+			hits, keys := 0, 0
+			for i := 0; b.Loop(); i += batch {
+				off := i % (benchKeys - batch)
+				hits += f.MayContainHashes(c.hashes[off:off+batch], may)
+				keys += batch
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(keys), "ns/key")
+			b.ReportMetric(float64(hits)/float64(keys), "maybe/key")
+		})
+		b.Run(c.name+"/single", func(b *testing.B) {
+			b.ReportAllocs()
+			hits, keys := 0, 0
+			for i := 0; b.Loop(); i += batch {
+				off := i % (benchKeys - batch)
+				for _, h := range c.hashes[off : off+batch] {
+					if f.MayContainHash(h) {
+						hits++
+					}
+				}
+				keys += batch
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(keys), "ns/key")
+			b.ReportMetric(float64(hits)/float64(keys), "maybe/key")
+		})
+	}
+}
+
 // cycle runs op on each of hashes in turn while b.Loop lasts; after the last
 // it stops the timer, runs undo on each and starts over, so that op always
 // meets the filter in the same range of states.

@@ -286,8 +286,10 @@ func (f *Filter) MayContain(key []byte) bool { return f.MayContainHash(filterblo
 
 // MayContainHash is MayContain for a key given by its filterblock.Hash, for
 // callers that probe several filters with one key.
-func (f *Filter) MayContainHash(h uint64) bool {
-	line := f.line(h)
+func (f *Filter) MayContainHash(h uint64) bool { return f.mayContainLine(f.line(h), h) }
+
+// mayContainLine tests the counters of the key hashed to h in line, its line.
+func (f *Filter) mayContainLine(line *[wordsPerLine]uint64, h uint64) bool {
 	s := probeSeq{p: uint32(h)}
 	for j := f.k; j > 0; j-- {
 		c := s.next()
@@ -296,6 +298,43 @@ func (f *Filter) MayContainHash(h uint64) bool {
 		}
 	}
 	return true
+}
+
+// probeGroup is how many keys MayContainHashes loads lines for before it
+// tests any: the loads are independent of each other, so their cache misses
+// overlap.
+const probeGroup = 16
+
+// MayContainHashes sets may[i] to MayContainHash(hs[i]) for every i (may is
+// at least as long as hs) and returns how many answered true. It reads the
+// first counter of each of a group of keys before testing any of them, so
+// that the group's cache misses are in flight together. It does not
+// allocate.
+func (f *Filter) MayContainHashes(hs []uint64, may []bool) int {
+	may = may[:len(hs)]
+	n := 0
+	var lines [probeGroup]*[wordsPerLine]uint64
+	var first [probeGroup]uint64
+	for len(hs) > 0 {
+		g := min(len(hs), probeGroup)
+		// Load: each key's line, and the counter of its first probe.
+		for j, h := range hs[:g] {
+			line := f.line(h)
+			c := (uint32(h) * probeMultiplier) >> (32 - 7) // probeSeq's first
+			lines[j] = line
+			first[j] = atomic.LoadUint64(&line[c/countersPerWord]) >> (4 * (c % countersPerWord)) & 0xf
+		}
+		// Test, the lines now in cache.
+		for j, h := range hs[:g] {
+			ok := first[j] != 0 && f.mayContainLine(lines[j], h)
+			may[j] = ok
+			if ok {
+				n++
+			}
+		}
+		hs, may = hs[g:], may[g:]
+	}
+	return n
 }
 
 // Count returns the number of Adds minus the number of Removes that reported

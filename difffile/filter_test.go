@@ -394,3 +394,65 @@ func TestMayContainHashDoesNotAllocate(t *testing.T) {
 		t.Fatalf("MayContainHash allocates %.1f times a call", allocs)
 	}
 }
+
+// TestMayContainHashesMatchesMayContainHash checks the batched probe against
+// the single one, key by key, over filters of every density's probe count,
+// batches shorter and longer than a group, present, absent and removed keys.
+func TestMayContainHashesMatchesMayContainHash(t *testing.T) {
+	for _, cpk := range []int{MinCountersPerKey, 4, 10, MaxCountersPerKey} {
+		f := mustNew(t, 2000, cpk)
+		keys := testKeys(7, 4000)
+		hs := make([]uint64, len(keys))
+		for i, k := range keys {
+			hs[i] = filterblock.Hash(k)
+			if i%2 == 0 {
+				f.AddHash(hs[i])
+			}
+		}
+		for i := 0; i < len(hs); i += 8 {
+			f.RemoveHash(hs[i]) // every fourth added key gone again
+		}
+		wantTrue, wantFalse := 0, 0
+		for _, n := range []int{0, 1, probeGroup - 1, probeGroup, probeGroup + 1, 100, len(hs)} {
+			may := make([]bool, n+3)
+			for i := range may {
+				may[i] = true // the tail past n must stay as it was
+			}
+			got := f.MayContainHashes(hs[:n], may)
+			count := 0
+			for i, h := range hs[:n] {
+				if want := f.MayContainHash(h); may[i] != want {
+					t.Fatalf("counters per key %d, batch %d: key %d: batched %v, single %v", cpk, n, i, may[i], want)
+				}
+				if may[i] {
+					count++
+					wantTrue++
+				} else {
+					wantFalse++
+				}
+			}
+			if got != count {
+				t.Fatalf("counters per key %d, batch %d: returned %d, %d answered true", cpk, n, got, count)
+			}
+			if !may[n] || !may[n+1] || !may[n+2] {
+				t.Fatalf("counters per key %d, batch %d: wrote past the batch", cpk, n)
+			}
+		}
+		if wantTrue == 0 || wantFalse == 0 {
+			t.Fatalf("counters per key %d: %d true and %d false answers: the keys test one side only", cpk, wantTrue, wantFalse)
+		}
+	}
+}
+
+func TestMayContainHashesDoesNotAllocate(t *testing.T) {
+	f := mustNew(t, 1000, 0)
+	hs := make([]uint64, 100)
+	for i, k := range testKeys(8, len(hs)) {
+		hs[i] = filterblock.Hash(k)
+		f.AddHash(hs[i])
+	}
+	may := make([]bool, len(hs))
+	if allocs := testing.AllocsPerRun(100, func() { f.MayContainHashes(hs, may) }); allocs != 0 {
+		t.Fatalf("MayContainHashes allocates %.1f times a call", allocs)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/filterblock"
 )
 
 // FuzzDecode feeds arbitrary bytes to Decode, as they are and with their
@@ -20,6 +22,11 @@ func FuzzDecode(f *testing.F) {
 		f.Add(enc[:len(enc)-1])
 	}
 	probes := testKeys(0xfe, 32)
+	hs := make([]uint64, len(probes))
+	for i, k := range probes {
+		hs[i] = filterblock.Hash(k)
+	}
+	may := make([]bool, len(hs))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check := func(data []byte) {
 			g, err := Decode(data)
@@ -31,6 +38,15 @@ func FuzzDecode(f *testing.F) {
 			}
 			if !bytes.Equal(g.Encode(), data) {
 				t.Fatalf("re-encoding differs from the input")
+			}
+			for i, h := range hs {
+				may[i] = !g.MayContainHash(h)
+			}
+			g.MayContainHashes(hs, may)
+			for i, h := range hs {
+				if may[i] != g.MayContainHash(h) {
+					t.Fatalf("batched probe of key %d differs from the single one", i)
+				}
 			}
 			for _, k := range probes {
 				if g.MayContain(k) {

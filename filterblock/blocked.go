@@ -463,3 +463,38 @@ func (f *Filter) MayContainHashes(hs []uint64, may []bool) int {
 	}
 	return n
 }
+
+// MayContainEach sets may[i] to fs[i].MayContainHash(hs[i]) for every i (fs
+// and may at least as long as hs): each key probes a filter of its own, as
+// the keys of several tables do. It returns how many answered true, and
+// loads the lines of a group of keys before testing them, as
+// MayContainHashes does. An empty filter answers false. It does not
+// allocate.
+func MayContainEach(fs []*Filter, hs []uint64, may []bool) int {
+	fs, may = fs[:len(hs)], may[:len(hs)]
+	n := 0
+	var lines [probeGroup]*[LineBytes]byte
+	var first [probeGroup]byte
+	for len(hs) > 0 {
+		g := min(len(hs), probeGroup)
+		for j, h := range hs[:g] {
+			if f := fs[j]; f.numLines > 0 {
+				line := (*[LineBytes]byte)(f.lines[lineIndex(h, f.numLines)*LineBytes:])
+				lines[j] = line
+				first[j] = line[(uint32(h)*probeMultiplier)>>(32-9)>>3]
+			} else {
+				first[j] = 0
+			}
+		}
+		for j, h := range hs[:g] {
+			bit := (uint32(h) * probeMultiplier) >> (32 - 9)
+			ok := first[j]&(1<<(bit&7)) != 0 && fs[j].mayContainLine(lines[j], h)
+			may[j] = ok
+			if ok {
+				n++
+			}
+		}
+		fs, hs, may = fs[g:], hs[g:], may[g:]
+	}
+	return n
+}

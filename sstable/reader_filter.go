@@ -134,17 +134,25 @@ func (t *Reader) Filter() (filterblock.Filter, bool, error) {
 	return f, true, err
 }
 
+// ProbeFilter returns the filter a probe of the table consults now, for a
+// caller that probes several tables' filters together
+// (filterblock.MayContainEach). ok is false when there is none to consult
+// (the table has no filter, or a deferred one is not loaded yet): every key
+// is then a "maybe", as MayContainHash answers.
+func (t *Reader) ProbeFilter() (f filterblock.Filter, ok bool, err error) {
+	if !t.hasFilter {
+		return filterblock.Filter{}, false, nil
+	}
+	return t.probeFilter()
+}
+
 // MayContainHashes is MayContainHash for several keys' hashes at once,
 // setting may[i] for hs[i] (filterblock.Filter.MayContainHashes) and
 // returning how many answered true. It does not allocate.
 func (t *Reader) MayContainHashes(hs []uint64, may []bool) (int, error) {
-	var f filterblock.Filter
-	ok := t.hasFilter
-	if ok {
-		var err error
-		if f, ok, err = t.probeFilter(); err != nil {
-			return 0, err
-		}
+	f, ok, err := t.ProbeFilter()
+	if err != nil {
+		return 0, err
 	}
 	if !ok {
 		for i := range hs {
