@@ -459,7 +459,7 @@ func (m *multiGetter) readTables() {
 			}
 		}
 		// Asked once: an ingested table's filter may load meanwhile.
-		mt.filter, mt.filtered, mt.err = mt.r.ProbeFilter()
+		mt.filtered, mt.err = mt.r.ProbeFilter(&mt.filter)
 		if mt.err != nil || !mt.filtered {
 			continue
 		}
@@ -500,6 +500,16 @@ func (m *multiGetter) lookupTable(mt *mgTable) (falsePositives uint64) {
 	var may []bool
 	if mt.filtered {
 		may = m.runMay[mt.probed : mt.probed+len(run)]
+		if !slices.Contains(may, true) {
+			// The filter rules every key out (the common case for absent
+			// keys): only the table's range deletions apply.
+			for _, i := range run {
+				if m.state[i].tomb != 0 {
+					m.fail(i, ErrNotFound)
+				}
+			}
+			return 0
+		}
 	}
 	keys := m.runKeys[:0]
 	for j, i := range run {

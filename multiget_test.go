@@ -445,8 +445,25 @@ func TestMultiGetTableErrors(t *testing.T) {
 	const n = 5000
 	efs := vfs.NewErrorFS(vfs.NewMem())
 	o := memOpts(efs)
-	o.TargetFileSize = 16 << 10
-	d := baseStore(t, o, n)
+	// Moved whole or rewritten, the tables reach the last level as 4 or more.
+	o.L0CompactionThreshold, o.L0StopWritesThreshold, o.TargetFileSize = 100, 200, 8<<10
+	d := mustOpen(t, "/db", o)
+	const chunks = 4 // a flush each
+	for c := range chunks {
+		b := d.NewBatch()
+		for i := c * n / chunks; i < (c+1)*n/chunks; i++ {
+			b.Set(diffKey(i), fmt.Appendf(nil, "base-%d", i))
+		}
+		if err := d.Apply(b, NoSync); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -134,23 +134,32 @@ func (t *Reader) Filter() (filterblock.Filter, bool, error) {
 	return f, true, err
 }
 
-// ProbeFilter returns the filter a probe of the table consults now, for a
-// caller that probes several tables' filters together
-// (filterblock.MayContainEach). ok is false when there is none to consult
-// (the table has no filter, or a deferred one is not loaded yet): every key
-// is then a "maybe", as MayContainHash answers.
-func (t *Reader) ProbeFilter() (f filterblock.Filter, ok bool, err error) {
-	if !t.hasFilter {
-		return filterblock.Filter{}, false, nil
+// ProbeFilter sets *f to the filter a probe of the table consults now, for
+// a caller that probes several tables' filters together
+// (filterblock.MayContainEach). ok is false, and *f untouched, when there is
+// none to consult (the table has no filter, or a deferred one is not loaded
+// yet): every key is then a "maybe", as MayContainHash answers.
+func (t *Reader) ProbeFilter(f *filterblock.Filter) (ok bool, err error) {
+	switch {
+	case !t.hasFilter:
+		return false, nil
+	case !t.opts.CacheIndexAndFilterBlocks && !t.opts.DeferFilter:
+		*f = t.filter // the pinned filter: probeFilter's common case, without its copies
+		return true, nil
 	}
-	return t.probeFilter()
+	g, ok, err := t.probeFilter()
+	if ok && err == nil {
+		*f = g
+	}
+	return ok, err
 }
 
 // MayContainHashes is MayContainHash for several keys' hashes at once,
 // setting may[i] for hs[i] (filterblock.Filter.MayContainHashes) and
 // returning how many answered true. It does not allocate.
 func (t *Reader) MayContainHashes(hs []uint64, may []bool) (int, error) {
-	f, ok, err := t.ProbeFilter()
+	var f filterblock.Filter
+	ok, err := t.ProbeFilter(&f)
 	if err != nil {
 		return 0, err
 	}
