@@ -338,7 +338,32 @@ func (t *Reader) readProperties() error {
 	if err := t.checkKeySchema(); err != nil {
 		return err
 	}
+	if err := t.checkPebbleFormat(); err != nil {
+		return err
+	}
 	return t.checkAttributes()
+}
+
+// obsoleteKeyCollector names the block property collector Pebble adds to
+// the row tables it writes from Pebblev4 on (unless a copy of a table's
+// span leaves it out); its name is one of the table's user properties.
+const obsoleteKeyCollector = "obsolete-key"
+
+// checkPebbleFormat refuses a table whose properties contradict the Pebble
+// format its footer states. Before Pebblev6 the footer has no checksum, and
+// a Pebblev4 table read as an older format would keep the obsolete bit in
+// the kind of every key a newer one covers: kinds that do not exist, with
+// no error.
+func (t *Reader) checkPebbleFormat() error {
+	f := t.footer.format
+	if f < TableFormatPebblev1 || f >= TableFormatPebblev4 {
+		return nil
+	}
+	if _, ok := t.props.User[obsoleteKeyCollector]; ok {
+		return corruptionf("%s: footer at offset %d states %s, but the properties name the %q block property collector, which Pebble writes from %s on",
+			t.opts.FileName, t.size-f.footerLen(), f, obsoleteKeyCollector, TableFormatPebblev4)
+	}
+	return nil
 }
 
 // readRangeDels reads the range deletions, from the fragmented block or else
