@@ -810,8 +810,28 @@ func TestFooterAttributesChecked(t *testing.T) {
 // (unchecksummed before Pebblev6) is changed to state an older Pebble format
 // is refused as corrupt, since its properties name the collector Pebble
 // writes from Pebblev4 on; read as Pebblev3, the kinds of the keys newer ones
-// cover would keep the obsolete bit. The table as written still opens.
+// cover would keep the obsolete bit. A Pebblev2 table with range keys whose
+// footer states Pebblev1 is refused too. The tables as written still open.
 func TestPebbleFooterVersionAgainstProperties(t *testing.T) {
+	r2 := rand.New(rand.NewPCG(3, 4))
+	v2 := writePebbleFormat(t, randomSpec(r2, 150), pebble.TableFormatPebblev2, block.ChecksumTypeCRC32c)
+	rd, err := NewReader(bytes.NewReader(v2), int64(len(v2)), ReaderOptions{FileName: "v2.sst", ForeignComparers: true})
+	if err != nil {
+		t.Fatalf("the Pebblev2 table as written: %v", err)
+	}
+	if rks, err := rd.RangeKeys(); err != nil || len(rks) == 0 {
+		t.Fatalf("the Pebblev2 table holds %d range keys (%v), want some", len(rks), err)
+	}
+	if got := binary.LittleEndian.Uint32(v2[len(v2)-12:]); got != 2 {
+		t.Fatalf("Pebblev2 footer version %d, want 2", got)
+	}
+	bad := bytes.Clone(v2)
+	binary.LittleEndian.PutUint32(bad[len(bad)-12:], 1)
+	_, err = NewReader(bytes.NewReader(bad), int64(len(bad)), ReaderOptions{FileName: "v2.sst", ForeignComparers: true})
+	if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "v2.sst") || !strings.Contains(err.Error(), "range-key") {
+		t.Errorf("Pebblev2 footer stating version 1: error %v, want corruption naming the file and the range-key block", err)
+	}
+
 	r := rand.New(rand.NewPCG(3, 4))
 	tb := writePebbleFormat(t, randomSpec(r, 150), pebble.TableFormatPebblev4, block.ChecksumTypeCRC32c)
 	opts := ReaderOptions{FileName: "v4.sst", ForeignComparers: true}

@@ -175,6 +175,7 @@ func NewReader(r io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		t.readFooter,
 		t.readMetaindex,
 		t.readProperties,
+		t.checkPebbleFormat,
 		t.readFilter,
 		t.readRangeDels,
 		t.readIndex,
@@ -338,9 +339,6 @@ func (t *Reader) readProperties() error {
 	if err := t.checkKeySchema(); err != nil {
 		return err
 	}
-	if err := t.checkPebbleFormat(); err != nil {
-		return err
-	}
 	return t.checkAttributes()
 }
 
@@ -349,15 +347,19 @@ func (t *Reader) readProperties() error {
 // span leaves it out); its name is one of the table's user properties.
 const obsoleteKeyCollector = "obsolete-key"
 
-// checkPebbleFormat refuses a table whose properties contradict the Pebble
-// format its footer states. Before Pebblev6 the footer has no checksum, and
-// a Pebblev4 table read as an older format would keep the obsolete bit in
-// the kind of every key a newer one covers: kinds that do not exist, with
-// no error.
+// checkPebbleFormat refuses a table whose metaindex or properties contradict
+// the Pebble format its footer states. Before Pebblev6 the footer has no
+// checksum, and a Pebblev4 table read as an older format would keep the
+// obsolete bit in the kind of every key a newer one covers: kinds that do
+// not exist, with no error.
 func (t *Reader) checkPebbleFormat() error {
 	f := t.footer.format
 	if f < TableFormatPebblev1 || f >= TableFormatPebblev4 {
 		return nil
+	}
+	if _, ok := t.meta[metaRangeKeyName]; ok && f < TableFormatPebblev2 {
+		return corruptionf("%s: footer at offset %d states %s, but the metaindex names a range-key block, which Pebble writes from %s on",
+			t.opts.FileName, t.size-f.footerLen(), f, TableFormatPebblev2)
 	}
 	if _, ok := t.props.User[obsoleteKeyCollector]; ok {
 		return corruptionf("%s: footer at offset %d states %s, but the properties name the %q block property collector, which Pebble writes from %s on",
