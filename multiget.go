@@ -500,16 +500,6 @@ func (m *multiGetter) lookupTable(mt *mgTable) (falsePositives uint64) {
 	var may []bool
 	if mt.filtered {
 		may = m.runMay[mt.probed : mt.probed+len(run)]
-		if !slices.Contains(may, true) {
-			// The filter rules every key out (the common case for absent
-			// keys): only the table's range deletions apply.
-			for _, i := range run {
-				if m.state[i].tomb != 0 {
-					m.fail(i, ErrNotFound)
-				}
-			}
-			return 0
-		}
 	}
 	keys := m.runKeys[:0]
 	for j, i := range run {

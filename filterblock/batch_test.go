@@ -163,37 +163,26 @@ func BenchmarkMayContainHashes(b *testing.B) {
 			hs[i], fs[i] = rng.Uint64(), many[rng.IntN(len(many))]
 		}
 		may := make([]bool, batch)
-		perKey := func(b *testing.B, keys int) {
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(keys), "ns/key")
-		}
-		b.Run(fmt.Sprintf("keys=%d/batched", n), func(b *testing.B) {
-			keys := 0
-			for i := 0; b.Loop(); i += batch {
-				off := i % (len(hs) - batch)
-				one.MayContainHashes(hs[off:off+batch], may)
-				keys += batch
-			}
-			perKey(b, keys)
-		})
-		b.Run(fmt.Sprintf("keys=%d/single", n), func(b *testing.B) {
-			keys := 0
-			for i := 0; b.Loop(); i += batch {
-				off := i % (len(hs) - batch)
+		for _, c := range []struct {
+			name  string
+			probe func(off int) // the batch hs[off:off+batch]
+		}{
+			{"batched", func(off int) { one.MayContainHashes(hs[off:off+batch], may) }},
+			{"single", func(off int) {
 				for j, h := range hs[off : off+batch] {
 					may[j] = one.MayContainHash(h)
 				}
-				keys += batch
-			}
-			perKey(b, keys)
-		})
-		b.Run(fmt.Sprintf("keys=%d/each", n), func(b *testing.B) {
-			keys := 0
-			for i := 0; b.Loop(); i += batch {
-				off := i % (len(hs) - batch)
-				MayContainEach(fs[off:off+batch], hs[off:off+batch], may)
-				keys += batch
-			}
-			perKey(b, keys)
-		})
+			}},
+			{"each", func(off int) { MayContainEach(fs[off:off+batch], hs[off:off+batch], may) }},
+		} {
+			b.Run(fmt.Sprintf("keys=%d/%s", n, c.name), func(b *testing.B) {
+				keys := 0
+				for i := 0; b.Loop(); i += batch {
+					c.probe(i % (len(hs) - batch))
+					keys += batch
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(keys), "ns/key")
+			})
+		}
 	}
 }

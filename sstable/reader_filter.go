@@ -85,34 +85,37 @@ func (t *Reader) LoadFilter() error {
 // mayContain probes the table's filter with a key's hash: the pinned filter,
 // the deferred one once loaded, or the filter block through the cache.
 func (t *Reader) mayContain(hash uint64) (bool, error) {
-	f, ok, err := t.probeFilter()
+	var f filterblock.Filter
+	ok, err := t.probeFilter(&f)
 	if !ok || err != nil {
 		return !ok, err
 	}
 	return f.MayContainHash(hash), nil
 }
 
-// probeFilter returns the filter a probe consults; ok is false while a
-// deferred filter is not loaded (every key is then a "maybe").
-func (t *Reader) probeFilter() (f filterblock.Filter, ok bool, err error) {
+// probeFilter sets *f to the filter a probe consults; ok is false, and *f
+// untouched, while a deferred filter is not loaded (every key is then a
+// "maybe").
+func (t *Reader) probeFilter(f *filterblock.Filter) (ok bool, err error) {
 	if !t.opts.CacheIndexAndFilterBlocks {
 		if t.opts.DeferFilter {
 			if p := t.deferred.Load(); p != nil {
-				return *p, true, nil
+				*f = *p
+				return true, nil
 			}
-			return filterblock.Filter{}, false, nil
+			return false, nil
 		}
-		return t.filter, true, nil
+		*f = t.filter
+		return true, nil
 	}
 	b, err := t.cachedBlock(t.filterBH, "filter", nil)
 	if err != nil {
-		return filterblock.Filter{}, false, err
+		return false, err
 	}
-	f, err = filterblock.Decode(b)
-	if err != nil {
-		return filterblock.Filter{}, false, fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, t.filterBH, err)
+	if *f, err = filterblock.Decode(b); err != nil {
+		return false, fmt.Errorf("sstable: %s: filter block %s: %w", t.opts.FileName, t.filterBH, err)
 	}
-	return f, true, nil
+	return true, nil
 }
 
 // Filter returns the table's blocked filter and whether it has one.
@@ -123,14 +126,11 @@ func (t *Reader) Filter() (filterblock.Filter, bool, error) {
 		}
 		return *t.deferred.Load(), true, nil
 	}
-	if !t.hasFilter || !t.opts.CacheIndexAndFilterBlocks {
-		return t.filter, t.hasFilter, nil
+	if !t.hasFilter {
+		return filterblock.Filter{}, false, nil
 	}
-	b, err := t.cachedBlock(t.filterBH, "filter", nil)
-	if err != nil {
-		return filterblock.Filter{}, true, err
-	}
-	f, err := filterblock.Decode(b)
+	var f filterblock.Filter
+	_, err := t.probeFilter(&f) // pinned, or through the cache
 	return f, true, err
 }
 
@@ -140,18 +140,10 @@ func (t *Reader) Filter() (filterblock.Filter, bool, error) {
 // none to consult (the table has no filter, or a deferred one is not loaded
 // yet): every key is then a "maybe", as MayContainHash answers.
 func (t *Reader) ProbeFilter(f *filterblock.Filter) (ok bool, err error) {
-	switch {
-	case !t.hasFilter:
+	if !t.hasFilter {
 		return false, nil
-	case !t.opts.CacheIndexAndFilterBlocks && !t.opts.DeferFilter:
-		*f = t.filter // the pinned filter: probeFilter's common case, without its copies
-		return true, nil
 	}
-	g, ok, err := t.probeFilter()
-	if ok && err == nil {
-		*f = g
-	}
-	return ok, err
+	return t.probeFilter(f)
 }
 
 // MayContainHashes is MayContainHash for several keys' hashes at once,
