@@ -11,6 +11,25 @@ import (
 // commandVersion is the first byte of every encoded command.
 const commandVersion = 1
 
+// MaxCommandSize is the largest encoded Batch (Batch.Size) a Node
+// proposes; Apply refuses a larger one with an error wrapping
+// bloomkv.ErrTooLarge before it reaches raft. Its log entry fits one
+// bloomkv value, and followers store and acknowledge it well within raft's
+// leader lease; etcd's default limit on a request is 1.5 MiB, Consul's on a
+// value 512 KiB.
+const MaxCommandSize = 8 << 20
+
+// maxAppliedCommand is the largest command the FSM applies: a command
+// from a log store other than LogStore may be larger than MaxCommandSize,
+// and one past this bound, whose batch could pass bloomkv.MaxBatchSize,
+// is refused for its entry (on every replica alike) instead of applied.
+const maxAppliedCommand = 256 << 20
+
+// The FSM's batch, up to applyBatchBytes before a command is added and at
+// most twice the command's length after (each operation's keys gain a
+// prefix), fits bloomkv.MaxBatchSize.
+const _ = uint(bloomkv.MaxBatchSize - applyBatchBytes - 2*maxAppliedCommand - 1<<20)
+
 // Operations of a command. Sets, deletions and range deletions apply to the
 // user's keys; opSetMeta and opMark are the node's own.
 const (
@@ -85,6 +104,21 @@ func (b *Batch) mark(token []byte) { b.add(opMark, token) }
 // Len returns the number of operations in the batch.
 func (b *Batch) Len() int { return b.n }
 
+// Size returns the length of the batch's encoding, which MaxCommandSize
+// bounds.
+func (b *Batch) Size() int {
+	b.init()
+	return len(b.repr)
+}
+
+// checkCommandSize refuses a command a node must not propose.
+func checkCommandSize(cmd []byte) error {
+	if len(cmd) > MaxCommandSize {
+		return fmt.Errorf("raftstore: apply: batch of %d bytes exceeds MaxCommandSize (%d): %w", len(cmd), MaxCommandSize, bloomkv.ErrTooLarge)
+	}
+	return nil
+}
+
 // Bytes returns the batch's encoding, the command raft replicates.
 func (b *Batch) Bytes() []byte {
 	b.init()
@@ -116,6 +150,9 @@ func decodeCommand(cmd []byte) ([]op, error) {
 	}
 	if cmd[0] != commandVersion {
 		return nil, fmt.Errorf("command version %d, want %d: %w", cmd[0], commandVersion, ErrCorruption)
+	}
+	if len(cmd) > maxAppliedCommand {
+		return nil, fmt.Errorf("command of %d bytes, over the %d the FSM applies: %w", len(cmd), maxAppliedCommand, bloomkv.ErrTooLarge)
 	}
 	rest := cmd[1:]
 	field := func(what string) ([]byte, error) {

@@ -32,37 +32,57 @@ type comparePoint struct {
 	ch      <-chan markedSnapshot
 	expires time.Time
 
-	once  sync.Once
-	ready chan struct{}
+	// turn holds a token while no waiter receives from ch: one waiter at a
+	// time receives, so that the one that finds ch closed knows no other
+	// took a snapshot from it.
+	turn  chan struct{}
+	ready chan struct{} // closed once m and h are set, or no snapshot came
 	m     markedSnapshot
 	h     http.Handler
 }
 
+func newComparePoint(token string, ch <-chan markedSnapshot, expires time.Time) *comparePoint {
+	p := &comparePoint{token: token, ch: ch, expires: expires, turn: make(chan struct{}, 1), ready: make(chan struct{})}
+	p.turn <- struct{}{}
+	return p
+}
+
 // wait returns the point's snapshot once the marking entry has applied.
 func (p *comparePoint) wait(ctx context.Context) (markedSnapshot, error) {
+	timedOut := func() (markedSnapshot, error) {
+		return markedSnapshot{}, fmt.Errorf("raftstore: compare point %s: the marking entry did not apply: %w", p.token, ctx.Err())
+	}
 	select {
-	case m, ok := <-p.ch:
-		p.once.Do(func() {
+	case <-p.ready:
+	case <-ctx.Done():
+		return timedOut()
+	case <-p.turn:
+		select {
+		case m, ok := <-p.ch:
 			if ok {
 				p.m = m
 				p.h = http.StripPrefix("/compare/"+p.token, semijoin.LocalHandler(m.snap, nil))
 			}
-			close(p.ready)
-		})
-	case <-p.ready:
-	case <-ctx.Done():
-		return markedSnapshot{}, fmt.Errorf("raftstore: compare point %s: the marking entry did not apply: %w", p.token, ctx.Err())
+			close(p.ready) // the turn is not handed back: the point is settled
+		case <-ctx.Done():
+			p.turn <- struct{}{}
+			return timedOut()
+		}
 	}
-	<-p.ready
 	if p.m.snap == nil {
 		return markedSnapshot{}, fmt.Errorf("raftstore: compare point %s: no snapshot was taken", p.token)
 	}
 	return p.m, nil
 }
 
+// release closes the point's snapshot, if one has come.
 func (p *comparePoint) release() {
-	if p.m.snap != nil {
-		p.m.snap.Close()
+	select {
+	case <-p.ready:
+		if p.m.snap != nil {
+			p.m.snap.Close()
+		}
+	default:
 	}
 }
 
@@ -80,7 +100,7 @@ func newToken() string {
 
 // expect registers a compare point for token.
 func (n *Node) expect(token string) *comparePoint {
-	p := &comparePoint{token: token, ch: n.fsm.expectMark(token), expires: time.Now().Add(compareTTL), ready: make(chan struct{})}
+	p := newComparePoint(token, n.fsm.expectMark(token), time.Now().Add(compareTTL))
 	n.cmp.mu.Lock()
 	defer n.cmp.mu.Unlock()
 	now := time.Now()
@@ -98,8 +118,9 @@ func (n *Node) dropPoint(token string, p *comparePoint) {
 	delete(n.cmp.points, token)
 	n.fsm.dropMark(token)
 	go func() {
-		// A snapshot taken after the point was dropped is released too.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// A snapshot taken after the point was dropped is released too:
+		// the wait outlasts any waiter holding the turn.
+		ctx, cancel := context.WithTimeout(context.Background(), compareWait+time.Second)
 		defer cancel()
 		p.wait(ctx)
 		p.release()

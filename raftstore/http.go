@@ -14,8 +14,9 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// maxBody bounds a request body: a value, a command or a join request.
-const maxBody = 64 << 20
+// maxBody bounds a request body: a value, a command or a join request. A
+// value or command near it is refused by MaxCommandSize.
+const maxBody = MaxCommandSize + 1<<20
 
 // Handler returns the node's HTTP API:
 //
@@ -26,6 +27,7 @@ const maxBody = 64 << 20
 //	POST   /cluster/join                             add a voter ({"id","raft_addr","http_addr"})
 //	DELETE /cluster/servers/{id}                     remove a server
 //	POST   /raft/apply                               apply an encoded Batch
+//	POST   /raft/get                                 a linearizable read on the leader, the key the body
 //	/compare/...                                     compare points (Compare)
 //
 // A request the node cannot serve without a leader gets 503 with
@@ -40,6 +42,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /cluster/join", n.serveJoin)
 	mux.HandleFunc("DELETE /cluster/servers/{id}", n.serveRemove)
 	mux.HandleFunc("POST /raft/apply", n.serveApply)
+	mux.HandleFunc("POST /raft/get", n.serveLeaderGet)
 	n.compareRoutes(mux)
 	return n.authorize(mux)
 }
@@ -50,10 +53,13 @@ func httpError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, bloomkv.ErrNotFound):
 		status = http.StatusNotFound
+		w.Header().Set(absentHeader, "1")
 	case errors.Is(err, ErrNoLeader):
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
-	case errors.Is(err, ErrCorruption), errors.Is(err, bloomkv.ErrTooLarge), errors.Is(err, errBadRequest):
+	case errors.Is(err, bloomkv.ErrTooLarge):
+		status = http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrCorruption), errors.Is(err, errBadRequest):
 		status = http.StatusBadRequest
 	case errors.Is(err, context.DeadlineExceeded):
 		status = http.StatusGatewayTimeout
@@ -133,23 +139,52 @@ func (n *Node) serveGet(w http.ResponseWriter, r *http.Request) {
 		httpError(w, badRequest("%v", err))
 		return
 	}
+	answerRead(w, r, func(ctx context.Context) ([]byte, error) {
+		if c == Linearizable && r.Header.Get(forwardedHeader) != "" {
+			return n.leaderGet(ctx, key)
+		}
+		return n.Get(ctx, key, c)
+	})
+}
+
+// serveLeaderGet serves a linearizable read a follower forwards: the key
+// is the body, so that any key goes as it is (a path would be cleaned of
+// "." and ".." and bound in length).
+func (n *Node) serveLeaderGet(w http.ResponseWriter, r *http.Request) {
+	if err := checkQuery(r, "timeout"); err != nil {
+		httpError(w, err)
+		return
+	}
+	key, err := readBody(w, r)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	if len(key)+2 > bloomkv.MaxKeySize {
+		httpError(w, badRequest("key of %d bytes is over the limit", len(key)))
+		return
+	}
+	answerRead(w, r, func(ctx context.Context) ([]byte, error) { return n.leaderGet(ctx, key) })
+}
+
+// leaderGet reads key linearizably on this node as leader, or refuses: a
+// read forwarded to it is not forwarded again.
+func (n *Node) leaderGet(ctx context.Context, key []byte) ([]byte, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.opts.ID)
+	}
+	return n.getLinearizable(ctx, key)
+}
+
+// answerRead answers r with the value read returns within r's timeout.
+func answerRead(w http.ResponseWriter, r *http.Request, read func(context.Context) ([]byte, error)) {
 	ctx, cancel, err := requestContext(r)
 	if err != nil {
 		httpError(w, err)
 		return
 	}
 	defer cancel()
-	var v []byte
-	if c == Linearizable && r.Header.Get(forwardedHeader) != "" {
-		// A forwarded read is served by the leader or refused.
-		if n.raft.State() != raft.Leader {
-			httpError(w, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.opts.ID))
-			return
-		}
-		v, err = n.getLinearizable(ctx, key)
-	} else {
-		v, err = n.Get(ctx, key, c)
-	}
+	v, err := read(ctx)
 	if err != nil {
 		httpError(w, err)
 		return
@@ -161,6 +196,10 @@ func (n *Node) serveGet(w http.ResponseWriter, r *http.Request) {
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, fmt.Errorf("raftstore: request body over %d bytes: %w", maxBody, bloomkv.ErrTooLarge)
+		}
 		return nil, badRequest("read body: %v", err)
 	}
 	return b, nil

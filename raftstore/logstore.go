@@ -49,6 +49,9 @@ type LogStore struct {
 	// read no table.
 	mu          sync.Mutex
 	first, last uint64
+	// batchBytes bounds the batch of one write of StoreLogs
+	// (storeLogsBytes).
+	batchBytes int
 }
 
 var (
@@ -63,7 +66,7 @@ func OpenLogStore(dir string, opts *bloomkv.Options) (*LogStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open log store %s: %w", dir, err)
 	}
-	s := &LogStore{db: db}
+	s := &LogStore{db: db, batchBytes: storeLogsBytes}
 	if err := s.loadBounds(); err != nil {
 		db.Close()
 		return nil, err
@@ -152,33 +155,58 @@ func (s *LogStore) StoreLog(log *raft.Log) error {
 	return s.StoreLogs([]*raft.Log{log})
 }
 
-// StoreLogs stores entries in one batch, synced.
+// storeLogsBytes bounds the batch of one write of StoreLogs: raft hands it
+// up to MaxAppendEntries entries at once, which together may pass
+// bloomkv.MaxBatchSize though each fits a value.
+const storeLogsBytes = 256 << 20
+
+// A batch of storeLogsBytes and one more entry fits bloomkv.MaxBatchSize.
+const _ = uint(bloomkv.MaxBatchSize - storeLogsBytes - 2*bloomkv.MaxValueSize)
+
+// StoreLogs stores entries, synced: in one batch, or in several written in
+// turn when together they pass storeLogsBytes (an error may then leave the
+// first of them stored, as raft allows). An entry is at most about
+// bloomkv.MaxValueSize bytes.
 func (s *LogStore) StoreLogs(logs []*raft.Log) error {
-	if len(logs) == 0 {
-		return nil
-	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	b := s.db.NewBatch()
 	var buf []byte
-	lo, hi := logs[0].Index, logs[0].Index
-	for _, l := range logs {
-		buf = appendLog(buf[:0], l)
-		if err := b.Set(logKey(l.Index), buf); err != nil {
-			return fmt.Errorf("raftstore: store log %d: %w", l.Index, err)
+	for len(logs) > 0 {
+		b := s.db.NewBatch()
+		lo, hi := logs[0].Index, logs[0].Index
+		n := logsInBatch(logs, s.batchBytes)
+		for _, l := range logs[:n] {
+			buf = appendLog(buf[:0], l)
+			if err := b.Set(logKey(l.Index), buf); err != nil {
+				return fmt.Errorf("raftstore: store log %d: %w", l.Index, err)
+			}
+			lo, hi = min(lo, l.Index), max(hi, l.Index)
 		}
-		lo, hi = min(lo, l.Index), max(hi, l.Index)
+		if err := s.db.Apply(b, bloomkv.Sync); err != nil {
+			return fmt.Errorf("raftstore: store logs %d-%d: %w", lo, hi, err)
+		}
+		s.mu.Lock()
+		if s.first == 0 || lo < s.first {
+			s.first = lo
+		}
+		s.last = max(s.last, hi)
+		s.mu.Unlock()
+		logs = logs[n:]
 	}
-	if err := s.db.Apply(b, bloomkv.Sync); err != nil {
-		return fmt.Errorf("raftstore: store logs %d-%d: %w", lo, hi, err)
-	}
-	s.mu.Lock()
-	if s.first == 0 || lo < s.first {
-		s.first = lo
-	}
-	s.last = max(s.last, hi)
-	s.mu.Unlock()
 	return nil
+}
+
+// logsInBatch returns how many of logs, at least one, one batch of
+// StoreLogs holds: as many as keep their data within bound bytes.
+func logsInBatch(logs []*raft.Log, bound int) int {
+	size := 0
+	for i, l := range logs {
+		size += len(l.Data) + len(l.Extensions) + 64 // the record's other fields, the key
+		if i > 0 && size > bound {
+			return i
+		}
+	}
+	return len(logs)
 }
 
 // DeleteRange removes the entries from min to max, both included, with one

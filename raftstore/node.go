@@ -11,7 +11,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,7 +70,8 @@ type Options struct {
 	RaftAddr string
 	// HTTPAddr is the address of the node's HTTP API (host:port; port 0
 	// picks one), through which nodes forward writes and linearizable
-	// reads to the leader.
+	// reads to the leader. Other nodes reach it there, so its host is a
+	// specific one, not 0.0.0.0 or ::.
 	HTTPAddr string
 	// Bootstrap starts a new cluster of this node alone, unless Dir holds
 	// raft state already.
@@ -142,6 +142,12 @@ func Open(opts Options) (*Node, error) {
 	}
 	if opts.TLS != nil && opts.TLS.ClientCAs == nil {
 		return nil, errors.New("raftstore: open node: TLS needs ClientCAs: raft's transport accepts only nodes whose certificates it verifies")
+	}
+	// The HTTP address is the one the node gives its peers to forward to.
+	if host, _, err := net.SplitHostPort(opts.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("raftstore: open node: HTTP address %q: %w", opts.HTTPAddr, err)
+	} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return nil, fmt.Errorf("raftstore: open node: HTTP address %q is not one other nodes can reach: bind a specific one", opts.HTTPAddr)
 	}
 	n := &Node{opts: opts, done: make(chan struct{})}
 	n.caller = caller{client: &http.Client{Timeout: 30 * time.Second}, token: opts.Token}
@@ -411,9 +417,10 @@ func (n *Node) leaderURL() (string, error) {
 
 // Apply applies b through raft, atomically on every replica, and returns
 // once the leader has applied it. On a follower it is forwarded to the
-// leader. An error wrapping ErrNoLeader means nothing was applied; other
-// errors (a leadership lost while committing, a lost connection) leave
-// the outcome unknown.
+// leader. An error wrapping ErrNoLeader means nothing was applied, as
+// does one wrapping bloomkv.ErrTooLarge (a batch over MaxCommandSize);
+// other errors (a leadership lost while committing, a lost connection)
+// leave the outcome unknown.
 func (n *Node) Apply(ctx context.Context, b *Batch) error {
 	if b.Len() == 0 {
 		return nil
@@ -422,6 +429,9 @@ func (n *Node) Apply(ctx context.Context, b *Batch) error {
 }
 
 func (n *Node) apply(ctx context.Context, b *Batch) error {
+	if err := checkCommandSize(b.Bytes()); err != nil {
+		return err
+	}
 	for {
 		err := n.applyOnce(ctx, b.Bytes())
 		if !errors.Is(err, ErrNoLeader) {
@@ -457,6 +467,10 @@ func (n *Node) applyOnce(ctx context.Context, cmd []byte) error {
 // receiver does not forward it again.
 const forwardedHeader = "Bloomkv-Forwarded"
 
+// absentHeader marks a 404 that means no such key, telling it from a 404
+// of a path the receiver does not serve (a node of an older version).
+const absentHeader = "Bloomkv-Absent"
+
 // forward sends req to the leader and reads a 200 answer into out (if not
 // nil); a 503 or a refused connection is an error wrapping ErrNoLeader.
 func (n *Node) forward(req *http.Request, out *[]byte) error {
@@ -481,17 +495,24 @@ func (n *Node) forward(req *http.Request, out *[]byte) error {
 		}
 		return nil
 	case http.StatusNotFound:
-		return bloomkv.ErrNotFound
+		if resp.Header.Get(absentHeader) != "" {
+			return bloomkv.ErrNotFound
+		}
 	case http.StatusServiceUnavailable:
 		return fmt.Errorf("%w: leader answered %s", ErrNoLeader, strings.TrimSpace(string(body)))
 	case http.StatusBadRequest:
 		return fmt.Errorf("raftstore: leader refused the request: %s: %w", strings.TrimSpace(string(body)), ErrCorruption)
+	case http.StatusRequestEntityTooLarge:
+		return fmt.Errorf("raftstore: leader refused the request: %s: %w", strings.TrimSpace(string(body)), bloomkv.ErrTooLarge)
 	}
 	return fmt.Errorf("raftstore: leader answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 }
 
 // applyLocal applies cmd through this node's raft, as leader.
 func (n *Node) applyLocal(ctx context.Context, cmd []byte) error {
+	if err := checkCommandSize(cmd); err != nil {
+		return err
+	}
 	f := n.raft.Apply(cmd, timeoutOf(ctx, 10*time.Second))
 	// A node shutting down may leave an Apply unanswered: wait gives up
 	// then, or when ctx ends (the outcome is unknown either way).
@@ -539,7 +560,7 @@ func (n *Node) getLinearizable(ctx context.Context, key []byte) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/kv/"+url.PathEscape(string(key))+"?consistency=linearizable", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/raft/get", bytes.NewReader(key))
 	if err != nil {
 		return nil, err
 	}
@@ -713,12 +734,15 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr, httpAddr string) erro
 // RemoveServer removes the node id from the cluster. On a follower it is
 // forwarded to the leader.
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("raftstore: remove server: empty id: %w", errBadRequest)
+	}
 	if n.raft.State() != raft.Leader {
 		base, err := n.leaderURL()
 		if err != nil {
 			return err
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, base+"/cluster/servers/"+url.PathEscape(id), nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, base+"/cluster/servers/"+escapeAll(id), nil)
 		if err != nil {
 			return err
 		}
@@ -822,4 +846,16 @@ func (n *Node) peerStatus(ctx context.Context, base string) (*Status, error) {
 		return nil, err
 	}
 	return &st, nil
+}
+
+// escapeAll percent-encodes every byte of s, for a path segment that must
+// reach the handler as it is: url.PathEscape leaves "." and "..", which a
+// server cleans from the path.
+func escapeAll(s string) string {
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, 3*len(s))
+	for i := 0; i < len(s); i++ {
+		b = append(b, '%', hex[s[i]>>4], hex[s[i]&15])
+	}
+	return string(b)
 }
