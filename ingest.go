@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -57,10 +58,11 @@ import (
 // records the sequence number with the table, whose file keeps its keys
 // as written.
 //
-// On success the files at paths are removed: the store holds its own link
-// or copy, and a file that stays a hard link of a store's table must not be
-// written to. On failure they are left as they were. The files must not
-// change during the call.
+// A path naming one of the store's own files is refused. On success the
+// files at paths are removed: the store holds its own link or copy, and a
+// file that stays a hard link of a store's table must not be written to.
+// On failure they are left as they were. The files must not change during
+// the call.
 //
 // Ingest needs format version FormatIngest; on a store of an older version
 // it fails with an error wrapping ErrUnsupportedFormat, as raising the
@@ -81,6 +83,13 @@ func (d *DB) Ingest(paths []string) error {
 	if v := d.FormatVersion(); v < FormatIngest {
 		return fmt.Errorf("bloomkv: Ingest needs format version %v, the store is at %v: raise it with DB.RatchetFormatVersion(FormatIngest) "+
 			"or Options.FormatVersion (builds that do not know it then cannot open the store): %w", FormatIngest, v, ErrUnsupportedFormat)
+	}
+	for _, p := range paths {
+		if d.isStoreFile(p) {
+			// Ingest would link it under a new number, then remove it: a
+			// live table's file, or a log or manifest the store needs.
+			return fmt.Errorf("bloomkv: Ingest: %s is a file of the store itself, not one to ingest", p)
+		}
 	}
 	op := &ingestOp{}
 	defer func() { d.releaseIngest(op.tables) }() // op.tables as they are at the return
@@ -260,6 +269,21 @@ const ingestSyncWidth = 4
 // for a core (even of a file its writer synced, and the device serves them
 // one after another however many are asked at once), and a load that
 // waited for its own sync would hold its core idle meanwhile.
+// isStoreFile reports whether path names a file of the store's own: in
+// its directory, under a name the store gives its tables, logs and
+// manifests.
+func (d *DB) isStoreFile(path string) bool {
+	if k, _ := parseName(filepath.Base(path)); k == kindUnknown {
+		return false
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return false
+	}
+	own, err := filepath.Abs(d.dir)
+	return err == nil && dir == own
+}
+
 func (d *DB) loadIngestTables(paths []string) ([]*ingestTable, error) {
 	tables := make([]*ingestTable, len(paths))
 	errs := make([]error, len(paths))

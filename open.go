@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -39,6 +40,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if !o.ReadOnly {
 		if err := d.fs.MkdirAll(dir); err != nil {
 			return nil, fmt.Errorf("bloomkv: creating %s: %w", dir, err)
+		}
+	}
+	// Before locking: another engine's store has a LOCK file of its own.
+	if names, err := d.fs.List(dir); err == nil {
+		if name, engine := foreignStoreFile(names); name != "" {
+			return nil, fmt.Errorf("bloomkv: %s holds %s store (it has %s), which bloomkv does not open: %w", dir, engine, name, ErrUnsupportedFormat)
 		}
 	}
 	if o.ReadOnly {
@@ -88,17 +95,18 @@ func Open(dir string, opts *Options) (*DB, error) {
 }
 
 func (d *DB) open() error {
+	names, _ := d.fs.List(d.dir) // a directory that cannot be listed fails below
 	manNum, err := readCurrent(d.fs, d.dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if d.opts.ReadOnly {
 			return fmt.Errorf("bloomkv: opening %s read-only: no store there (no %s)", d.dir, currentName)
 		}
-		if names, lerr := d.fs.List(d.dir); lerr == nil {
-			for _, n := range names {
-				if k, _ := parseName(n); k == kindTable {
-					return fmt.Errorf("bloomkv: %s holds tables but no %s: refusing to start a new store over them", d.dir, currentName)
-				}
+		// A crash in a new store's first Open may leave a manifest without
+		// CURRENT, never a table or a log: those are another store's.
+		for _, n := range names {
+			if k, _ := parseName(n); k == kindTable || k == kindLog {
+				return fmt.Errorf("bloomkv: %s holds %s but no %s: refusing to start a new store over it", d.dir, n, currentName)
 			}
 		}
 		d.mu.version = &manifest.Version{}
@@ -392,4 +400,28 @@ func (d *DB) checkFilesPresent(names []string, logs []uint64) error {
 			manifestPath, d.path(logName(d.mu.logNumber)), d.path(logName(logs[0])))
 	}
 	return nil
+}
+
+// foreignStoreFile returns a file of names that another engine writes and
+// bloomkv never does, and that engine, or "" when there is none: Pebble's
+// format markers, Pebble's and RocksDB's OPTIONS files, RocksDB's
+// IDENTITY, LevelDB's and RocksDB's info logs, LevelDB's .ldb tables. Such
+// a store's manifest and logs may read as bloomkv's, which would then
+// replace and delete them.
+func foreignStoreFile(names []string) (name, engine string) {
+	for _, n := range names {
+		switch {
+		case strings.HasPrefix(n, "marker."):
+			return n, "a Pebble"
+		case strings.HasPrefix(n, "OPTIONS-"):
+			return n, "a Pebble or RocksDB"
+		case n == "IDENTITY":
+			return n, "a RocksDB"
+		case n == "LOG" || strings.HasPrefix(n, "LOG.old"):
+			return n, "a LevelDB or RocksDB"
+		case strings.HasSuffix(n, ".ldb"):
+			return n, "a LevelDB"
+		}
+	}
+	return "", ""
 }
