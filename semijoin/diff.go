@@ -175,7 +175,8 @@ const defaultMaxSymbols = 2_000_000
 // every difference, changed values included, since B's sketch hashes its
 // whole records; but B sends keys without values, so every Difference.B is
 // nil (a Changed one says that B's value differs from A's, not what it is)
-// and DiffReport.KeysOnlyB is set.
+// and DiffReport.KeysOnlyB is set. An A served keys-only is refused with
+// ErrBadRequest.
 func Diff(ctx context.Context, a, b Differ, o *DiffOptions, fn func(Difference) error) (DiffReport, error) {
 	if o == nil {
 		o = &DiffOptions{}
@@ -204,6 +205,9 @@ func Diff(ctx context.Context, a, b Differ, o *DiffOptions, fn func(Difference) 
 		defer sk.Close()
 	}
 	if err := errors.Join(errA, errB); err != nil {
+		return rep, err
+	}
+	if err := checkKeysOnlyA(a); err != nil {
 		return rep, err
 	}
 	rep.BytesAToB += requestBytes

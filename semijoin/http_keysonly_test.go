@@ -3,6 +3,7 @@ package semijoin
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -177,5 +178,32 @@ func TestKeysOnlyRefusalsMarked(t *testing.T) {
 	rec := post(h, epScan, scanBody())
 	if rec.Code != http.StatusUnauthorized || rec.Header().Get(keysOnlyHeader) != "1" {
 		t.Fatalf("%d, header %q", rec.Code, rec.Header().Get(keysOnlyHeader))
+	}
+}
+
+// TestKeysOnlyARefused: a keys-only server given as side A is refused by
+// Join (every strategy) and Diff, before any match or difference is
+// reported: its values would read as empty, every shared key a "change".
+func TestKeysOnlyARefused(t *testing.T) {
+	ma, mb := secureSides()
+	srv := httptest.NewServer(LocalHandler(storeOf(t, ma), &HandlerOptions{KeysOnly: true}))
+	t.Cleanup(srv.Close)
+	a, err := Dial(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Local(storeOf(t, mb), Limits{})
+	ctx := context.Background()
+	for s := Auto; s <= TwoWay; s++ {
+		matches := 0
+		_, err := Join(ctx, a, b, &Options{Strategy: s}, func(Match) error { matches++; return nil })
+		if !errors.Is(err, ErrBadRequest) || matches != 0 {
+			t.Errorf("%v: Join with a keys-only A: %v after %d matches, want ErrBadRequest", s, err, matches)
+		}
+	}
+	diffs := 0
+	_, err = Diff(ctx, a, b, nil, func(Difference) error { diffs++; return nil })
+	if !errors.Is(err, ErrBadRequest) || diffs != 0 {
+		t.Errorf("Diff with a keys-only A: %v after %d differences, want ErrBadRequest", err, diffs)
 	}
 }

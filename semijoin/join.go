@@ -130,6 +130,16 @@ func isKeysOnly(s Store) bool {
 	return ok && k.KeysOnly()
 }
 
+// checkKeysOnlyA refuses, as side A, a store that said it serves keys
+// without values: Join would report its values, and Diff hash its records,
+// as if every value were empty.
+func checkKeysOnlyA(a Store) error {
+	if isKeysOnly(a) {
+		return fmt.Errorf("semijoin: A serves keys without values (HandlerOptions.KeysOnly): give that store as B: %w", ErrBadRequest)
+	}
+	return nil
+}
+
 // requestBytes is what a request without a body counts for on the wire.
 const requestBytes = 16
 
@@ -144,7 +154,9 @@ const defaultBatchBytes = DefaultMaxRequestBytes / 4
 // hold. The result is exact: false positives of a filter never reach fn.
 // Memory stays bounded whatever the sides' sizes (a batch of o.BatchKeys
 // keys and o.BatchBytes of them, with A's values; the filters; and one
-// record of each side).
+// record of each side). A served keys-only (HandlerOptions.KeysOnly) is
+// refused with ErrBadRequest, as its values would read as empty: give
+// such a store as B.
 func Join(ctx context.Context, a, b Store, o *Options, fn func(Match) error) (Report, error) {
 	if o == nil {
 		o = &Options{}
@@ -163,6 +175,9 @@ func Join(ctx context.Context, a, b Store, o *Options, fn func(Match) error) (Re
 		j.o.MaxFilterBits = DefaultMaxFilterBits
 	}
 	if err := j.stats(); err != nil {
+		return j.rep, err
+	}
+	if err := checkKeysOnlyA(a); err != nil {
 		return j.rep, err
 	}
 	if isKeysOnly(b) {

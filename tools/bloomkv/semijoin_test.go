@@ -471,3 +471,25 @@ func TestProcessServe(t *testing.T) {
 		t.Errorf("serve: %v, stderr %q", err, errOut.String())
 	}
 }
+
+// A store served --keys-only is side B only: join and diff given it as A
+// fail, saying so, rather than print its values as empty and every shared
+// key as changed.
+func TestKeysOnlyStoreAsARefused(t *testing.T) {
+	ma, mb := map[string]string{}, map[string]string{}
+	for i := range 100 {
+		ma[fmt.Sprintf("user%03d", i)] = fmt.Sprintf("v%d", i)
+		mb[fmt.Sprintf("user%03d", i+50)] = fmt.Sprintf("v%d", i+50)
+	}
+	a, b := writeKV(t, ma), writeKV(t, mb)
+	url, _ := startServe(t, "--addr", "127.0.0.1:0", "--keys-only", a)
+	for _, cmd := range [][]string{{"diff", url, b}, {"join", url, b}, {"join", "--semi", url, b}} {
+		out, stderr, code := runTool(cmd...)
+		if code == 0 || !strings.Contains(stderr, "keys without values") {
+			t.Errorf("%v: exit %d, stderr %q, out %.200q", cmd, code, stderr, out)
+		}
+	}
+	if out, _, code := runTool("diff", b, url); code != 0 && code != 1 || !strings.Contains(out, "only-a") {
+		t.Errorf("diff with the keys-only store as B: exit %d\n%.300s", code, out)
+	}
+}
