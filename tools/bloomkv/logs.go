@@ -191,7 +191,7 @@ func (e *env) walDump(name string, fm *formats) error {
 // (with values for a set), a sized deletion's size, an excise's end.
 func walValue(seq base.SeqNum, en batchrepr.Entry, fm *formats) (string, bool) {
 	switch en.Kind {
-	case base.KindSet, kindMerge:
+	case base.KindSet, kindSetWithDelete, kindMerge:
 		return fm.v(en.Value), true
 	case base.KindRangeDelete, kindExcise:
 		return fm.k(en.Value), true
@@ -211,12 +211,20 @@ func walValue(seq base.SeqNum, en batchrepr.Entry, fm *formats) (string, bool) {
 	return "", false
 }
 
-// Pebble's kinds of batch entry that carry a value, besides range keys.
+// Pebble's kinds of entry that carry a value, besides range keys:
+// SETWITHDEL is a set that a compaction found over a deletion.
 const (
-	kindMerge       base.Kind = 2
-	kindDeleteSized base.Kind = 23
-	kindExcise      base.Kind = 24
+	kindMerge         base.Kind = 2
+	kindSetWithDelete base.Kind = 18
+	kindDeleteSized   base.Kind = 23
+	kindExcise        base.Kind = 24
 )
+
+// isValueKind reports whether a point entry of kind k holds a value: a set
+// (SET, SETWITHDEL) or a merge operand.
+func isValueKind(k base.Kind) bool {
+	return k == base.KindSet || k == kindSetWithDelete || k == kindMerge
+}
 
 type tableMetaOut struct {
 	Level       int    `json:"level"`

@@ -406,7 +406,9 @@ current tables within the key range from --start (inclusive) to --end
 own bytes: a table whose keys (by the manifest's bounds) all lie in the
 range counts whole; a table the range cuts counts the data blocks its index
 places in the range (sstable space); a table whose keys all lie outside it
-counts nothing, so a range that holds no key is 0 bytes. Without bounds,
+counts nothing, so a range outside every table's bounds is 0 bytes (a
+range between two keys of one table counts the blocks that hold it).
+Without bounds,
 every table's size. A virtual table (Pebble's: part of a file an excise
 left) counts within its own bounds. Unlike Pebble's estimate, values kept
 in blob files, and the share of a cut table's value blocks, are not
@@ -627,7 +629,7 @@ func (e *env) find(key []byte, dir string, fm *formats) error {
 					return err
 				}
 				f.Value, f.InBlobFile = fm.v(v), true
-			case k.Kind() == base.KindSet || k.Kind() == kindMerge:
+			case isValueKind(k.Kind()):
 				f.Value = fm.v(it.Value())
 			}
 			found = append(found, f)

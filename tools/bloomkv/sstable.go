@@ -110,14 +110,17 @@ func seqRange(r *sstable.Reader) (lo, hi base.SeqNum, err error) {
 }
 
 type propertiesOut struct {
-	File             string  `json:"file"`
-	Format           string  `json:"format"`
-	FormatVersion    uint32  `json:"format_version"`
-	FileSize         uint64  `json:"file_size"`
-	DataSize         uint64  `json:"data_size"`
-	IndexSize        uint64  `json:"index_size"`
-	FilterSize       uint64  `json:"filter_size"`
-	MetaSize         uint64  `json:"meta_size"`
+	File          string `json:"file"`
+	Format        string `json:"format"`
+	FormatVersion uint32 `json:"format_version"`
+	FileSize      uint64 `json:"file_size"`
+	DataSize      uint64 `json:"data_size"`
+	IndexSize     uint64 `json:"index_size"`
+	FilterSize    uint64 `json:"filter_size"`
+	MetaSize      uint64 `json:"meta_size"`
+	// ValueSize is the bytes of Pebble's value blocks, which hold values
+	// kept out of the data blocks.
+	ValueSize        uint64  `json:"value_blocks_size,omitempty"`
 	DataBlocks       int     `json:"data_blocks"`
 	IndexType        string  `json:"index_type"`
 	Entries          uint64  `json:"entries"`
@@ -145,7 +148,8 @@ func propertiesCmd(e *env) *cobra.Command {
 		Use:   "properties FILE...",
 		Short: "Print a table's format, sizes, counts, compression, filter, sequence and key range",
 		Long: `Print a table's format, sizes on disk (file, data, index, filter, other meta
-blocks; blocks as stored, with their trailers), entries, deletions, range
+blocks, and Pebble's value blocks where the table has them; blocks as
+stored, with their trailers: with the footer they make up the file), entries, deletions, range
 deletions, raw key and value sizes, compression, comparer, filter policy and
 bits per key, sequence-number range, smallest and largest key, and every
 stored property as the writer recorded it (rocksdb.index.size, for one, is
@@ -172,7 +176,8 @@ func (e *env) properties(t *table, fm *formats) error {
 		DataSize: sizes[sstable.BlockData], IndexSize: sizes[sstable.BlockIndex] + sizes[sstable.BlockIndexPartition],
 		FilterSize: sizes[sstable.BlockFilter],
 		MetaSize: sizes[sstable.BlockMetaindex] + sizes[sstable.BlockProperties] + sizes[sstable.BlockRangeDel] +
-			sizes[sstable.BlockMeta] + sizes[sstable.BlockRangeKey],
+			sizes[sstable.BlockMeta] + sizes[sstable.BlockRangeKey] + sizes[sstable.BlockValueIndex] + sizes[sstable.BlockBlobRefIndex],
+		ValueSize: sizes[sstable.BlockValue],
 		IndexType: "single block", Entries: p.NumEntries, Deletions: p.NumDeletions, RangeDeletions: p.NumRangeDeletions,
 		RawKeySize: p.RawKeySize, RawValueSize: p.RawValueSize, Compression: p.CompressionName, Comparer: p.ComparerName,
 		FilterPolicy: p.FilterPolicy, Properties: map[string]string{},
@@ -240,6 +245,9 @@ func (e *env) properties(t *table, fm *formats) error {
 	e.printf("  index blocks       %d bytes on disk (%s)\n", out.IndexSize, out.IndexType)
 	e.printf("  filter block       %d bytes on disk\n", out.FilterSize)
 	e.printf("  other meta blocks  %d bytes on disk\n", out.MetaSize)
+	if out.ValueSize > 0 {
+		e.printf("  value blocks       %d bytes on disk\n", out.ValueSize)
+	}
 	e.printf("  entries            %d (deletions %d, range deletions %d)\n", out.Entries, out.Deletions, out.RangeDeletions)
 	e.printf("  raw key size       %d\n", out.RawKeySize)
 	e.printf("  raw value size     %d\n", out.RawValueSize)
@@ -590,7 +598,7 @@ func (e *env) scan(t *table, fm *formats, b *bounds, bv *blobValues) error {
 				s := fm.v(v)
 				o.Value = &s
 			}
-		case k.Kind() == base.KindSet:
+		case isValueKind(k.Kind()):
 			v := fm.v(it.Value())
 			o.Value = &v
 		}

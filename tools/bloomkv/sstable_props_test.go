@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/sstable"
 )
@@ -87,5 +89,33 @@ func TestPropertiesDamagedBottomTable(t *testing.T) {
 		if _, errOut, code := runTool("sstable", "check", path); code != 1 || !strings.Contains(errOut, "checksum") {
 			t.Fatalf("%s block damaged: check exit %d, %q", c.name, code, errOut)
 		}
+	}
+}
+
+// The sizes sstable properties gives (data, index, filter, other meta and
+// value blocks) and the footer make up the file: of a table of ours, and of
+// Pebble's tables with value blocks.
+func TestPropertiesSizesMakeUpTheFile(t *testing.T) {
+	dir := t.TempDir()
+	ours := filepath.Join(dir, "ours.sst")
+	writeBottomTable(t, ours, 500)
+	ps := writePebbleStore(t, filepath.Join(dir, "pebble"), pebble.FormatDeleteSizedAndObsolete, true)
+	files, _ := filepath.Glob(filepath.Join(ps.dir, "*.sst"))
+	valueBlocks := false
+	for _, f := range append(files, ours) {
+		p := jsonLines[propertiesOut](t, "sstable", "properties", f)[0]
+		l := jsonLines[layoutOut](t, "sstable", "layout", f)[0]
+		footer := l.Blocks[len(l.Blocks)-1]
+		if footer.Kind != "footer" {
+			t.Fatalf("%s: last block %+v, not the footer", f, footer)
+		}
+		if sum := p.DataSize + p.IndexSize + p.FilterSize + p.MetaSize + p.ValueSize + footer.Length; sum != p.FileSize {
+			t.Errorf("%s: data %d + index %d + filter %d + meta %d + values %d + footer %d = %d, file %d",
+				filepath.Base(f), p.DataSize, p.IndexSize, p.FilterSize, p.MetaSize, p.ValueSize, footer.Length, sum, p.FileSize)
+		}
+		valueBlocks = valueBlocks || p.ValueSize > 0
+	}
+	if !valueBlocks {
+		t.Fatal("no Pebble table with value blocks: the test covers nothing of them")
 	}
 }
