@@ -143,13 +143,21 @@ type tableReader struct {
 	ov base.SeqNum // the sequence number every key reads as; 0: as stored
 }
 
+// ErrInUse is wrapped by Open's error for a store a Pebble process has
+// open.
+var ErrInUse = errors.New("pebblestore: store in use by another process")
+
 // Open reads the store in dir: the markers, the manifest and the WALs. The
-// tables are opened when first read. Errors name the file and offset.
+// tables are opened when first read. Errors name the file and offset. A
+// store another process holds open, by Pebble's lock, is refused.
 func Open(dir string) (*Store, error) {
 	s := &Store{Dir: dir, readers: map[uint64]*tableReader{}, blobs: map[uint64]*blobReader{}, BlobFiles: map[uint64]manifest.PebbleBlobFile{},
 		merger: concatenateMerger}
 	names, err := os.ReadDir(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkUnlocked(dir); err != nil {
 		return nil, err
 	}
 	var manifestIter, formatIter uint64

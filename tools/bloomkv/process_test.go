@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // TestProcess runs the built command as a process: exit statuses and
@@ -63,4 +65,42 @@ func buildTool(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// TestPebbleStoreInUse: the db commands refuse a Pebble store that a
+// process (here the test's) holds open, by Pebble's lock, as they refuse a
+// bloomkv store in use; once it is closed they read it.
+func TestPebbleStoreInUse(t *testing.T) {
+	bin := buildTool(t)
+	dir := t.TempDir()
+	d, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Set([]byte("k"), []byte("v"), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		cmd := exec.Command(bin, args...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), out.String(), errOut.String()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, out.String(), errOut.String()
+	}
+	for _, args := range [][]string{{"db", "scan", dir}, {"db", "lsm", dir}, {"db", "check", dir}} {
+		if code, _, stderr := run(args...); code != 1 || !strings.Contains(stderr, "in use by another process") {
+			t.Errorf("%v on a store Pebble holds open: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := run("db", "scan", dir); code != 0 || !strings.Contains(out, `"k"`) {
+		t.Errorf("db scan once Pebble closed it: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
 }
