@@ -221,6 +221,7 @@ type nodeCompareOut struct {
 
 func nodeCompareCmd(e *env) *cobra.Command {
 	var sec nodeSecurity
+	var fm formats
 	c := &cobra.Command{
 		Use:   "compare [--ca FILE] [--tls-cert FILE --tls-key FILE] [--token-file FILE] URL URL",
 		Short: "Compare two replicas at one applied index, shipping data in proportion to their difference",
@@ -248,9 +249,9 @@ changed) and a summary; the exit status is 1 if the replicas differ.`,
 			}
 			for _, d := range rep.Differences {
 				if e.json {
-					e.emit(nodeDiff{Kind: d.Kind.String(), Key: string(d.Key)})
+					e.emit(nodeDiff{Kind: d.Kind.String(), Key: fm.k(d.Key)})
 				} else {
-					e.printf("%s %q\n", d.Kind, d.Key)
+					e.printf("%s %s\n", d.Kind, fm.k(d.Key))
 				}
 			}
 			out := nodeCompareOut{Index: rep.Index, Differences: len(rep.Differences), Bytes: rep.Diff.BytesAToB + rep.Diff.BytesBToA}
@@ -266,5 +267,6 @@ changed) and a summary; the exit status is 1 if the replicas differ.`,
 		},
 	}
 	sec.flags(c, false)
+	fm.register(c, e, formatQuoted)
 	return c
 }
