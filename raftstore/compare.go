@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bloomkv/bloomkv"
@@ -21,6 +23,10 @@ import (
 // compareTTL bounds how long a compare point is kept.
 const compareTTL = 2 * time.Minute
 
+// maxComparePoints bounds the compare points a node keeps at once; each
+// may hold a snapshot of the store, which pins the tables it reads.
+const maxComparePoints = 64
+
 // compareWait bounds how long a compare point's requests wait for the
 // marking entry to apply.
 const compareWait = 30 * time.Second
@@ -28,9 +34,9 @@ const compareWait = 30 * time.Second
 // comparePoint is a snapshot a node takes at a marked log entry for a
 // comparison, and the semijoin handler that serves it.
 type comparePoint struct {
-	token   string
-	ch      <-chan markedSnapshot
-	expires time.Time
+	token string
+	ch    <-chan markedSnapshot
+	timer *time.Timer // drops the point at its TTL; nil in tests
 
 	// turn holds a token while no waiter receives from ch: one waiter at a
 	// time receives, so that the one that finds ch closed knows no other
@@ -41,8 +47,8 @@ type comparePoint struct {
 	h     http.Handler
 }
 
-func newComparePoint(token string, ch <-chan markedSnapshot, expires time.Time) *comparePoint {
-	p := &comparePoint{token: token, ch: ch, expires: expires, turn: make(chan struct{}, 1), ready: make(chan struct{})}
+func newComparePoint(token string, ch <-chan markedSnapshot) *comparePoint {
+	p := &comparePoint{token: token, ch: ch, turn: make(chan struct{}, 1), ready: make(chan struct{})}
 	p.turn <- struct{}{}
 	return p
 }
@@ -90,6 +96,7 @@ func (p *comparePoint) release() {
 type compares struct {
 	mu     sync.Mutex
 	points map[string]*comparePoint
+	ttl    atomic.Int64 // a point's time to live: compareTTL, shorter in tests
 }
 
 func newToken() string {
@@ -98,23 +105,32 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// expect registers a compare point for token.
-func (n *Node) expect(token string) *comparePoint {
-	p := newComparePoint(token, n.fsm.expectMark(token), time.Now().Add(compareTTL))
+// errTooManyPoints refuses a compare point past maxComparePoints.
+var errTooManyPoints = errors.New("raftstore: too many compare points in progress")
+
+// expect registers a compare point for token, dropped at compareTTL unless
+// released before. A token registered already gets its point: a request
+// retried registers nothing new.
+func (n *Node) expect(token string) (*comparePoint, error) {
 	n.cmp.mu.Lock()
 	defer n.cmp.mu.Unlock()
-	now := time.Now()
-	for t, q := range n.cmp.points {
-		if now.After(q.expires) {
-			n.dropPoint(t, q)
-		}
+	if p := n.cmp.points[token]; p != nil {
+		return p, nil
 	}
+	if len(n.cmp.points) >= maxComparePoints {
+		return nil, fmt.Errorf("%w (%d): retry later", errTooManyPoints, maxComparePoints)
+	}
+	p := newComparePoint(token, n.fsm.expectMark(token))
+	p.timer = time.AfterFunc(time.Duration(n.cmp.ttl.Load()), func() { n.release(token) })
 	n.cmp.points[token] = p
-	return p
+	return p, nil
 }
 
 // dropPoint forgets a point; n.cmp.mu is held.
 func (n *Node) dropPoint(token string, p *comparePoint) {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
 	delete(n.cmp.points, token)
 	n.fsm.dropMark(token)
 	go func() {
@@ -125,6 +141,20 @@ func (n *Node) dropPoint(token string, p *comparePoint) {
 		p.wait(ctx)
 		p.release()
 	}()
+}
+
+// dropPoints forgets every point, releasing the snapshots taken, for Close.
+func (n *Node) dropPoints() {
+	n.cmp.mu.Lock()
+	defer n.cmp.mu.Unlock()
+	for token, p := range n.cmp.points {
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		delete(n.cmp.points, token)
+		n.fsm.dropMark(token)
+		p.release()
+	}
 }
 
 func (n *Node) release(token string) {
@@ -148,7 +178,11 @@ func (n *Node) compareRoutes(mux *http.ServeMux) {
 			httpError(w, badRequest("compare token of %d characters: want 16 to 64", len(t)))
 			return
 		}
-		n.expect(t)
+		if _, err := n.expect(t); err != nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("DELETE /compare/{token}", func(w http.ResponseWriter, r *http.Request) {
@@ -219,7 +253,10 @@ var userRange = semijoin.KeyRange{Start: []byte{prefixUser}, End: userEnd}
 // the difference rather than the data.
 func (n *Node) Compare(ctx context.Context, peerURL string) (*CompareReport, error) {
 	token := newToken()
-	local := n.expect(token)
+	local, err := n.expect(token)
+	if err != nil {
+		return nil, err
+	}
 	defer n.release(token)
 	peer := strings.TrimSuffix(peerURL, "/")
 	c := n.caller
@@ -346,12 +383,27 @@ type caller struct {
 	token  string
 }
 
-// send sends req, with the token.
+// send sends req, with the token. A token goes only over https://, or over
+// http:// to a loopback host (semijoin's rule): elsewhere it would cross
+// the network in clear text, and the request is refused instead.
 func (c caller) send(req *http.Request) (*http.Response, error) {
 	if c.token != "" {
+		if req.URL.Scheme != "https" && !isLoopbackHost(req.URL.Hostname()) {
+			return nil, fmt.Errorf("raftstore: %s: a token is sent only over https://, or over http:// to a loopback host: it would cross the network in clear text", req.URL.Redacted())
+		}
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	return c.client.Do(req)
+}
+
+// isLoopbackHost reports whether host names this machine: localhost or a
+// loopback address.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // dial reaches the semijoin API at u as c does.

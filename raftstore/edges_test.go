@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -226,7 +229,7 @@ func TestComparePointWaitersShareTheSnapshot(t *testing.T) {
 	defer db.Close()
 	for round := 0; round < 200; round++ {
 		ch := make(chan markedSnapshot, 1)
-		p := newComparePoint("0123456789abcdef", ch, time.Now().Add(time.Minute))
+		p := newComparePoint("0123456789abcdef", ch)
 		var wg sync.WaitGroup
 		errs := make([]error, 3)
 		for w := range errs {
@@ -256,9 +259,147 @@ func TestComparePointWaitersShareTheSnapshot(t *testing.T) {
 	}
 	// A point whose channel closes with no snapshot settles as having none.
 	ch := make(chan markedSnapshot, 1)
-	p := newComparePoint("0123456789abcdef", ch, time.Now().Add(time.Minute))
+	p := newComparePoint("0123456789abcdef", ch)
 	close(ch)
 	if _, err := p.wait(context.Background()); err == nil || !strings.Contains(err.Error(), "no snapshot") {
 		t.Fatalf("a point with no snapshot: %v", err)
+	}
+}
+
+// A client with a token does not send it over plain http:// to a host
+// that is not loopback (an http:// typed for https://, say): the request
+// is refused before it leaves.
+func TestCompareTokenNotSentInClearText(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if a := r.Header.Get("Authorization"); a != "" {
+			seen = append(seen, r.Method+" "+r.URL.Path)
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	// Every host name reaches the test server, as an operator's would
+	// reach the nodes.
+	addr := srv.Listener.Addr().String()
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := CompareURLsWith(ctx, "http://node-a.example:8001", "http://node-b.example:8001", &ClientOptions{Client: client, Token: "s3cret"})
+	if err == nil || !strings.Contains(err.Error(), "clear text") {
+		t.Errorf("CompareURLsWith over http:// with a token: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > 0 {
+		t.Errorf("the token went over plain http to a remote host: %v", seen)
+	}
+}
+
+// openSnapshots returns the number of snapshots open on n's store.
+func openSnapshots(n *Node) int {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	return n.fsm.db.Metrics().Snapshots
+}
+
+// markPoint registers the compare point token on n over its API, marks the
+// log with it and waits for the point's snapshot.
+func markPoint(t *testing.T, n *Node, token string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := caller{client: http.DefaultClient}
+	if err := c.post(ctx, http.MethodPost, n.URL()+"/compare/"+token, nil); err != nil {
+		t.Fatal(err)
+	}
+	var b Batch
+	b.mark([]byte(token))
+	if err := n.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	if err := c.get(ctx, n.URL()+"/compare/"+token, &body); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitSnapshots waits up to d for n to have want snapshots open, and
+// returns how many it has.
+func waitSnapshots(n *Node, want int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		got := openSnapshots(n)
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Compare points release their snapshots however they end: registered a
+// second time (a retried request) and then deleted, abandoned past their
+// time to live, or left at Close; and a node keeps at most
+// maxComparePoints at once.
+func TestComparePointsReleaseTheirSnapshots(t *testing.T) {
+	c := newTestCluster(t)
+	n := c.start("a", true, "")
+	c.leader()
+	base := openSnapshots(n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := caller{client: http.DefaultClient}
+
+	const token = "0123456789abcdef0123456789abcdef"
+	markPoint(t, n, token)
+	if got := openSnapshots(n); got != base+1 {
+		t.Fatalf("%d snapshots open with the point settled, want %d", got, base+1)
+	}
+	if err := cl.post(ctx, http.MethodPost, n.URL()+"/compare/"+token, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.post(ctx, http.MethodDelete, n.URL()+"/compare/"+token, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitSnapshots(n, base, 5*time.Second); got != base {
+		t.Errorf("registered twice, then deleted: %d snapshots open, want %d", got, base)
+	}
+
+	n.cmp.ttl.Store(int64(300 * time.Millisecond))
+	markPoint(t, n, "fedcba9876543210fedcba9876543210")
+	if got := waitSnapshots(n, base, 10*time.Second); got != base {
+		t.Errorf("abandoned past its time to live: %d snapshots open, want %d", got, base)
+	}
+
+	n.cmp.ttl.Store(int64(compareTTL))
+	for i := range maxComparePoints {
+		if err := cl.post(ctx, http.MethodPost, n.URL()+fmt.Sprintf("/compare/%032x", i), nil); err != nil {
+			t.Fatalf("point %d: %v", i, err)
+		}
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, n.URL()+"/compare/ffffffffffffffffffffffffffffffff", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a point past %d: %s, want 429", maxComparePoints, resp.Status)
+	}
+	if err := cl.post(ctx, http.MethodPost, n.URL()+fmt.Sprintf("/compare/%032x", 0), nil); err != nil {
+		t.Errorf("a point registered again at the bound: %v", err)
+	}
+
+	markPoint(t, n, fmt.Sprintf("%032x", 1))
+	if got := openSnapshots(n); got != base+1 {
+		t.Fatalf("%d snapshots open, want %d", got, base+1)
+	}
+	n.dropPoints() // as Close does
+	if got := openSnapshots(n); got != base {
+		t.Errorf("after dropPoints: %d snapshots open, want %d", got, base)
 	}
 }

@@ -155,6 +155,7 @@ func Open(opts Options) (*Node, error) {
 		n.caller.client.Transport = &http.Transport{TLSClientConfig: opts.TLS.Clone(), ForceAttemptHTTP2: true}
 	}
 	n.cmp.points = map[string]*comparePoint{}
+	n.cmp.ttl.Store(int64(compareTTL))
 	ok := false
 	defer func() {
 		if !ok {
@@ -319,6 +320,7 @@ func (n *Node) closeParts() error {
 		n.ln.Close()
 	}
 	n.wg.Wait()
+	n.dropPoints()
 	if n.fsm != nil {
 		errs = append(errs, n.fsm.Close())
 	}
