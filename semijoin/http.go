@@ -368,10 +368,16 @@ func readUvarint(b []byte) (uint64, int) {
 	return v, n
 }
 
+// keyHeaderBytes is what a request's key costs the server beside its
+// bytes: its slice header.
+const keyHeaderBytes = 24
+
 // decodeRequest decodes the payload of a request to e. Any departure from
 // the canonical encoding append makes is an error wrapping ErrBadRequest,
-// with a one-line reason.
-func decodeRequest(e endpoint, payload []byte) (request, error) {
+// with a one-line reason, as is a request of more than maxKeys keys: each
+// costs a slice header (24 bytes) beside its bytes, so that a payload of
+// empty keys would take 24 times its size.
+func decodeRequest(e endpoint, payload []byte, maxKeys int) (request, error) {
 	var q request
 	allowed, required := e.params()
 	bad := func(format string, args ...any) (request, error) {
@@ -400,7 +406,7 @@ func decodeRequest(e endpoint, payload []byte) (request, error) {
 		v := payload[off : off+int(n) : off+int(n)]
 		off += int(n)
 		q.has |= set(p)
-		if err := q.decodeValue(p, v); err != "" {
+		if err := q.decodeValue(p, v, maxKeys); err != "" {
 			return bad("parameter %q: %s", p, err)
 		}
 	}
@@ -415,7 +421,7 @@ func decodeRequest(e endpoint, payload []byte) (request, error) {
 }
 
 // decodeValue sets parameter p from its value v, or returns why it can't.
-func (q *request) decodeValue(p param, v []byte) string {
+func (q *request) decodeValue(p param, v []byte, maxKeys int) string {
 	switch p {
 	case pStart:
 		q.start = v
@@ -451,12 +457,21 @@ func (q *request) decodeValue(p param, v []byte) string {
 		}
 		q.values = v[0] == 1
 	case pKeys:
-		q.keys = [][]byte{}
-		for off := 0; off < len(v); {
+		// Checked and counted before the keys are taken apart.
+		count := 0
+		for off := 0; off < len(v); count++ {
 			n, size := readUvarint(v[off:])
 			if size == 0 || n > uint64(len(v)-off-size) {
-				return fmt.Sprintf("key %d at offset %d: bad length", len(q.keys), off)
+				return fmt.Sprintf("key %d at offset %d: bad length", count, off)
 			}
+			if count == maxKeys {
+				return fmt.Sprintf("more than %d keys, the most a request of this server's size limit may hold", maxKeys)
+			}
+			off += size + int(n)
+		}
+		q.keys = make([][]byte, 0, count)
+		for off := 0; off < len(v); {
+			n, size := readUvarint(v[off:])
 			off += size
 			q.keys = append(q.keys, v[off:off+int(n):off+int(n)])
 			off += int(n)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,7 +45,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, ep byte, payload []byte) {
 		e := endpoint(ep % byte(numEndpoints))
-		q, err := decodeRequest(e, payload)
+		q, err := decodeRequest(e, payload, math.MaxInt)
 		if err != nil {
 			if !errors.Is(err, ErrBadRequest) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("%v: %q", e, err)

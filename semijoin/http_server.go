@@ -50,6 +50,11 @@ type HandlerOptions struct {
 	// DefaultMaxConcurrent). One past it is refused at once with 503 and
 	// Retry-After: 1.
 	MaxConcurrent int
+	// MaxSketchSymbols bounds the coded symbols one sketch session hands
+	// out (default DefaultMaxSketchSymbols); a sketch keeps every symbol it
+	// has made, 32 bytes each, until it closes. A request past it is
+	// refused with 413: a Diff then needs a larger bound or a smaller range.
+	MaxSketchSymbols int
 }
 
 // Defaults of HandlerOptions.
@@ -58,6 +63,9 @@ const (
 	DefaultMaxSessions     = 16
 	DefaultSessionTTL      = 2 * time.Minute
 	DefaultMaxConcurrent   = 64
+	// DefaultMaxSketchSymbols is twice the symbols Diff asks for at most by
+	// default (DiffOptions.MaxSymbols): 128 MiB of symbols per session.
+	DefaultMaxSketchSymbols = 2 * defaultMaxSymbols
 )
 
 // Handler returns an http.Handler that serves s to Dial's remote stores:
@@ -86,6 +94,10 @@ func Handler(s Differ, o *HandlerOptions) http.Handler {
 		now:           time.Now,
 		sessions:      map[string]*session{},
 		keysOnly:      o.KeysOnly,
+		maxSymbols:    o.MaxSketchSymbols,
+	}
+	if h.maxSymbols <= 0 {
+		h.maxSymbols = DefaultMaxSketchSymbols
 	}
 	if o.Token != "" {
 		sum := sha256.Sum256([]byte(o.Token))
@@ -127,6 +139,7 @@ type handler struct {
 	now           func() time.Time
 	token         *[sha256.Size]byte // the token's hash; nil for none
 	keysOnly      bool
+	maxSymbols    int           // the symbols a sketch session hands out at most
 	slots         chan struct{} // a token per request under way
 
 	mu       sync.Mutex
@@ -141,6 +154,7 @@ type session struct {
 
 	mu     sync.Mutex // serializes the use of sk
 	sk     Sketcher
+	sent   int // symbols handed out
 	closed bool
 }
 
@@ -227,7 +241,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out.refuse(err)
 		return
 	}
-	q, err := decodeRequest(e, payload)
+	q, err := decodeRequest(e, payload, h.maxRequest/keyHeaderBytes)
 	if err == nil {
 		err = h.checkFilters(e, &q)
 	}
@@ -390,7 +404,14 @@ func (h *handler) nextSymbols(ctx context.Context, id []byte, n uint64) ([]byte,
 	if s.closed {
 		return nil, errNoSession(id)
 	}
-	return s.sk.Next(ctx, int(n))
+	if s.sent+int(n) > h.maxSymbols {
+		return nil, refusal(http.StatusRequestEntityTooLarge, ErrBadRequest, "sketch past %d symbols, the most a session hands out (MaxSketchSymbols)", h.maxSymbols)
+	}
+	wire, err := s.sk.Next(ctx, int(n))
+	if err == nil {
+		s.sent += int(n)
+	}
+	return wire, err
 }
 
 // closeSketch closes a sketch and forgets its session.

@@ -527,3 +527,44 @@ func TestWriterAllocs(t *testing.T) {
 		t.Errorf("reader: %v allocations per run", allocs)
 	}
 }
+
+// TestStatedLengthNotAllocated: a frame that states a length within the
+// limit but sends little of it costs memory for what it sent, not for what
+// it stated; and a Snappy frame that states more output than its stored
+// bytes can encode is refused before the output is allocated.
+func TestStatedLengthNotAllocated(t *testing.T) {
+	const limit = 64 << 20
+	head := make([]byte, headerLen)
+	putHeader(head, typeData, limit, 0)
+	body := binary.AppendUvarint(nil, limit)
+	body = append(body, make([]byte, 100)...)
+	snappyHead := make([]byte, headerLen)
+	putHeader(snappyHead, typeData|flagSnappy, len(body), 0)
+	for name, c := range map[string]struct {
+		stream []byte
+		want   error
+	}{
+		"stated, 1000 bytes sent": {append(head, make([]byte, 1000)...), ErrTruncated},
+		"snappy, 64 MiB from 104": {append(snappyHead, body...), ErrCorrupt},
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := ReadMessage(bytes.NewReader(c.stream), limit)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+			t.Errorf("%s: allocated %d bytes", name, alloc)
+		}
+	}
+	// A frame larger than the first growth steps, sent whole, reads back.
+	rng := rand.New(rand.NewPCG(9, 10))
+	p := payload(rng, 300_000, false)
+	stream := encode(t, rng, p, WithSize(1<<20))
+	for _, r := range []io.Reader{bytes.NewReader(stream), iotest.HalfReader(bytes.NewReader(stream))} {
+		if got, err := io.ReadAll(NewReader(r, 1<<20)); err != nil || !bytes.Equal(got, p) {
+			t.Fatalf("a frame of %d bytes: %d bytes back, %v", len(p), len(got), err)
+		}
+	}
+}

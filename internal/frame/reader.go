@@ -90,11 +90,9 @@ func (r *Reader) next() error {
 	default:
 		return corruptf("frame", off, "unknown frame type %#02x", typ)
 	}
-	if cap(r.stored) < int(stored) {
-		r.stored = make([]byte, stored)
-	}
-	body := r.stored[:stored]
-	n, err = io.ReadFull(r.r, body)
+	var body []byte
+	body, n, err = readGrowing(r.r, r.stored, int(stored))
+	r.stored = body
 	r.off += int64(n)
 	if err != nil {
 		return readErr(off, err, "payload", n, int(stored))
@@ -107,6 +105,9 @@ func (r *Reader) next() error {
 			return corruptf("frame", off, "bad Snappy header: %v", err)
 		case dl > r.max:
 			return fmt.Errorf("%w: frame at offset %d: decoded length %d exceeds the limit %d", ErrTooLarge, off, dl, r.max)
+		case dl > maxSnappyExpansion*len(body):
+			// Snappy's densest element, a 3-byte copy, yields 64 bytes.
+			return corruptf("frame", off, "decoded length %d from %d stored bytes: more than Snappy can encode in them", dl, len(body))
 		case dl == 0:
 			return corruptf("frame", off, "empty data frame")
 		}
@@ -137,6 +138,38 @@ func (r *Reader) next() error {
 	default:
 		return fmt.Errorf("frame: reading after the end frame at offset %d: %w", r.off, err)
 	}
+}
+
+// maxSnappyExpansion bounds the bytes one stored byte of Snappy decodes to.
+const maxSnappyExpansion = 22
+
+// readGrowing reads n bytes from r into buf, reusing its memory when it
+// has room, and growing it as the bytes arrive otherwise (doubling from
+// 64 KiB), so that a frame that states a large length but does not send
+// it costs what was sent rather than what was stated. It returns the bytes
+// read and their count, with io.ReadFull's errors.
+func readGrowing(r io.Reader, buf []byte, n int) ([]byte, int, error) {
+	if cap(buf) >= n {
+		k, err := io.ReadFull(r, buf[:n])
+		return buf[:n], k, err
+	}
+	b := buf[:0]
+	for len(b) < n {
+		if len(b) == cap(b) {
+			nb := make([]byte, len(b), min(n, max(2*cap(b), 64<<10)))
+			copy(nb, b)
+			b = nb
+		}
+		k, err := io.ReadFull(r, b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err != nil {
+			if err == io.EOF && len(b) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return b, len(b), err
+		}
+	}
+	return b, n, nil
 }
 
 // readErr describes a failed read of part of the frame at off: got of want

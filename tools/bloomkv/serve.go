@@ -46,6 +46,7 @@ type serveFlags struct {
 	maxRequestBytes int
 	maxFilterBits   uint64
 	maxSessions     int
+	maxSymbols      int
 	maxConcurrent   int
 	tlsCert, tlsKey string
 	clientCA        string
@@ -85,13 +86,14 @@ with A's values alone, and diff the differing keys without B's values
 confirm the guess).
 
 Requests over --max-request-bytes, and filters over --max-filter-bits, are
-refused (413); at most --max-sessions diff sketches are open at once, and
+refused (413); at most --max-sessions diff sketches are open at once, each
+handing out at most --max-sketch-symbols coded symbols (413 past them), and
 past --max-concurrent requests at once the server answers 503 with a
 Retry-After. A refused token or certificate gets 401 or 403 and no more.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
-			if f.maxRequestBytes < 0 || f.maxSessions < 0 || f.maxConcurrent < 0 {
-				return usageError{fmt.Errorf("--max-request-bytes, --max-sessions and --max-concurrent must not be negative")}
+			if f.maxRequestBytes < 0 || f.maxSessions < 0 || f.maxConcurrent < 0 || f.maxSymbols < 0 {
+				return usageError{fmt.Errorf("--max-request-bytes, --max-sessions, --max-sketch-symbols and --max-concurrent must not be negative")}
 			}
 			if err := f.check(); err != nil {
 				return err
@@ -104,6 +106,7 @@ Retry-After. A refused token or certificate gets 401 or 403 and no more.`,
 	c.Flags().IntVar(&f.maxRequestBytes, "max-request-bytes", semijoin.DefaultMaxRequestBytes, "largest request body accepted, uncompressed")
 	c.Flags().Uint64Var(&f.maxFilterBits, "max-filter-bits", semijoin.DefaultMaxFilterBits, "largest Bloom filter built or accepted, in bits")
 	c.Flags().IntVar(&f.maxSessions, "max-sessions", semijoin.DefaultMaxSessions, "most diff sketches open at once")
+	c.Flags().IntVar(&f.maxSymbols, "max-sketch-symbols", semijoin.DefaultMaxSketchSymbols, "most coded symbols one diff sketch hands out (32 bytes each, kept until it closes)")
 	c.Flags().IntVar(&f.maxConcurrent, "max-concurrent", semijoin.DefaultMaxConcurrent, "most requests served at once; past it, 503 with Retry-After")
 	c.Flags().StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain); needs --tls-key")
 	c.Flags().StringVar(&f.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
@@ -220,12 +223,13 @@ func (e *env) serve(dir string, f *serveFlags) error {
 		return err
 	}
 	h := semijoin.LocalHandler(d, &semijoin.HandlerOptions{
-		MaxRequestBytes: f.maxRequestBytes,
-		Limits:          semijoin.Limits{MaxFilterBits: f.maxFilterBits},
-		MaxSessions:     f.maxSessions,
-		MaxConcurrent:   f.maxConcurrent,
-		Token:           token,
-		KeysOnly:        f.keysOnly,
+		MaxRequestBytes:  f.maxRequestBytes,
+		Limits:           semijoin.Limits{MaxFilterBits: f.maxFilterBits},
+		MaxSessions:      f.maxSessions,
+		MaxSketchSymbols: f.maxSymbols,
+		MaxConcurrent:    f.maxConcurrent,
+		Token:            token,
+		KeysOnly:         f.keysOnly,
 	})
 	// Requests run under base, cancelled when the server stops, and the
 	// gate holds the store open until the last has returned.
