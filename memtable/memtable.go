@@ -676,8 +676,8 @@ type keyFilter struct {
 // keyFilterProbes is the number of bits a key sets in its word.
 const keyFilterProbes = 4
 
-// newKeyFilter sizes a filter for a table of about size bytes: a bit per
-// byte, so 16 bits or more per key for entries of 128 bytes or more, whose
+// newKeyFilter sizes a filter for a table of about size bytes: a bit per 8
+// bytes, so 16 bits or more per key for entries of 128 bytes or more, whose
 // false positives stay under about 1%.
 func newKeyFilter(size int64) keyFilter {
 	n := min(max(size/8/64, 64), 1<<24)
