@@ -403,3 +403,14 @@ func TestComparePointsReleaseTheirSnapshots(t *testing.T) {
 		t.Errorf("after dropPoints: %d snapshots open, want %d", got, base)
 	}
 }
+
+// The node's HTTP server bounds how long a request may take to arrive and
+// how long a connection may stay idle, so that slow or idle clients do not
+// hold connections and their buffers.
+func TestNodeServerTimeouts(t *testing.T) {
+	c := newTestCluster(t)
+	n := c.start("a", true, "")
+	if n.srv.ReadHeaderTimeout == 0 || n.srv.ReadTimeout == 0 || n.srv.IdleTimeout == 0 {
+		t.Fatalf("timeouts: header %v, read %v, idle %v", n.srv.ReadHeaderTimeout, n.srv.ReadTimeout, n.srv.IdleTimeout)
+	}
+}

@@ -242,7 +242,11 @@ func Open(opts Options) (*Node, error) {
 	if n.raft, err = raft.NewRaft(conf, n.fsm, n.logs, n.logs, n.snaps, n.trans); err != nil {
 		return nil, fmt.Errorf("raftstore: start raft: %w", err)
 	}
+	// A client that sends its request slowly, or keeps a connection idle,
+	// is cut off: neither holds a connection and its buffers for long.
+	// Answers take as long as they take (a compare streams for minutes).
 	n.srv = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: log.New(logOut, "raftstore: http: ", log.LstdFlags)}
 	n.wg.Add(1)
 	go func() {
