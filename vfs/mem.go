@@ -29,7 +29,11 @@ type MemFS struct {
 	names   map[string]*memNode // the namespace now
 	durable map[string]*memNode // the namespace a crash would leave
 	moves   []dirMove           // directory renames not yet durable, oldest first
-	locks   map[string]bool
+	// removedDirs maps each durable directory removed while it still held
+	// durable entries to its parent's path: the removal becomes durable at
+	// the parent's SyncDir.
+	removedDirs map[string]string
+	locks       map[string]bool
 }
 
 type memNode struct {
@@ -42,11 +46,12 @@ type memNode struct {
 // and the current directory ".".
 func NewMem() *MemFS {
 	return &MemFS{
-		dirs:    map[string]bool{"/": true, ".": true},
-		ddirs:   map[string]bool{"/": true, ".": true},
-		names:   map[string]*memNode{},
-		durable: map[string]*memNode{},
-		locks:   map[string]bool{},
+		dirs:        map[string]bool{"/": true, ".": true},
+		ddirs:       map[string]bool{"/": true, ".": true},
+		names:       map[string]*memNode{},
+		durable:     map[string]*memNode{},
+		removedDirs: map[string]string{},
+		locks:       map[string]bool{},
 	}
 }
 
@@ -71,8 +76,18 @@ func (m *MemFS) Create(name string) (File, error) {
 	if m.dirs[name] {
 		return nil, &os.PathError{Op: "create", Path: name, Err: errors.New("is a directory")}
 	}
-	n := &memNode{}
-	m.names[name] = n
+	n := m.names[name]
+	if n != nil {
+		// Truncated in place, as an operating system does: the name, its
+		// other links and open handles keep the file, and a Sync alone
+		// makes the new contents durable.
+		n.mu.Lock()
+		n.data = n.data[:0]
+		n.mu.Unlock()
+	} else {
+		n = &memNode{}
+		m.names[name] = n
+	}
 	return &memFile{node: n, name: name, writable: true}, nil
 }
 
@@ -105,10 +120,31 @@ func (m *MemFS) Remove(name string) error {
 			}
 		}
 		delete(m.dirs, name)
-		delete(m.ddirs, m.durablePath(name))
+		// The removal is durable at once, as a creation is, unless the
+		// directory still holds durable entries (files removed since its
+		// last SyncDir): a crash then leaves it with them, until a SyncDir
+		// of its parent makes the removal durable.
+		dd := m.durablePath(name)
+		if m.hasDurableUnder(dd) {
+			m.removedDirs[dd] = filepath.Dir(name)
+		} else {
+			delete(m.ddirs, dd)
+		}
 		return nil
 	}
 	return notExist("remove", name)
+}
+
+// hasDurableUnder reports whether a durable entry lies under the durable
+// directory dd.
+func (m *MemFS) hasDurableUnder(dd string) bool {
+	prefix := dd + string(filepath.Separator)
+	for n := range m.durable {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Rename implements FS.
@@ -199,6 +235,23 @@ func (m *MemFS) SyncDir(dir string) error {
 		}
 	}
 	m.syncMovesLocked(dir)
+	// Directories removed from dir are gone for good, with what they held.
+	for dd, parent := range m.removedDirs {
+		if parent != dir {
+			continue
+		}
+		delete(m.removedDirs, dd)
+		if m.dirs[dd] {
+			continue // made again since
+		}
+		delete(m.ddirs, dd)
+		prefix := dd + string(filepath.Separator)
+		for n := range m.durable {
+			if strings.HasPrefix(n, prefix) {
+				delete(m.durable, n)
+			}
+		}
+	}
 	return nil
 }
 
