@@ -493,10 +493,11 @@ func badTables(t *testing.T, fs vfs.FS) map[string]string {
 	})
 	out["nonzero-range-deletion-seq"] = "/bad/rangedel-seq.sst"
 	writeTableWith(t, fs, "/bad/dup.sst", sstable.WriterOptions{}, func(w *sstable.Writer) error {
-		if err := w.Set([]byte("dup"), []byte("v")); err != nil {
+		// Through Add: Set and Delete refuse a key twice.
+		if err := w.Add(base.MakeInternalKey([]byte("dup"), 0, base.KindSet), []byte("v")); err != nil {
 			return err
 		}
-		return w.Delete([]byte("dup")) // #0,DEL sorts after #0,SET
+		return w.Add(base.MakeInternalKey([]byte("dup"), 0, base.KindDelete), nil) // #0,DEL sorts after #0,SET
 	})
 	out["repeated-key"] = "/bad/dup.sst"
 	writeTableWith(t, fs, "/bad/bigkey.sst", sstable.WriterOptions{}, func(w *sstable.Writer) error {

@@ -246,14 +246,31 @@ func (w *Writer) Add(key base.InternalKey, value []byte) error {
 const maxBlockSlack = 64 << 10
 
 // Set appends a Set of key to value at sequence number 0, the form of the
-// tables a store's Ingest takes; keys must arrive in increasing order.
+// tables a store's Ingest takes; keys must arrive in increasing order, each
+// once: a Set or Delete of the key just written is refused (the two
+// entries' kinds would order them, but a table of a key twice at one
+// sequence number is one Ingest refuses).
 func (w *Writer) Set(key, value []byte) error {
+	if err := w.checkOnce(key); err != nil {
+		return err
+	}
 	return w.Add(base.MakeInternalKey(key, 0, base.KindSet), value)
 }
 
 // Delete appends a Delete of key at sequence number 0, as Set does.
 func (w *Writer) Delete(key []byte) error {
+	if err := w.checkOnce(key); err != nil {
+		return err
+	}
 	return w.Add(base.MakeInternalKey(key, 0, base.KindDelete), nil)
+}
+
+// checkOnce refuses a Set or Delete of the user key of the last entry.
+func (w *Writer) checkOnce(key []byte) error {
+	if w.hasLast && bytes.Equal(w.lastKey[:len(w.lastKey)-base.TrailerLen], key) {
+		return fmt.Errorf("sstable: %q written twice: a table for Ingest holds each key once", key)
+	}
+	return nil
 }
 
 // DeleteRange records a range deletion of the user keys in [start, end) at

@@ -130,3 +130,42 @@ func TestIndexPartitionThreshold(t *testing.T) {
 		})
 	}
 }
+
+// Set and Delete write a key once: Set then Delete of a key (two entries at
+// 0, in kind order, which Ingest refuses) is refused, the table keeping the
+// first, while Add takes versions of a key at different sequence numbers.
+func TestWriterSetDeleteOncePerKey(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Set([]byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Delete([]byte("a")); err == nil || !strings.Contains(err.Error(), "written twice") {
+		t.Fatalf("Delete of a key just Set: %v", err)
+	}
+	if err := w.Set([]byte("a"), []byte("2")); err == nil || !strings.Contains(err.Error(), "written twice") {
+		t.Fatalf("Set of a key just Set: %v", err)
+	}
+	if err := w.Add(base.MakeInternalKey([]byte("b"), 7, base.KindSet), []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(base.MakeInternalKey([]byte("b"), 5, base.KindDelete), nil); err != nil {
+		t.Fatalf("an older version of a key: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, tr, found, err := r.LookupCopy([]byte("a"), base.SeqNumMax); err != nil || !found || tr.Kind() != base.KindSet || string(v) != "1" {
+		t.Fatalf("a: %q %v %v %v", v, tr, found, err)
+	}
+	if n := r.Properties().NumEntries; n != 3 {
+		t.Fatalf("%d entries, want 3", n)
+	}
+}
