@@ -603,11 +603,20 @@ func (it *Iter) backward(h uint32) bool {
 	return false
 }
 
-// First moves to the first entry.
-func (it *Iter) First() bool { return it.forward(next(it.node(it.m.head), 0)) }
+// First moves to the first entry. Like every positioning method, it
+// reports false on a closed iterator.
+func (it *Iter) First() bool {
+	if it.m == nil {
+		return false
+	}
+	return it.forward(next(it.node(it.m.head), 0))
+}
 
 // Last moves to the last entry.
 func (it *Iter) Last() bool {
+	if it.m == nil {
+		return false
+	}
 	x := it.m.head
 	xp := it.node(x)
 	for l := int(it.m.height.Load()) - 1; l >= 0; l-- {
@@ -620,12 +629,18 @@ func (it *Iter) Last() bool {
 
 // SeekGE moves to the first entry whose internal key is ≥ key.
 func (it *Iter) SeekGE(key base.InternalKey) bool {
+	if it.m == nil {
+		return false
+	}
 	_, succ, _ := it.m.seek(&it.dir, key, nil)
 	return it.forward(succ)
 }
 
 // SeekLT moves to the last entry whose internal key is < key.
 func (it *Iter) SeekLT(key base.InternalKey) bool {
+	if it.m == nil {
+		return false
+	}
 	pred, _, _ := it.m.seek(&it.dir, key, nil)
 	return it.backward(pred)
 }
@@ -657,7 +672,7 @@ func (it *Iter) Key() base.InternalKey {
 // Value returns the current entry's value.
 func (it *Iter) Value() []byte { return valueOf(&it.dir, it.m, it.p, it.vis) }
 
-// Close releases the iterator.
+// Close releases the iterator; it then reports no entry.
 func (it *Iter) Close() error {
 	*it = Iter{}
 	return nil

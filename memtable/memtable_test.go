@@ -339,3 +339,18 @@ func TestChunkSource(t *testing.T) {
 		})
 	}
 }
+
+// An iterator used after Close reports no entry rather than panicking.
+func TestIterAfterClose(t *testing.T) {
+	m := New()
+	m.Add(base.MakeInternalKey([]byte("a"), 1, base.KindSet), []byte("1"))
+	it := m.NewIter()
+	if !it.First() {
+		t.Fatal("First on a table of one entry")
+	}
+	it.Close()
+	k := base.MakeInternalKey([]byte("a"), base.SeqNumMax, base.KindMax)
+	if it.First() || it.Last() || it.SeekGE(k) || it.SeekLT(k) || it.Next() || it.Prev() || it.Valid() {
+		t.Fatal("a closed iterator reports an entry")
+	}
+}
