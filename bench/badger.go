@@ -19,6 +19,9 @@ type badgerEngine struct {
 	db  *badger.DB
 	dir string
 	s   settings
+	// missesBefore is the block cache misses of the store before its last
+	// reopen (flush), whose counters start again from 0.
+	missesBefore uint64
 }
 
 // badgerBlockCache is the share of -cache Badger gets for data blocks; the
@@ -26,13 +29,13 @@ type badgerEngine struct {
 // filters (the other engines keep those in their one cache, or pin them).
 func badgerBlockCache(s settings) int64 { return s.cacheBytes - s.cacheBytes/4 }
 
-// badgerFalsePositive is the Bloom false-positive rate Badger sizes its
-// filters from: the rate of a filter of s.bitsPerKey bits per key with the
-// best number of hashes, exp(-bits·ln²2). Badger turns the rate back into
-// ceil(-ln(rate)/ln²2) bits per key; the rate is nudged up a hair so that
-// rounding gives back the same bits.
+// badgerFalsePositive is the Bloom false-positive rate Badger is given so
+// that its filters get s.bitsPerKey bits per key: its table builder sizes a
+// filter at ceil(-ln(rate)/ln 2) bits per key (y.BloomBitsPerKey), so the
+// rate is 2^-bits, nudged up a hair so that rounding gives back the same
+// bits.
 func badgerFalsePositive(s settings) float64 {
-	return math.Exp(-float64(s.bitsPerKey)*math.Ln2*math.Ln2) * (1 + 1e-9)
+	return math.Exp(-float64(s.bitsPerKey)*math.Ln2) * (1 + 1e-9)
 }
 
 func badgerOptions(dir string, s settings) badger.Options {
@@ -67,7 +70,7 @@ func openBadger(dir string, s settings) (engine, error) {
 func describeBadger(s settings) string {
 	o := badgerOptions("", s)
 	return fmt.Sprintf("badger %s: BlockCacheSize=%d IndexCacheSize=%d (the two split -cache; indexes and Bloom filters in the index cache) "+
-		"MemTableSize=%d NumMemtables=%d BloomFalsePositive=%.5f (%d bits/key) BlockSize=%d Compression=snappy NumCompactors=%d (its least) "+
+		"MemTableSize=%d NumMemtables=%d BloomFalsePositive=%.3g (%d bits/key) BlockSize=%d Compression=snappy NumCompactors=%d (its least) "+
 		"NumLevelZeroTables=%d ValueThreshold=%d (the most Badger takes with this memtable: values this small live in the LSM tree, not the value log) DetectConflicts=%v (default) Logger=nil; "+
 		"a write is a transaction (DB.Update), a batch one transaction, a point read DB.View; iterators PrefetchValues=false (values read as the scan reaches them); "+
 		"a flush is a close and reopen, which writes the memtables to level-0 tables; compact is a flush then Flatten; SyncWrites=%v",
@@ -123,6 +126,10 @@ func (e *badgerEngine) newIter() (iter, error) {
 // flush closes and reopens the store: Badger has no call that flushes its
 // memtable, and Close writes it to a level-0 table.
 func (e *badgerEngine) flush() error {
+	// The reopened store counts its cache's misses from 0.
+	if m := e.db.BlockCacheMetrics(); m != nil {
+		e.missesBefore += m.Misses()
+	}
 	if err := e.db.Close(); err != nil {
 		return fmt.Errorf("badger close: %w", err)
 	}
@@ -150,7 +157,7 @@ func (e *badgerEngine) close() error { return e.db.Close() }
 func (e *badgerEngine) counters() counters {
 	c := withoutDiff(counters{blockReads: -1, filterProbes: -1, filterMaybes: -1, filterFalsePositives: -1, tableBytes: -1})
 	if m := e.db.BlockCacheMetrics(); m != nil {
-		c.blockReads = int64(m.Misses())
+		c.blockReads = int64(e.missesBefore + m.Misses())
 	}
 	return c
 }

@@ -397,13 +397,18 @@ func (e *pebbleEngine) close() error {
 
 func (e *pebbleEngine) counters() counters {
 	m := e.db.Metrics()
-	t := m.Total()
+	// The tables' bytes, summed over the levels: Metrics.Total adds the
+	// WAL's bytes and the ingested ones to its TableBytesFlushed.
+	var tableBytes uint64
+	for i := range m.Levels {
+		tableBytes += m.Levels[i].TableBytesFlushed + m.Levels[i].TableBytesCompacted
+	}
 	return withoutDiff(counters{
 		blockReads:           m.BlockCache.Misses,
 		filterProbes:         m.Filter.Hits + m.Filter.Misses,
 		filterMaybes:         m.Filter.Misses,
 		filterFalsePositives: -1,
-		tableBytes:           int64(t.TableBytesFlushed + t.TableBytesCompacted),
+		tableBytes:           int64(tableBytes),
 	})
 }
 

@@ -778,10 +778,12 @@ func (r *runner) readWhileWriting() (*measurement, error) {
 		total.paired = total.paired.add(m.paired)
 	}
 	if r.pair != nil {
-		// Ops/s of the "on" side: its reads over the time each reader
-		// spent in it.
+		// Ops/s of each side: the readers' reads over the time they spent
+		// in it together, the sum of each reader's time over the readers.
 		total.paired = r.pair.finish(total.paired)
-		total.elapsed = total.paired.took[0] / readers
+		total.paired.took[0] /= readers
+		total.paired.took[1] /= readers
+		total.elapsed = total.paired.took[0]
 	}
 	total.note = fmt.Sprintf("%d writes, %.0f writes/s", writes, float64(writes)/elapsed.Seconds())
 	return total, nil
