@@ -1028,7 +1028,7 @@ func TestBadgerBboltRun(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"bloomkv/badger", "bloomkv/bbolt", "badger v4.", "bbolt v1.", "-cache does not apply", "SyncWrites=false", "NoSync=true",
-		"FreelistType=hashmap", "BloomFalsePositive=0.00819 (10 bits/key)", "every workload ops/s vs badger", "with a -cache that holds the data"} {
+		"FreelistType=hashmap", "BloomFalsePositive=0.000977 (10 bits/key)", "every workload ops/s vs badger", "with a -cache that holds the data"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("the output lacks %q:\n%s", s, out)
 		}
