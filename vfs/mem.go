@@ -30,8 +30,8 @@ type MemFS struct {
 	durable map[string]*memNode // the namespace a crash would leave
 	moves   []dirMove           // directory renames not yet durable, oldest first
 	// removedDirs maps each durable directory removed while it still held
-	// durable entries to its parent's path: the removal becomes durable at
-	// the parent's SyncDir.
+	// durable entries to its path in the current namespace: the removal
+	// becomes durable at the SyncDir of its parent there.
 	removedDirs map[string]string
 	locks       map[string]bool
 }
@@ -126,7 +126,7 @@ func (m *MemFS) Remove(name string) error {
 		// of its parent makes the removal durable.
 		dd := m.durablePath(name)
 		if m.hasDurableUnder(dd) {
-			m.removedDirs[dd] = filepath.Dir(name)
+			m.removedDirs[dd] = name
 		} else {
 			delete(m.ddirs, dd)
 		}
@@ -235,19 +235,28 @@ func (m *MemFS) SyncDir(dir string) error {
 		}
 	}
 	m.syncMovesLocked(dir)
-	// Directories removed from dir are gone for good, with what they held.
-	for dd, parent := range m.removedDirs {
-		if parent != dir {
+	// Directories removed from dir are gone for good, with what they held,
+	// directories removed from them included.
+	for dd, name := range m.removedDirs {
+		if filepath.Dir(name) != dir {
 			continue
 		}
 		delete(m.removedDirs, dd)
-		if m.dirs[dd] {
+		if m.dirs[name] {
 			continue // made again since
 		}
-		delete(m.ddirs, dd)
-		prefix := dd + string(filepath.Separator)
+		for d := range m.ddirs {
+			if under(d, dd) {
+				delete(m.ddirs, d)
+			}
+		}
+		for d := range m.removedDirs {
+			if under(d, dd) {
+				delete(m.removedDirs, d)
+			}
+		}
 		for n := range m.durable {
-			if strings.HasPrefix(n, prefix) {
+			if under(n, dd) {
 				delete(m.durable, n)
 			}
 		}

@@ -108,3 +108,50 @@ func TestMemRemoveDirDurability(t *testing.T) {
 		t.Error("an empty directory removed came back after a crash")
 	}
 }
+
+// A directory removal pending durability follows a rename of the
+// directory made before it, and a nested removal goes with its parent's:
+// after the SyncDirs that make them durable, a crash brings back neither
+// the directories nor their files.
+func TestMemRemoveDirAfterRenameAndNested(t *testing.T) {
+	write := func(m *MemFS, name string) {
+		f, _ := m.Create(name)
+		f.Write([]byte("x"))
+		f.Sync()
+		f.Close()
+	}
+	m := NewMem()
+	m.MkdirAll("/d/x")
+	write(m, "/d/x/f")
+	m.SyncDir("/d/x")
+	m.SyncDir("/d")
+	if err := m.Rename("/d/x", "/d/y"); err != nil {
+		t.Fatal(err)
+	}
+	m.Remove("/d/y/f")
+	if err := m.Remove("/d/y"); err != nil {
+		t.Fatal(err)
+	}
+	m.SyncDir("/d")
+	c := m.CrashClone()
+	for _, p := range []string{"/d/x/f", "/d/y/f", "/d/x", "/d/y"} {
+		if ok, _ := c.Exists(p); ok {
+			t.Errorf("renamed then removed, the parent synced: %s exists after a crash", p)
+		}
+	}
+
+	m = NewMem()
+	m.MkdirAll("/a/x/y")
+	write(m, "/a/x/y/f")
+	m.SyncDir("/a/x/y")
+	m.Remove("/a/x/y/f")
+	m.Remove("/a/x/y")
+	m.Remove("/a/x")
+	m.SyncDir("/a")
+	c = m.CrashClone()
+	for _, p := range []string{"/a/x", "/a/x/y", "/a/x/y/f"} {
+		if ok, _ := c.Exists(p); ok {
+			t.Errorf("nested removals, the top one's parent synced: %s exists after a crash", p)
+		}
+	}
+}

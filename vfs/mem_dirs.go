@@ -60,6 +60,11 @@ func (m *MemFS) renameDirLocked(oldname, newname string) error {
 	}
 	moveUnder(m.dirs, oldname, newname)
 	moveUnder(m.names, oldname, newname)
+	for dd, name := range m.removedDirs {
+		if under(name, oldname) {
+			m.removedDirs[dd] = reroot(name, oldname, newname)
+		}
+	}
 	m.moves = append(m.moves, dirMove{old: oldname, new: newname})
 	return nil
 }
@@ -77,6 +82,7 @@ func (m *MemFS) syncMovesLocked(dir string) {
 		from, to := m.undoMoves(mv.old, 0, i), m.undoMoves(mv.new, 0, i)
 		moveUnder(m.ddirs, from, to)
 		moveUnder(m.durable, from, to)
+		moveUnder(m.removedDirs, from, to)
 		m.moves = slices.Delete(m.moves, i, i+1)
 	}
 }
