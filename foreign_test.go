@@ -191,3 +191,45 @@ func TestIngestRefusesTheStoresOwnFiles(t *testing.T) {
 		t.Fatalf("a table named like the store's, elsewhere: %v", err)
 	}
 }
+
+// On the operating system's file system, a path through a symbolic link to
+// the store's directory names the store's file all the same.
+func TestIngestRefusesTheStoresOwnFileThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "db")
+	d, err := Open(db, &Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for i := range 10 {
+		if err := d.Set(fmt.Appendf(nil, "k%d", i), []byte("v"), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(db, link); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	levels, err := d.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tables := range levels {
+		for _, ti := range tables {
+			p := filepath.Join(link, ti.Name)
+			if err := d.Ingest([]string{p}); err == nil || !strings.Contains(err.Error(), "file of the store itself") {
+				t.Errorf("Ingest(%s): %v, want a refusal", p, err)
+			}
+			if _, err := os.Stat(filepath.Join(db, ti.Name)); err != nil {
+				t.Errorf("the table: %v", err)
+			}
+		}
+	}
+	if _, err := d.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -256,6 +257,27 @@ type ingestTable struct {
 // once.
 const ingestSyncWidth = 4
 
+// isStoreFile reports whether path names a file of the store's own: in
+// its directory (by path, or on the operating system's file system as the
+// same directory, through symbolic links too), under a name the store
+// gives its tables, logs and manifests.
+func (d *DB) isStoreFile(path string) bool {
+	if k, _ := parseName(filepath.Base(path)); k == kindUnknown {
+		return false
+	}
+	dir, err1 := filepath.Abs(filepath.Dir(path))
+	own, err2 := filepath.Abs(d.dir)
+	if err1 == nil && err2 == nil && dir == own {
+		return true
+	}
+	if d.fs != vfs.Default {
+		return false
+	}
+	a, err1 := os.Stat(filepath.Dir(path))
+	b, err2 := os.Stat(d.dir)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
+}
+
 // loadIngestTables loads the tables at paths (loadIngestTable), several at
 // once, up to one per core Go may use, and syncs each as its load ends, so
 // that the link Ingest makes of it is durable once the store's directory is
@@ -269,21 +291,6 @@ const ingestSyncWidth = 4
 // for a core (even of a file its writer synced, and the device serves them
 // one after another however many are asked at once), and a load that
 // waited for its own sync would hold its core idle meanwhile.
-// isStoreFile reports whether path names a file of the store's own: in
-// its directory, under a name the store gives its tables, logs and
-// manifests.
-func (d *DB) isStoreFile(path string) bool {
-	if k, _ := parseName(filepath.Base(path)); k == kindUnknown {
-		return false
-	}
-	dir, err := filepath.Abs(filepath.Dir(path))
-	if err != nil {
-		return false
-	}
-	own, err := filepath.Abs(d.dir)
-	return err == nil && dir == own
-}
-
 func (d *DB) loadIngestTables(paths []string) ([]*ingestTable, error) {
 	tables := make([]*ingestTable, len(paths))
 	errs := make([]error, len(paths))
