@@ -36,7 +36,8 @@ const compareWait = 30 * time.Second
 type comparePoint struct {
 	token string
 	ch    <-chan markedSnapshot
-	timer *time.Timer // drops the point at its TTL; nil in tests
+	timer *time.Timer // drops the point a TTL after its last use; nil in tests
+	users int         // requests and compares using it; guarded by compares.mu
 
 	// turn holds a token while no waiter receives from ch: one waiter at a
 	// time receives, so that the one that finds ch closed knows no other
@@ -108,9 +109,9 @@ func newToken() string {
 // errTooManyPoints refuses a compare point past maxComparePoints.
 var errTooManyPoints = errors.New("raftstore: too many compare points in progress")
 
-// expect registers a compare point for token, dropped at compareTTL unless
-// released before. A token registered already gets its point: a request
-// retried registers nothing new.
+// expect registers a compare point for token, dropped once it has gone
+// unused for compareTTL, unless released before. A token registered
+// already gets its point: a request retried registers nothing new.
 func (n *Node) expect(token string) (*comparePoint, error) {
 	n.cmp.mu.Lock()
 	defer n.cmp.mu.Unlock()
@@ -121,9 +122,39 @@ func (n *Node) expect(token string) (*comparePoint, error) {
 		return nil, fmt.Errorf("%w (%d): retry later", errTooManyPoints, maxComparePoints)
 	}
 	p := newComparePoint(token, n.fsm.expectMark(token))
-	p.timer = time.AfterFunc(time.Duration(n.cmp.ttl.Load()), func() { n.release(token) })
+	p.timer = time.AfterFunc(time.Duration(n.cmp.ttl.Load()), func() { n.expire(token, p) })
 	n.cmp.points[token] = p
 	return p, nil
+}
+
+// expire drops p at its TTL unless it is in use: the last use to end
+// starts its TTL again.
+func (n *Node) expire(token string, p *comparePoint) {
+	n.cmp.mu.Lock()
+	defer n.cmp.mu.Unlock()
+	if n.cmp.points[token] == p && p.users == 0 {
+		n.dropPoint(token, p)
+	}
+}
+
+// usePoint returns the point of token, nil if none, held from expiring
+// until done is called.
+func (n *Node) usePoint(token string) (p *comparePoint, done func()) {
+	n.cmp.mu.Lock()
+	defer n.cmp.mu.Unlock()
+	p = n.cmp.points[token]
+	if p == nil {
+		return nil, func() {}
+	}
+	p.users++
+	return p, func() {
+		n.cmp.mu.Lock()
+		defer n.cmp.mu.Unlock()
+		p.users--
+		if p.users == 0 && p.timer != nil && n.cmp.points[token] == p {
+			p.timer.Reset(time.Duration(n.cmp.ttl.Load()))
+		}
+	}
 }
 
 // dropPoint forgets a point; n.cmp.mu is held.
@@ -153,6 +184,18 @@ func (n *Node) dropPoints() {
 		}
 		delete(n.cmp.points, token)
 		n.fsm.dropMark(token)
+		// A snapshot no request has received yet waits in the channel.
+		select {
+		case <-p.turn:
+			select {
+			case m, ok := <-p.ch:
+				if ok {
+					m.snap.Close()
+				}
+			default:
+			}
+		default:
+		}
 		p.release()
 	}
 }
@@ -163,12 +206,6 @@ func (n *Node) release(token string) {
 	if p := n.cmp.points[token]; p != nil {
 		n.dropPoint(token, p)
 	}
-}
-
-func (n *Node) point(token string) *comparePoint {
-	n.cmp.mu.Lock()
-	defer n.cmp.mu.Unlock()
-	return n.cmp.points[token]
 }
 
 func (n *Node) compareRoutes(mux *http.ServeMux) {
@@ -190,38 +227,41 @@ func (n *Node) compareRoutes(mux *http.ServeMux) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /compare/{token}", func(w http.ResponseWriter, r *http.Request) {
-		_, m, ok := n.awaitPoint(w, r)
+		_, m, done, ok := n.awaitPoint(w, r)
 		if !ok {
 			return
 		}
+		defer done()
 		json.NewEncoder(w).Encode(map[string]uint64{"index": m.index})
 	})
 	mux.HandleFunc("/compare/{token}/", func(w http.ResponseWriter, r *http.Request) {
-		p, _, ok := n.awaitPoint(w, r)
+		p, _, done, ok := n.awaitPoint(w, r)
 		if !ok {
 			return
 		}
+		defer done()
 		p.h.ServeHTTP(w, r)
 	})
 }
 
 // awaitPoint waits, up to compareWait, for the compare point the request's
-// token names to be reached, or answers the request with an error and
-// reports false.
-func (n *Node) awaitPoint(w http.ResponseWriter, r *http.Request) (*comparePoint, markedSnapshot, bool) {
-	p := n.point(r.PathValue("token"))
+// token names to be reached, and holds it from expiring until done is
+// called; or it answers the request with an error and reports false.
+func (n *Node) awaitPoint(w http.ResponseWriter, r *http.Request) (*comparePoint, markedSnapshot, func(), bool) {
+	p, done := n.usePoint(r.PathValue("token"))
 	if p == nil {
 		http.Error(w, "no such compare point", http.StatusNotFound)
-		return nil, markedSnapshot{}, false
+		return nil, markedSnapshot{}, nil, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), compareWait)
 	defer cancel()
 	m, err := p.wait(ctx)
 	if err != nil {
+		done()
 		httpError(w, err)
-		return nil, markedSnapshot{}, false
+		return nil, markedSnapshot{}, nil, false
 	}
-	return p, m, true
+	return p, m, done, true
 }
 
 // KeyDifference is a key on which two replicas differ: held by one of them
@@ -253,11 +293,15 @@ var userRange = semijoin.KeyRange{Start: []byte{prefixUser}, End: userEnd}
 // the difference rather than the data.
 func (n *Node) Compare(ctx context.Context, peerURL string) (*CompareReport, error) {
 	token := newToken()
-	local, err := n.expect(token)
-	if err != nil {
+	if _, err := n.expect(token); err != nil {
 		return nil, err
 	}
 	defer n.release(token)
+	local, done := n.usePoint(token) // held for the whole comparison
+	defer done()
+	if local == nil {
+		return nil, fmt.Errorf("raftstore: compare: point %s dropped as it was made", token)
+	}
 	peer := strings.TrimSuffix(peerURL, "/")
 	c := n.caller
 	if err := c.post(ctx, http.MethodPost, peer+"/compare/"+token, nil); err != nil {

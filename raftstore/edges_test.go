@@ -414,3 +414,33 @@ func TestNodeServerTimeouts(t *testing.T) {
 		t.Fatalf("timeouts: header %v, read %v, idle %v", n.srv.ReadHeaderTimeout, n.srv.ReadTimeout, n.srv.IdleTimeout)
 	}
 }
+
+// A leader's 404 means no such key only with Bloomkv-Absent; without it the
+// leader lacks the route (an earlier version's, without /raft/get), which
+// a follower's linearizable read then falls back from.
+func TestForwardTellsAbsentFromNoRoute(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/absent" {
+			w.Header().Set(absentHeader, "1")
+		}
+		http.Error(w, "404 page not found", http.StatusNotFound)
+	}))
+	defer srv.Close()
+	n := &Node{caller: caller{client: http.DefaultClient}}
+	for path, want := range map[string]error{"/absent": bloomkv.ErrNotFound, "/raft/get": errNoRoute} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, nil)
+		if err := n.forward(req, nil); !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", path, err, want)
+		}
+	}
+}
+
+// A node with a token and no TLS binds only a loopback HTTP address: its
+// requests to the others carry the token, which never goes over plain
+// http:// to another host.
+func TestOpenRefusesATokenInClearText(t *testing.T) {
+	_, err := Open(Options{ID: "t", Dir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "192.0.2.1:0", Token: "s3cret", Bootstrap: true, Fast: true, LogOutput: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "clear text") {
+		t.Fatalf("Open with a token, no TLS, on a remote address: %v", err)
+	}
+}

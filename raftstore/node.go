@@ -148,6 +148,10 @@ func Open(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("raftstore: open node: HTTP address %q: %w", opts.HTTPAddr, err)
 	} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		return nil, fmt.Errorf("raftstore: open node: HTTP address %q is not one other nodes can reach: bind a specific one", opts.HTTPAddr)
+	} else if opts.Token != "" && opts.TLS == nil && !isLoopbackHost(host) {
+		// The node's requests to the others carry the token, which goes
+		// only over https:// or to a loopback host (caller.send).
+		return nil, fmt.Errorf("raftstore: open node: a token without TLS on %s would cross the network in clear text: give TLS too, or a loopback address", opts.HTTPAddr)
 	}
 	n := &Node{opts: opts, done: make(chan struct{})}
 	n.caller = caller{client: &http.Client{Timeout: 30 * time.Second}, token: opts.Token}
@@ -473,6 +477,10 @@ func (n *Node) applyOnce(ctx context.Context, cmd []byte) error {
 // receiver does not forward it again.
 const forwardedHeader = "Bloomkv-Forwarded"
 
+// errNoRoute marks a leader's 404 without absentHeader: it does not serve
+// the path asked for.
+var errNoRoute = errors.New("no such route")
+
 // absentHeader marks a 404 that means no such key, telling it from a 404
 // of a path the receiver does not serve (a node of an older version).
 const absentHeader = "Bloomkv-Absent"
@@ -504,6 +512,7 @@ func (n *Node) forward(req *http.Request, out *[]byte) error {
 		if resp.Header.Get(absentHeader) != "" {
 			return bloomkv.ErrNotFound
 		}
+		return fmt.Errorf("raftstore: leader answered %s: %s: %w", resp.Status, strings.TrimSpace(string(body)), errNoRoute)
 	case http.StatusServiceUnavailable:
 		return fmt.Errorf("%w: leader answered %s", ErrNoLeader, strings.TrimSpace(string(body)))
 	case http.StatusBadRequest:
@@ -571,7 +580,16 @@ func (n *Node) getLinearizable(ctx context.Context, key []byte) ([]byte, error) 
 		return nil, err
 	}
 	var v []byte
-	if err := n.forward(req, &v); err != nil {
+	err = n.forward(req, &v)
+	if errors.Is(err, errNoRoute) {
+		// A leader of an earlier version, without /raft/get.
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/kv/"+escapeAll(string(key))+"?consistency=linearizable", nil)
+		if err != nil {
+			return nil, err
+		}
+		err = n.forward(req, &v)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return v, nil
