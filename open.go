@@ -42,11 +42,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 			return nil, fmt.Errorf("bloomkv: creating %s: %w", dir, err)
 		}
 	}
-	// Before locking: another engine's store has a LOCK file of its own.
-	if names, err := d.fs.List(dir); err == nil {
-		if name, engine := foreignStoreFile(names); name != "" {
-			return nil, fmt.Errorf("bloomkv: %s holds %s store (it has %s), which bloomkv does not open: %w", dir, engine, name, ErrUnsupportedFormat)
-		}
+	// Before locking: another engine's store has a LOCK file of its own. A
+	// directory that cannot be listed fails below.
+	names, _ := d.fs.List(dir)
+	if name, engine := foreignStoreFile(names); name != "" {
+		return nil, fmt.Errorf("bloomkv: %s holds %s store (it has %s), which bloomkv does not open: %w", dir, engine, name, ErrUnsupportedFormat)
 	}
 	if o.ReadOnly {
 		// Look before locking: locking creates LOCK, and a read-only open
@@ -69,7 +69,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if !o.ReadOnly {
 		d.chunks = newChunkFeed(o.MemTableSize)
 	}
-	if err := d.open(); err != nil {
+	if err := d.open(names); err != nil {
 		d.chunks.close()
 		d.tables.close()
 		if d.mu.manifest != nil {
@@ -94,8 +94,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 	return d, nil
 }
 
-func (d *DB) open() error {
-	names, _ := d.fs.List(d.dir) // a directory that cannot be listed fails below
+// open loads or starts the store; names are its directory's files as Open
+// found them before locking it.
+func (d *DB) open(names []string) error {
 	manNum, err := readCurrent(d.fs, d.dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

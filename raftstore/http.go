@@ -93,10 +93,16 @@ func keyOf(r *http.Request) ([]byte, error) {
 	if k == "" {
 		return nil, badRequest("empty key: use /kv/{key}")
 	}
-	if len(k)+2 > bloomkv.MaxKeySize {
-		return nil, badRequest("key of %d bytes is over the limit", len(k))
+	return []byte(k), checkKeySize(len(k))
+}
+
+// checkKeySize refuses a key of n bytes the store cannot hold once its
+// key-space prefix is added.
+func checkKeySize(n int) error {
+	if n+2 > bloomkv.MaxKeySize {
+		return badRequest("key of %d bytes is over the limit", n)
 	}
-	return []byte(k), nil
+	return nil
 }
 
 // checkQuery refuses parameters other than allowed.
@@ -160,8 +166,8 @@ func (n *Node) serveLeaderGet(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	if len(key)+2 > bloomkv.MaxKeySize {
-		httpError(w, badRequest("key of %d bytes is over the limit", len(key)))
+	if err := checkKeySize(len(key)); err != nil {
+		httpError(w, err)
 		return
 	}
 	answerRead(w, r, func(ctx context.Context) ([]byte, error) { return n.leaderGet(ctx, key) })
