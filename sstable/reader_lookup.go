@@ -6,7 +6,6 @@ package sstable
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -241,17 +240,6 @@ type indexWindows struct {
 	entries int           // the index's entries
 }
 
-// keyWindow returns the window of userKey, which begins with a prefix of
-// length c.
-func keyWindow(userKey []byte, c int) uint64 {
-	if rest := userKey[c:]; len(rest) >= 8 {
-		return binary.BigEndian.Uint64(rest)
-	}
-	var b [8]byte
-	copy(b[:], userKey[c:])
-	return binary.BigEndian.Uint64(b[:])
-}
-
 // buildIndexWindows returns the windows of index, a single-level index of a
 // table ordered bytewise, or nil when an entry is not a restart point or a
 // separator is too short for a trailer (the seek then searches the block).
@@ -295,7 +283,7 @@ func (t *Reader) buildIndexWindows(index []byte) *indexWindows {
 		}
 		w.handles = append(w.handles, bh)
 		if len(w.window) < m {
-			w.window = append(w.window, keyWindow(it.key[:len(it.key)-base.TrailerLen], len(w.common)))
+			w.window = append(w.window, base.KeyWindow(it.key[:len(it.key)-base.TrailerLen], len(w.common)))
 		}
 	}
 	if it.err != nil || len(w.handles) != n {
@@ -328,10 +316,18 @@ func (w *indexWindows) seek(top *blockIter, enc []byte) (i int, ok bool) {
 	var lo, hi int
 	switch {
 	case len(uk) >= c && bytes.Equal(uk[:c], w.common):
-		k := keyWindow(uk, c)
-		lo, hi = searchWindows(w.window, 0, m, k), m
-		if k != ^uint64(0) {
-			hi = searchWindows(w.window, lo, m, k+1)
+		k := base.KeyWindow(uk, c)
+		lo = base.SearchWindows(w.window, 0, m, k)
+		// The windows equal to k follow lo: seldom more than one.
+		hi = lo
+		for hi < m && w.window[hi] == k && hi-lo < 8 {
+			hi++
+		}
+		if hi-lo == 8 { // a long run: search for its end
+			hi = m
+			if k != ^uint64(0) {
+				hi = base.SearchWindows(w.window, lo+8, m, k+1)
+			}
 		}
 		if hi == m {
 			hi = n // enc may lie above the windowed separators
@@ -354,17 +350,4 @@ func (w *indexWindows) seek(top *blockIter, enc []byte) (i int, ok bool) {
 		}
 	}
 	return lo, true
-}
-
-// searchWindows returns the first i in [lo, hi) with w[i] ≥ k, or hi.
-func searchWindows(w []uint64, lo, hi int, k uint64) int {
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if w[mid] < k {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo
 }

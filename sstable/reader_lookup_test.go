@@ -26,14 +26,21 @@ func windowKey(r *rand.Rand, prefix string) []byte {
 // TestSeekIndexByWindows checks that a lookup's seek in the index by its
 // windows lands where the index block's own seek does, for keys before,
 // among, equal to (at sequence numbers above, at and below) and after the
-// separators, in tables whose keys share prefixes of several lengths.
+// separators, in tables whose keys share prefixes of several lengths, and
+// in one where runs of separators share their window (the eight bytes past
+// the common prefix) and differ after it.
 func TestSeekIndexByWindows(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
-	for round, prefix := range []string{"", "p", "common-prefix/", "\xff\xff"} {
+	for round, prefix := range []string{"", "p", "common-prefix/", "\xff\xff", "w"} {
 		var spec tableSpec
 		seen := map[string]bool{}
 		for range 3000 {
 			uk := windowKey(r, prefix)
+			if prefix == "w" {
+				// One of two windows, then any suffix.
+				uk = append([]byte(prefix), []string{"AAAAAAAA", "BBBBBBBB"}[r.IntN(2)]...)
+				uk = append(uk, windowKey(r, "")...)
+			}
 			seq := base.SeqNum(r.IntN(5) + 1)
 			if id := fmt.Sprintf("%x#%d", uk, seq); !seen[id] {
 				seen[id] = true

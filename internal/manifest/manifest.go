@@ -359,29 +359,27 @@ type Version struct {
 const flatMax = 1024
 
 // flatLevel is a level's tables in key order, for a binary search: the
-// largest user keys share prefix, and each entry holds the eight bytes that
-// follow it as an integer, so that most steps compare integers, not keys.
+// largest user keys share prefix, and each table's largest and smallest
+// user keys are also held as the eight bytes that follow it, as integers,
+// so that a search compares integers in one contiguous array and decides
+// most lookups without reading a table's metadata or keys.
 type flatLevel struct {
 	prefix  []byte
+	nexts   []uint64 // entries[i].next, contiguous for the search
 	entries []flatEntry
 }
 
 type flatEntry struct {
 	next uint64 // the largest user key's eight bytes after prefix, zero-padded, big-endian
-	key  []byte // the largest user key
-	f    *FileMetadata
-}
-
-// loadNext returns the eight bytes of key from i on as an integer, padded
-// with zeros past its end: keys whose integers differ sort as the integers
-// do (from i on; equal integers tell nothing).
-func loadNext(key []byte, i int) uint64 {
-	if len(key) >= i+8 {
-		return binary.BigEndian.Uint64(key[i:])
-	}
-	var b [8]byte
-	copy(b[:], key[i:])
-	return binary.BigEndian.Uint64(b[:])
+	// first is the smallest user key's eight bytes after prefix, as next,
+	// or zero if it lacks prefix (it then sorts below every key that has
+	// it).
+	first uint64
+	// exclusive says the largest key is a range deletion's exclusive end:
+	// the table holds nothing at it.
+	exclusive bool
+	key       []byte // the largest user key
+	f         *FileMetadata
 }
 
 // setFlat rebuilds v.flat[l] from its tree.
@@ -404,36 +402,40 @@ func (v *Version) setFlat(l int) {
 			i++
 		}
 		fl.prefix = first[:i:i]
+		fl.nexts = make([]uint64, n)
 		for j := range fl.entries {
-			fl.entries[j].next = loadNext(fl.entries[j].key, i)
+			e := &fl.entries[j]
+			e.next = base.KeyWindow(e.key, i)
+			fl.nexts[j] = e.next
+			e.exclusive = e.f.Largest.IsExclusiveSentinel()
+			if small := e.f.Smallest.UserKey; bytes.HasPrefix(small, fl.prefix) {
+				e.first = base.KeyWindow(small, i)
+			}
 		}
 	}
 	v.flat[l] = fl
 }
 
 // find returns the index of the first entry whose key is not below userKey
-// (len(entries) if none).
-func (fl *flatLevel) find(userKey []byte) int {
+// (len(entries) if none), and, if userKey has prefix (ok), its eight bytes
+// after it.
+func (fl *flatLevel) find(userKey []byte) (i int, next uint64, ok bool) {
 	e := fl.entries
 	p := len(fl.prefix)
 	if !bytes.HasPrefix(userKey, fl.prefix) {
 		// Every key begins with prefix, which userKey sorts before or after.
 		if bytes.Compare(userKey, fl.prefix) < 0 {
-			return 0
+			return 0, 0, false
 		}
-		return len(e)
+		return len(e), 0, false
 	}
-	next := loadNext(userKey, p)
-	lo, hi := 0, len(e)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if e[m].next < next || e[m].next == next && bytes.Compare(e[m].key[p:], userKey[p:]) < 0 {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+	next = base.KeyWindow(userKey, p)
+	i = base.SearchWindows(fl.nexts, 0, len(fl.nexts), next)
+	// Equal integers: the keys decide.
+	for i < len(e) && e[i].next == next && bytes.Compare(e[i].key[p:], userKey[p:]) < 0 {
+		i++
 	}
-	return lo
+	return i, next, true
 }
 
 // LevelStats sums a level's tables: their bytes, and, over the tables whose
@@ -707,12 +709,26 @@ func (v *Version) Find(l int, userKey []byte) *FileMetadata {
 		// the one after it if it ends at userKey with a range deletion's
 		// exclusive end (tables do not overlap: one at most).
 		e := fl.entries
-		i := fl.find(userKey)
-		if i < len(e) && e[i].f.Before(userKey) {
-			i++
+		i, next, ok := fl.find(userKey)
+		if i < len(e) && e[i].exclusive && bytes.Equal(e[i].key, userKey) {
+			i++ // e[i] ends where userKey begins: Before(userKey)
 		}
-		if i < len(e) && bytes.Compare(e[i].f.Smallest.UserKey, userKey) <= 0 {
-			return e[i].f
+		if i == len(e) {
+			return nil
+		}
+		// Is the table's smallest key at or below userKey? Where userKey
+		// has the prefix, integers that differ decide.
+		x := &e[i]
+		if ok {
+			switch {
+			case x.first < next:
+				return x.f
+			case x.first > next:
+				return nil
+			}
+		}
+		if bytes.Compare(x.f.Smallest.UserKey, userKey) <= 0 {
+			return x.f
 		}
 		return nil
 	}

@@ -447,3 +447,78 @@ func TestContainingL0Flat(t *testing.T) {
 		t.Fatalf("L0 holds %d tables: the test did not grow it past flatMax", v.NumFiles(0))
 	}
 }
+
+// TestFindBinaryKeys checks Find on levels whose keys are short binary
+// strings over a few bytes (zeros, 0xff, a shared prefix or none), where
+// the eight-byte windows a flat level compares tie, run past a key's end or
+// sit beside keys shorter than the level's prefix: against every table's
+// range, for keys at and between the tables' bounds.
+func TestFindBinaryKeys(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	alphabet := []byte{0x00, 0x01, 'a', 0xfe, 0xff}
+	randKey := func(prefix []byte) []byte {
+		k := append([]byte{}, prefix...)
+		for range r.IntN(12) {
+			k = append(k, alphabet[r.IntN(len(alphabet))])
+		}
+		return k
+	}
+	for round := range 300 {
+		var prefix []byte
+		if round%3 != 0 {
+			prefix = randKey(nil)
+		}
+		// Distinct sorted keys, paired into tables that do not overlap.
+		set := map[string]bool{}
+		for range 2 + r.IntN(60) {
+			set[string(randKey(prefix))] = true
+		}
+		keys := make([][]byte, 0, len(set))
+		for k := range set {
+			keys = append(keys, []byte(k))
+		}
+		slices.SortFunc(keys, func(a, b []byte) int { return cmp.Compare(string(a), string(b)) })
+		e := &VersionEdit{}
+		var files []*FileMetadata
+		for i := 0; i+1 < len(keys); i += 2 {
+			f := meta(uint64(i+1), string(keys[i]), string(keys[i+1]), 1)
+			if r.IntN(3) == 0 {
+				// A range deletion ending where the next table may
+				// begin.
+				end := keys[i+1]
+				if i+2 < len(keys) && r.IntN(2) == 0 {
+					end = keys[i+2]
+				}
+				f.Largest = base.MakeRangeDeleteSentinel(end)
+			}
+			files = append(files, f)
+			e.NewFiles = append(e.NewFiles, NewFile{4, f})
+		}
+		v, err := (&Version{}).Apply(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.flat[4] == nil {
+			t.Fatal("the level is not flat")
+		}
+		probes := append([][]byte{{}, append([]byte{}, prefix...), randKey(nil)}, keys...)
+		for _, k := range keys {
+			probes = append(probes, append(append([]byte{}, k...), 0x00), append([]byte{}, k[:len(k)/2]...))
+		}
+		for range 40 {
+			probes = append(probes, randKey(prefix), randKey(nil))
+		}
+		for _, k := range probes {
+			var want *FileMetadata
+			for _, f := range files {
+				if f.Overlaps(k, k) {
+					want = f
+					break
+				}
+			}
+			if got := v.Find(4, k); got != want {
+				t.Fatalf("round %d: Find(%x) = %v, want %v (prefix %x)", round, k, got, want, prefix)
+			}
+		}
+	}
+}
