@@ -522,3 +522,41 @@ func TestFindBinaryKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestFindLongWindowRuns checks Find where many tables share a window (ids
+// zero-padded past the eight bytes after a short common prefix), so that
+// the search must tell them apart by whole keys beyond a run of eight.
+func TestFindLongWindowRuns(t *testing.T) {
+	e := &VersionEdit{}
+	files := []*FileMetadata{meta(1, "accounts/1", "accounts/9", 1)}
+	for i := range 1000 {
+		f := meta(uint64(i+2), fmt.Sprintf("users/%012d", i*1000), fmt.Sprintf("users/%012d", i*1000+999), 1)
+		if i%7 == 3 {
+			f.Largest = base.MakeRangeDeleteSentinel([]byte(fmt.Sprintf("users/%012d", i*1000+1000)))
+		}
+		files = append(files, f)
+		e.NewFiles = append(e.NewFiles, NewFile{5, f})
+	}
+	e.NewFiles = append(e.NewFiles, NewFile{5, files[0]})
+	v, err := (&Version{}).Apply(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	probes := []string{"users/", "users/0", "users/000000000000", "users/999999999999", "v", "accounts/5"}
+	for range 3000 {
+		probes = append(probes, fmt.Sprintf("users/%012d", r.IntN(1_001_000)))
+	}
+	for _, k := range probes {
+		var want *FileMetadata
+		for _, f := range files {
+			if f.Overlaps([]byte(k), []byte(k)) {
+				want = f
+				break
+			}
+		}
+		if got := v.Find(5, []byte(k)); got != want {
+			t.Fatalf("Find(%s) = %v, want %v", k, got, want)
+		}
+	}
+}
