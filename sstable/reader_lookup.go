@@ -318,17 +318,7 @@ func (w *indexWindows) seek(top *blockIter, enc []byte) (i int, ok bool) {
 	case len(uk) >= c && bytes.Equal(uk[:c], w.common):
 		k := base.KeyWindow(uk, c)
 		lo = base.SearchWindows(w.window, 0, m, k)
-		// The windows equal to k follow lo: seldom more than one.
-		hi = lo
-		for hi < m && w.window[hi] == k && hi-lo < 8 {
-			hi++
-		}
-		if hi-lo == 8 { // a long run: search for its end
-			hi = m
-			if k != ^uint64(0) {
-				hi = base.SearchWindows(w.window, lo+8, m, k+1)
-			}
-		}
+		hi = base.WindowRunEnd(w.window, lo, k)
 		if hi == m {
 			hi = n // enc may lie above the windowed separators
 		}

@@ -36,3 +36,21 @@ func SearchWindows(w []uint64, lo, hi int, k uint64) int {
 	}
 	return lo
 }
+
+// WindowRunEnd returns the end of the run of windows equal to k that begins
+// at lo in w (sorted, w[lo] ≥ k unless lo is its end): the first i ≥ lo with
+// w[i] ≠ k. Such runs are seldom longer than one, so it steps through eight
+// before it searches.
+func WindowRunEnd(w []uint64, lo int, k uint64) int {
+	i := lo
+	for i < len(w) && w[i] == k {
+		if i-lo == 8 {
+			if k == ^uint64(0) {
+				return len(w)
+			}
+			return SearchWindows(w, i, len(w), k+1)
+		}
+		i++
+	}
+	return i
+}

@@ -58,3 +58,34 @@ func TestKeyWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowRunEnd checks WindowRunEnd against a linear scan, on runs of
+// equal windows shorter and longer than the eight it steps through, the
+// largest window's included.
+func TestWindowRunEnd(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 500 {
+		w := make([]uint64, r.IntN(60))
+		for i := range w {
+			w[i] = r.Uint64N(4)
+			if r.IntN(5) == 0 {
+				w[i] = ^uint64(0)
+			}
+		}
+		slices.Sort(w)
+		for lo := 0; lo <= len(w); lo++ {
+			for _, k := range []uint64{0, 1, 2, 3, ^uint64(0)} {
+				if lo < len(w) && w[lo] < k {
+					continue // not a lower bound of k
+				}
+				want := lo
+				for want < len(w) && w[want] == k {
+					want++
+				}
+				if got := WindowRunEnd(w, lo, k); got != want {
+					t.Fatalf("WindowRunEnd(%v, %d, %d) = %d, want %d", w, lo, k, got, want)
+				}
+			}
+		}
+	}
+}

@@ -429,24 +429,8 @@ func (fl *flatLevel) find(userKey []byte) (i int, next uint64, ok bool) {
 	}
 	next = base.KeyWindow(userKey, p)
 	i = base.SearchWindows(fl.nexts, 0, len(fl.nexts), next)
-	// Equal windows: the keys decide. A run of them is stepped through for
-	// its first eight tables (seldom more share a window), then searched.
-	ns, end := fl.nexts, i
-	for end < len(e) && end-i < 8 && ns[end] == next {
-		if bytes.Compare(e[end].key[p:], userKey[p:]) >= 0 {
-			return end, next, true
-		}
-		end++
-	}
-	if end-i < 8 {
-		return end, next, true
-	}
-	hi := len(e)
-	if next != ^uint64(0) {
-		hi = base.SearchWindows(ns, end, len(e), next+1)
-	}
-	i = end
-	for i < hi {
+	// Equal windows: the keys decide, among the run of them.
+	for hi := base.WindowRunEnd(fl.nexts, i, next); i < hi; {
 		mid := int(uint(i+hi) >> 1)
 		if bytes.Compare(e[mid].key[p:], userKey[p:]) < 0 {
 			i = mid + 1
